@@ -1,0 +1,3 @@
+from tenantry.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Job backends behind one Protocol (see ``base``)."""

@@ -1,0 +1,58 @@
+"""The Backend protocol: the few verbs every job backend implements.
+
+A backend runs *batch jobs*; short commands go through ``tenantry.runner``
+(locally) or through leases. Implementations: ``local`` (embedded default),
+``slurm``, and ``fake`` for unit tests. Constructors never do I/O; ``start``
+does. Every verb translates foreign errors into ``tenantry.errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from tenantry.models import JobSpec, JobState, Principal
+
+
+@dataclass(frozen=True, slots=True)
+class JobUpdate:
+    """What a backend knows of one job right now."""
+
+    backend_id: str
+    state: JobState
+    exit_code: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    backend_id: str
+    output: str  # resolved stdout path
+    error: str  # resolved stderr path ("" = merged into output)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    async def submit(self, spec: JobSpec, principal: Principal, job_id: str) -> Submitted:
+        """Hand the job to the scheduler; returns its backend id and output paths."""
+        ...
+
+    async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
+        """Current state of these jobs; ids the backend no longer knows are omitted."""
+        ...
+
+    async def cancel(self, backend_id: str) -> None: ...
+
+    async def info(self) -> dict[str, Any]:
+        """Facility facts for agents: partitions, limits, slots."""
+        ...

@@ -1,0 +1,75 @@
+"""The ``tenantry`` command line: a thin adapter over the daemon's ops.
+
+The client path imports only the standard library so ``tenantry run -- true``
+starts fast; heavy modules (uvicorn, mcp, polars) load only in the commands
+that need them. Each concept adds its commands from its own ``cli`` module
+(listed in ``EXTENSIONS``) through ``register(subparsers)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tenantry import errors
+from tenantry.cli_common import Handler
+
+# Modules that add subcommands: each defines ``register(sub) -> None`` and sets
+# ``handler=`` on its parsers with ``set_defaults``.
+EXTENSIONS: tuple[str, ...] = (
+    "tenantry.cli_core",
+)
+
+DESCRIPTION = """\
+Tenantry: a facility-aware gateway for coding agents on HPC systems.
+
+Agents (and people) run short commands, submit and watch batch jobs, search
+the workspace and the facility memory through one daemon that caches job
+status, enforces policy and records everything. The daemon starts on demand.
+"""
+
+EPILOG = """\
+examples:
+  tenantry run -- pytest -x            run a short command, stream its output
+  tenantry submit --time 10 job.sh     submit a batch job, print its id
+  tenantry wait 3 --timeout 600        block until job 3 ends
+  tenantry jobs --json                 list your jobs as JSON
+  tenantry mcp                         serve MCP on stdio for a coding agent
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tenantry",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--socket", help="daemon socket (default: TENANTRY_SOCKET or per-user)")
+    parser.add_argument("--state", help="state directory (default: TENANTRY_STATE_DIR)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in EXTENSIONS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except errors.TenantryError as err:
+        from tenantry.cli_common import fail
+
+        return fail(args, err)
+    except KeyboardInterrupt:
+        sys.stderr.write("tenantry: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 141

@@ -1,0 +1,196 @@
+"""The client: HTTP/JSON over the daemon's Unix socket, standard library only.
+
+It starts the daemon on demand (like ``ssh-agent``), under a lock so two
+callers never start two daemons, and turns error envelopes back into
+``TenantryError``s. Streaming ops arrive as newline-delimited JSON chunks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tenantry import errors
+from tenantry.principal import client_claims
+from tenantry.settings import Settings
+
+API = "/v1"
+PRINCIPAL_HEADER = "X-Tenantry-Principal"
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float | None) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not None:
+            sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class Client:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        autostart: bool = True,
+        timeout: float | None = None,
+        claims: dict[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.autostart = autostart
+        self.timeout = timeout
+        self.claims = claims if claims is not None else client_claims()
+
+    # -- transport -----------------------------------------------------------------
+    def _request(
+        self, method: str, path: str, body: Any = None, timeout: float | None = None
+    ) -> http.client.HTTPResponse:
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {
+            "Content-Type": "application/json",
+            PRINCIPAL_HEADER: json.dumps(self.claims),
+        }
+        last: Exception | None = None
+        for attempt in range(2):
+            conn = _UnixConnection(self.settings.socket, timeout or self.timeout)
+            try:
+                conn.request(method, path, body=payload, headers=headers)
+                return conn.getresponse()
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                last = exc
+                conn.close()
+                if attempt == 0 and self.autostart:
+                    ensure_daemon(self.settings)
+                    continue
+                break
+            except PermissionError as exc:
+                raise errors.PermissionDenied(
+                    f"cannot open the daemon socket {self.settings.socket}: {exc.strerror}",
+                    hint="the socket belongs to another user; set TENANTRY_SOCKET to your own",
+                ) from exc
+            except OSError as exc:
+                conn.close()
+                raise errors.DaemonUnavailable(
+                    f"lost the connection to the daemon: {exc}"
+                ) from exc
+        raise errors.DaemonUnavailable(
+            f"no daemon answers on {self.settings.socket}",
+            hint="start one with `tenantry serve` (or let the CLI start it)",
+        ) from last
+
+    def call(self, op: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
+        """Call one op; returns its result or raises its TenantryError."""
+        resp = self._request("POST", f"{API}/op/{op}", params or {}, **kw)
+        data = _read_json(resp)
+        if not data.get("ok"):
+            raise errors.from_dict(data.get("error") or {})
+        return data.get("result")
+
+    def stream(self, op: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """Call a streaming op; yields its chunks (the last holds ``result``)."""
+        resp = self._request("POST", f"{API}/op/{op}", params or {})
+        if resp.getheader("Content-Type", "").startswith("application/json"):
+            data = _read_json(resp)
+            if not data.get("ok"):
+                raise errors.from_dict(data.get("error") or {})
+            yield {"result": data.get("result")}
+            return
+        for raw in resp:
+            line = raw.strip()
+            if not line:
+                continue
+            chunk = json.loads(line)
+            if "error" in chunk:
+                raise errors.from_dict(chunk["error"])
+            yield chunk
+
+    def health(self) -> dict[str, Any]:
+        resp = self._request("GET", f"{API}/health")
+        return dict(_read_json(resp))
+
+
+def _read_json(resp: http.client.HTTPResponse) -> dict[str, Any]:
+    raw = resp.read()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise errors.DaemonUnavailable(
+            f"the daemon sent a response that is not JSON (HTTP {resp.status})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise errors.DaemonUnavailable("the daemon sent an unexpected response")
+    return data
+
+
+def _alive(path: str) -> bool:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(1.0)
+        sock.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
+    """Start a daemon for these settings unless one answers; never two at once."""
+    state = Path(settings.state_dir)
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with (state / "spawn.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _alive(settings.socket):
+            return
+        log = (state / "daemon.log").open("ab")
+        os.chmod(state / "daemon.log", 0o600)
+        cmd = [
+            sys.executable,
+            "-m",
+            "tenantry",
+            "serve",
+            "--socket",
+            settings.socket,
+            "--state",
+            settings.state_dir,
+            "--backend",
+            settings.backend,
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+        log.close()
+        deadline = time.monotonic() + wait_s
+        delay = 0.005
+        while time.monotonic() < deadline:
+            if _alive(settings.socket):
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        with contextlib.suppress(OSError):
+            tail = (state / "daemon.log").read_text()[-600:]
+        raise errors.DaemonUnavailable(
+            "the daemon did not start",
+            hint=f"see {state / 'daemon.log'}: {tail.strip()[-300:] if tail else 'empty'}",
+        )

@@ -1,0 +1,1 @@
+"""The daemon: lifespan wiring, HTTP over the Unix socket, MCP shim."""

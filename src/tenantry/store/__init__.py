@@ -1,0 +1,1 @@
+"""State store: SQLite (WAL, one writer thread) with numbered SQL migrations."""
