@@ -23,6 +23,7 @@ class EventType(enum.StrEnum):
     COMMAND_STARTED = "command.started"
     COMMAND_FINISHED = "command.finished"
     JOB_SUBMITTED = "job.submitted"
+    JOB_REJECTED = "job.rejected"
     JOB_DEDUPLICATED = "job.deduplicated"
     JOB_STATE = "job.state"
     JOB_CANCELLED = "job.cancelled"
