@@ -36,7 +36,7 @@ MARKERS: dict[str, str] = {
     "OPENHANDS": "openhands",
 }
 MARKER_RE = r"\b(" + "|".join(sorted(MARKERS, key=len, reverse=True)) + r")\b"
-AGENT_SCORE = 4
+AGENT_SCORE = 3
 HUMAN_SCORE = 1
 NIGHT_START, NIGHT_END = 20, 8  # UTC hours: night is [20:00, 08:00)
 

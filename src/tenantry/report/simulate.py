@@ -129,7 +129,9 @@ class _Builder:
         self.next_sub = 0
         self.jobs: list[SimJob] = []
 
-    def add(self, user: SimUser, ts: int, *, agent: bool, tag: str, name: str) -> None:
+    def add(
+        self, user: SimUser, ts: int, *, agent: bool, tag: str, name: str, wrap_p: float = 0.0
+    ) -> None:
         rng = self.rng
         sub = self.next_sub
         self.next_sub += 1
@@ -157,6 +159,8 @@ class _Builder:
             wait = int(rng.expovariate(1 / 600))
             line = f"sbatch -c {cpus} {name}.sh"
             jname = name
+            if rng.random() < wrap_p:
+                line, jname = f"sbatch -c {cpus} --wrap=./run.sh {name}", "wrap"
             fail_p = 0.06
         gpus = rng.choice((1, 1, 2, 4)) if gpu else 0
         if gpus:
@@ -271,12 +275,13 @@ def generate(
         if u.agent:
             continue
         level = min(1.2, 0.6 * rng.lognormvariate(0, 0.8))
+        wrap_p = 0.5 if rng.random() < 0.1 else 0.02  # a few humans like --wrap too
         for hour in _human_hours(rng, days):
             n = 1 + _poisson(rng, level)
             h_hours += 1
             for _ in range(n):
                 ts = t0 + hour * 3600 + rng.randrange(3600)
-                b.add(u, ts, agent=False, tag="", name=rng.choice(HUMAN_NAMES))
+                b.add(u, ts, agent=False, tag="", name=rng.choice(HUMAN_NAMES), wrap_p=wrap_p)
                 h_subs += 1
     # agents: how many submissions and active hours in total
     agents = [u for u in people if u.agent]
