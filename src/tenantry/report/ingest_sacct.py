@@ -38,6 +38,7 @@ _INT = re.compile(r"^\d*$")
 _ELAPSED = re.compile(r"^((\d+-)?(\d+:)?\d+:\d+(\.\d+)?|INVALID|UNLIMITED|Partition_Limit|)$")
 _STATE = re.compile(r"^([A-Z_]+( by \d+)?|)$")
 _JOB_ID = re.compile(sf.JOB_ID_RE)
+_SUBMIT = re.compile(r"^(\S*/)?(sbatch|srun|salloc)\b")
 VALIDATORS: dict[str, re.Pattern[str]] = {
     "jobid": _JOB_ID,
     "jobidraw": re.compile(r"^\d+(\.[A-Za-z0-9_+\-]+)?$"),
@@ -97,8 +98,45 @@ def _fits(cells: list[str], layout: list[str]) -> bool:
     )
 
 
+def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """Every way to give ``total`` extra separators to ``parts`` fields."""
+    if parts == 1:
+        yield (total,)
+        return
+    for first in range(total, -1, -1):
+        for rest in _compositions(total - first, parts - 1):
+            yield (first, *rest)
+
+
+def _soft_ok(cells: list[str], layout: list[str]) -> bool:
+    for name, cell in zip(layout, cells, strict=True):
+        if name == "submitline" and cell and not _SUBMIT.match(cell):
+            return False
+        if name == "workdir" and cell and not cell.startswith("/"):
+            return False
+    return True
+
+
+def _merge(cells: list[str], layout: list[str], extras: dict[int, int]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    for p in range(len(layout)):
+        take = 1 + extras.get(p, 0)
+        out.append("|".join(cells[i : i + take]))
+        i += take
+    return out
+
+
 def split_record(text: str, layout: list[str]) -> list[str] | None:
-    """Split one logical record into ``len(layout)`` cells, or None if impossible."""
+    """Split one logical record into ``len(layout)`` cells, or None if impossible.
+
+    Surplus ``|`` are handed to the free-text fields. Every way of doing so is
+    tried; a split must validate every typed field (timestamps, ids, numbers,
+    states) and keep ``SubmitLine`` starting with a Slurm command and
+    ``WorkDir`` with ``/``. Among the valid splits the one whose ``JobName``
+    appears in its ``SubmitLine`` wins, then the one giving the most to the
+    field most likely to hold a ``|`` (``SubmitLine``, then ``JobName``, ...).
+    """
     cells = text.split("|")
     k = len(layout)
     if len(cells) == k:
@@ -106,14 +144,22 @@ def split_record(text: str, layout: list[str]) -> list[str] | None:
     if len(cells) < k:
         return None
     extra = len(cells) - k
-    for name in FREE_TEXT:
-        if name not in layout:
+    free = [layout.index(n) for n in FREE_TEXT if n in layout]
+    if not free:
+        return None
+    best: tuple[tuple[int, ...], list[str]] | None = None
+    for n, combo in enumerate(_compositions(extra, len(free))):
+        if n > 20000:
+            break
+        merged = _merge(cells, layout, dict(zip(free, combo, strict=True)))
+        if not (_fits(merged, layout) and _soft_ok(merged, layout)):
             continue
-        p = layout.index(name)
-        merged = [*cells[:p], "|".join(cells[p : p + extra + 1]), *cells[p + extra + 1 :]]
-        if _fits(merged, layout):
-            return merged
-    return None
+        row = dict(zip(layout, merged, strict=True))
+        named = int(bool(row.get("jobname")) and row.get("jobname", "") in row.get("submitline", ""))
+        key = (named, *combo)
+        if best is None or key > best[0]:
+            best = (key, merged)
+    return None if best is None else best[1]
 
 
 def repair(
@@ -230,9 +276,9 @@ def _parse_block(
     records, absorbed, lost = [], set(), []
     if bad:
         records, absorbed, lost = repair(plain, bad, good, layout, source, offset)
-    keep = pl.Series([i in good and i not in absorbed for i in range(len(lines))]) if (
+    keep = pl.Series([i in good and i not in absorbed for i in range(len(lines))], dtype=pl.Boolean) if (
         bad
-    ) else pl.Series([not e for e in empty_])
+    ) else pl.Series([not e for e in empty_], dtype=pl.Boolean)
     split = (
         frame.filter(keep)
         .select(pl.col("line").str.split_exact("|", k))
@@ -285,6 +331,18 @@ def normalize(raw: pl.DataFrame, source: str, tz: str | None) -> tuple[pl.DataFr
         col("comment").alias("comment"),
         col("submitline").alias("submit_line"),
         pl.coalesce(col("environment"), col("envvars")).alias("env"),
+        (
+            (col("nodelist") == "None assigned")
+            | (("alloctres" in cols) & (col("alloctres").fill_null("") == ""))
+        )
+        .fill_null(False)
+        .alias("_no_alloc"),
+    )
+    # a job cancelled while pending gets Start = End = cancel time: it never started
+    out = out.with_columns(
+        start=pl.when((pl.col("elapsed_s") == 0) & pl.col("_no_alloc"))
+        .then(None)
+        .otherwise(pl.col("start"))
     )
     return conform(out, JOB_SCHEMA), int(steps)
 
