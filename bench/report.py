@@ -49,8 +49,18 @@ def main() -> None:
     if not dump.exists():
         t = time.perf_counter()
         subprocess.run(
-            [py, "-m", "tenantry", "simulate", "--users", str(users), "--days", "90",
-             "--out", str(dump)],
+            [
+                py,
+                "-m",
+                "tenantry",
+                "simulate",
+                "--users",
+                str(users),
+                "--days",
+                "90",
+                "--out",
+                str(dump),
+            ],
             check=True,
             env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
         )

@@ -1,4 +1,4 @@
-"""Classifier: ground truth from tags and markers; precision/recall of behaviour on labelled traces."""
+"""Classifier: tags and markers as ground truth; precision/recall on labelled traces."""
 
 from __future__ import annotations
 
@@ -17,8 +17,14 @@ T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 def _jobs(rows: list[dict[str, object]]) -> Dataset:
     base = {"source": "t", "state": "COMPLETED", "elapsed_s": 60, "cpus": 1, "gpus": 0}
     full = [
-        {**base, "job_id": str(i), "submission_id": f":{i}", "submit": T0 + timedelta(hours=i),
-         "start": T0 + timedelta(hours=i), **r}
+        {
+            **base,
+            "job_id": str(i),
+            "submission_id": f":{i}",
+            "submit": T0 + timedelta(hours=i),
+            "start": T0 + timedelta(hours=i),
+            **r,
+        }
         for i, r in enumerate(rows)
     ]
     return Dataset(jobs=conform(pl.DataFrame(full, schema=JOB_SCHEMA), JOB_SCHEMA))
@@ -85,7 +91,9 @@ def test_hidden_agents_found_by_behaviour_among_tagged(tmp_path: Path) -> None:
     assert hidden.height >= 20
     pr_hidden = classify.precision_recall(table.select("user", "class"), hidden)
     assert pr_hidden["recall"] >= 0.85, pr_hidden
-    pr_all = classify.precision_recall(table.select("user", "class"), labels.select("user", "class"))
+    pr_all = classify.precision_recall(
+        table.select("user", "class"), labels.select("user", "class")
+    )
     assert pr_all["precision"] >= 0.95 and pr_all["recall"] >= 0.9, pr_all
     basis = dict(table.filter(pl.col("class") == "agent").group_by("basis").len().iter_rows())
     assert basis["direct"] > 0 and basis["behaviour"] > 0

@@ -83,7 +83,12 @@ def test_json_helpers() -> None:
     assert num({"set": True, "infinite": False, "number": 5}) == 5
     assert num({"set": False, "number": 5}) is None
     assert num({"set": True, "infinite": True, "number": 0}) is None
-    alloc = {"allocated": [{"type": "gres", "name": "gpu", "count": 2}, {"type": "gres", "name": "gpu:a100", "count": 2}]}
+    alloc = {
+        "allocated": [
+            {"type": "gres", "name": "gpu", "count": 2},
+            {"type": "gres", "name": "gpu:a100", "count": 2},
+        ]
+    }
     assert gpus_of(alloc) == 2
 
 
@@ -154,25 +159,60 @@ def _store(path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.executescript(sql)
     conn.execute(
-        "INSERT INTO sessions VALUES ('ann/claude-code/s1', 1, 'ann', 'claude-code', 's1', 'h', '', 0, 0, 5)"
+        "INSERT INTO sessions VALUES"
+        " ('ann/claude-code/s1', 1, 'ann', 'claude-code', 's1', 'h', '', 0, 0, 5)"
     )
-    conn.execute("INSERT INTO sessions VALUES ('ben/human/-', 2, 'ben', 'human', '', 'h', '', 0, 0, 1)")
+    conn.execute(
+        "INSERT INTO sessions VALUES ('ben/human/-', 2, 'ben', 'human', '', 'h', '', 0, 0, 1)"
+    )
     for i in range(30):
         conn.execute(
             "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at)"
             " VALUES (?, 'ann/claude-code/s1', 1, '[\"pytest\"]', '/', 'local', ?)",
             (f"c{i}", 1767607200 + i * 10),
         )
+    cols = (
+        "id, backend, backend_id, state, principal, uid, name, spec_json, spec_hash,"
+        " submitted_at, started_at, ended_at, resources_json, updated_at"
+    )
+    marks = ", ".join("?" * 14)
     conn.execute(
-        "INSERT INTO jobs (id, backend, backend_id, state, principal, uid, name, spec_json, spec_hash,"
-        " submitted_at, started_at, ended_at, resources_json, updated_at) VALUES"
-        " ('t-1', 'local', '77', 'COMPLETED', 'ann/claude-code/s1', 1, 'build', '{}', 'h',"
-        " 1767607200, 1767607201, 1767610801, '{\"cpus\": 4}', 0)"
+        f"INSERT INTO jobs ({cols}) VALUES ({marks})",
+        (
+            "t-1",
+            "local",
+            "77",
+            "COMPLETED",
+            "ann/claude-code/s1",
+            1,
+            "build",
+            "{}",
+            "h",
+            1767607200,
+            1767607201,
+            1767610801,
+            '{"cpus": 4}',
+            0,
+        ),
     )
     conn.execute(
-        "INSERT INTO jobs (id, backend, backend_id, state, principal, uid, name, spec_json, spec_hash,"
-        " submitted_at, resources_json, updated_at) VALUES"
-        " ('t-2', 'slurm', '78', 'PENDING', 'ann/claude-code/s1', 1, 'x', '{}', 'h', 1767607200, '{}', 0)"
+        f"INSERT INTO jobs ({cols}) VALUES ({marks})",
+        (
+            "t-2",
+            "slurm",
+            "78",
+            "PENDING",
+            "ann/claude-code/s1",
+            1,
+            "x",
+            "{}",
+            "h",
+            1767607200,
+            None,
+            None,
+            "{}",
+            0,
+        ),
     )
     conn.commit()
     conn.close()

@@ -128,8 +128,15 @@ def test_array_ranges_het_and_steps(tmp_path: Path) -> None:
     text = "\n".join(
         [
             xdmod_line(jobid="123_1", jobidraw="124"),
-            xdmod_line(jobid="123_[2-3]", jobidraw="123", start="Unknown", end="Unknown",
-                       state="PENDING", elapsed="00:00:00", nodelist="None assigned"),
+            xdmod_line(
+                jobid="123_[2-3]",
+                jobidraw="123",
+                start="Unknown",
+                end="Unknown",
+                state="PENDING",
+                elapsed="00:00:00",
+                nodelist="None assigned",
+            ),
             xdmod_line(jobid="130+0", jobidraw="130"),
             xdmod_line(jobid="130+1", jobidraw="131", ncpus="8"),
             xdmod_line(jobid="130+1.0", jobidraw="131.0"),
@@ -159,7 +166,10 @@ def test_pipe_in_jobname_and_newline_in_jobname(tmp_path: Path) -> None:
 
 def test_pipe_in_submitline_with_header_layout(tmp_path: Path) -> None:
     header = "JobID|User|Submit|Start|End|ElapsedRaw|AllocCPUS|State|JobName|SubmitLine|WorkDir"
-    row = "7|bob|2026-01-05T10:00:00|2026-01-05T10:00:01|2026-01-05T10:00:11|10|2|COMPLETED|wrap|sbatch --wrap=a | b | c|/home/bob"
+    row = (
+        "7|bob|2026-01-05T10:00:00|2026-01-05T10:00:01|2026-01-05T10:00:11|10|2|COMPLETED|"
+        "wrap|sbatch --wrap=a | b | c|/home/bob"
+    )
     d = read_sacct(write(tmp_path, "w.txt", f"{header}\n{row}\n"))
     assert d.jobs["submit_line"][0] == "sbatch --wrap=a | b | c"
     assert d.jobs["name"][0] == "wrap"
@@ -182,8 +192,12 @@ def test_bad_typed_field_is_reported_not_guessed(tmp_path: Path) -> None:
 
 def test_dst_fall_back_local_times_use_elapsed_raw(tmp_path: Path) -> None:
     # Europe/Berlin leaves DST at 03:00 -> 02:00 on 2026-10-25: 2 h of run, 1 h on the clock
-    line = xdmod_line(start="2026-10-25T01:30:00", end="2026-10-25T02:30:00", elapsed="02:00:00",
-                      submit="2026-10-25T01:29:00")
+    line = xdmod_line(
+        start="2026-10-25T01:30:00",
+        end="2026-10-25T02:30:00",
+        elapsed="02:00:00",
+        submit="2026-10-25T01:29:00",
+    )
     p = write(tmp_path, "dst.txt", line + "\n")
     d = read_sacct(p, tz="Europe/Berlin")
     row = d.jobs.row(0, named=True)
@@ -222,7 +236,9 @@ def test_no_header_unknown_layout_is_an_error(tmp_path: Path) -> None:
 
 def test_fields_option_gives_the_layout(tmp_path: Path) -> None:
     p = write(tmp_path, "f.txt", "9|carol|2026-01-05T10:00:00|2026-01-05T10:00:00|60|3|FAILED\n")
-    d = read_sacct(p, fields=["JobID", "User", "Submit", "Start", "ElapsedRaw", "AllocCPUS", "State"])
+    d = read_sacct(
+        p, fields=["JobID", "User", "Submit", "Start", "ElapsedRaw", "AllocCPUS", "State"]
+    )
     assert d.jobs.row(0, named=True)["cpus"] == 3
 
 
@@ -240,7 +256,11 @@ def test_split_record_pipes_in_two_adjacent_free_text_fields() -> None:
     layout = ["jobid", "jobname", "comment", "submitline", "workdir"]
     text = "63|rpt-pipe|name|tag|sbatch -J rpt-pipe|name --wrap echo a | tr a b|/work"
     assert split_record(text, layout) == [
-        "63", "rpt-pipe|name", "tag", "sbatch -J rpt-pipe|name --wrap echo a | tr a b", "/work"
+        "63",
+        "rpt-pipe|name",
+        "tag",
+        "sbatch -J rpt-pipe|name --wrap echo a | tr a b",
+        "/work",
     ]
 
 

@@ -76,10 +76,20 @@ def test_window_clips_usage_proportionally_and_counts_submissions_inside() -> No
     since, until = T0 + timedelta(hours=1), T0 + timedelta(hours=3)
     rows = [
         job(job_id="1", submission_id=":1", elapsed_s=4 * 3600, cpus=1),  # 10:00-14:00
-        job(job_id="2", submission_id=":2", submit=T0 + timedelta(hours=2),
-            start=T0 + timedelta(hours=2), elapsed_s=600),
-        job(job_id="3", submission_id=":3", submit=T0 + timedelta(hours=5),
-            start=T0 + timedelta(hours=5), elapsed_s=600),
+        job(
+            job_id="2",
+            submission_id=":2",
+            submit=T0 + timedelta(hours=2),
+            start=T0 + timedelta(hours=2),
+            elapsed_s=600,
+        ),
+        job(
+            job_id="3",
+            submission_id=":3",
+            submit=T0 + timedelta(hours=5),
+            start=T0 + timedelta(hours=5),
+            elapsed_s=600,
+        ),
     ]
     jobs, w = window.apply(dataset(rows).jobs, since, until)
     assert w.since == since and w.until == until
@@ -109,15 +119,31 @@ def test_command_rate_is_commands_per_active_hour() -> None:
     rows = []
     # agent: 30 submissions in one hour; human: 2 submissions in each of 2 hours
     for i in range(30):
-        rows.append(job(job_id=f"a{i}", submission_id=f":a{i}", user="ag", comment=tag,
-                        submit=T0 + timedelta(seconds=60 * i)))
+        rows.append(
+            job(
+                job_id=f"a{i}",
+                submission_id=f":a{i}",
+                user="ag",
+                comment=tag,
+                submit=T0 + timedelta(seconds=60 * i),
+            )
+        )
     for i, hour in enumerate((0, 0, 3, 3)):
-        rows.append(job(job_id=f"h{i}", submission_id=f":h{i}", user="hu",
-                        submit=T0 + timedelta(hours=hour, minutes=i)))
+        rows.append(
+            job(
+                job_id=f"h{i}",
+                submission_id=f":h{i}",
+                user="hu",
+                submit=T0 + timedelta(hours=hour, minutes=i),
+            )
+        )
     r = metrics.build(dataset(rows))
     cr = r["command_rate"]
     assert cr["by_class"]["agent"] == {
-        "commands": 30, "active_hours": 1, "rate_per_hour": 30.0, "median_user_rate": 30.0
+        "commands": 30,
+        "active_hours": 1,
+        "rate_per_hour": 30.0,
+        "median_user_rate": 30.0,
     }
     assert cr["by_class"]["human"]["rate_per_hour"] == 2.0
     assert cr["ratio_pooled"] == 15.0
@@ -126,13 +152,30 @@ def test_command_rate_is_commands_per_active_hour() -> None:
 def test_trial_and_error_loops_and_waste() -> None:
     tag = "tenantry:v1;agent=claude-code;session=s"
     rows = [
-        job(job_id=str(i), submission_id=f":{i}", user="ag", comment=tag, name="pytest",
-            state="FAILED", elapsed_s=30, cpus=2, submit=T0 + timedelta(minutes=5 * i),
-            start=T0 + timedelta(minutes=5 * i))
+        job(
+            job_id=str(i),
+            submission_id=f":{i}",
+            user="ag",
+            comment=tag,
+            name="pytest",
+            state="FAILED",
+            elapsed_s=30,
+            cpus=2,
+            submit=T0 + timedelta(minutes=5 * i),
+            start=T0 + timedelta(minutes=5 * i),
+        )
         for i in range(4)
     ]
-    rows.append(job(job_id="9", submission_id=":9", user="ag", comment=tag, name="pytest",
-                    submit=T0 + timedelta(minutes=30)))
+    rows.append(
+        job(
+            job_id="9",
+            submission_id=":9",
+            user="ag",
+            comment=tag,
+            name="pytest",
+            submit=T0 + timedelta(minutes=30),
+        )
+    )
     r = metrics.build(dataset(rows))
     assert r["trial_error"]["agent"]["loops"] == 1
     assert r["trial_error"]["agent"]["submissions_in_loops"] == 4

@@ -55,14 +55,22 @@ def test_markdown_has_the_paper_table(report: dict[str, Any]) -> None:
 
 def test_json_and_csv_carry_the_same_numbers(report: dict[str, Any]) -> None:
     doc = json.loads(render_data.to_json(report))
-    assert doc["headline"]["core_hours"]["share_pct"]["agent"] == report["headline"]["core_hours"]["share_pct"]["agent"]
+    assert (
+        doc["headline"]["core_hours"]["share_pct"]["agent"]
+        == report["headline"]["core_hours"]["share_pct"]["agent"]
+    )
     rows = list(csv.DictReader(io.StringIO(render_data.to_csv(report))))
     got = {(r["metric"], r["class"]): r["value"] for r in rows}
-    assert float(got[("gpu_hours_share_pct", "agent")]) == report["headline"]["gpu_hours"]["share_pct"]["agent"]
+    assert (
+        float(got[("gpu_hours_share_pct", "agent")])
+        == report["headline"]["gpu_hours"]["share_pct"]["agent"]
+    )
     assert ("ratio_pooled", "agent/human") in got
 
 
-def test_cli_writes_each_format(paper_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_each_format(
+    paper_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for ext in ("html", "md", "json", "csv"):
         out = tmp_path / f"r.{ext}"
         assert main(["report", str(paper_trace), "--out", str(out)]) == 0
@@ -71,10 +79,23 @@ def test_cli_writes_each_format(paper_trace: Path, tmp_path: Path, capsys: pytes
     assert "Agent share of the facility" in text and "wrote" in text
 
 
-def test_cli_window_and_users_csv(paper_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_window_and_users_csv(
+    paper_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     users = tmp_path / "users.csv"
-    rc = main(["report", str(paper_trace), "--since", "2026-01-06", "--until", "2026-01-08",
-               "--users-csv", str(users), "--json"])
+    rc = main(
+        [
+            "report",
+            str(paper_trace),
+            "--since",
+            "2026-01-06",
+            "--until",
+            "2026-01-08",
+            "--users-csv",
+            str(users),
+            "--json",
+        ]
+    )
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["window"]["since"].startswith("2026-01-06T00:00:00")
@@ -98,5 +119,9 @@ def test_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
 def test_exports_are_the_modules() -> None:
     for name in report_pkg.__all__:
         __import__(f"tenantry.report.{name}")
-    mods = {p.stem for p in Path(report_pkg.__file__).parent.glob("*.py")} - {"__init__", "cli", "ops"}
+    mods = {p.stem for p in Path(report_pkg.__file__).parent.glob("*.py")} - {
+        "__init__",
+        "cli",
+        "ops",
+    }
     assert mods == set(report_pkg.__all__)

@@ -44,14 +44,37 @@ def test_paper_reproduced_through_the_cli(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     trace = tmp_path / "trace.txt"
     sim = subprocess.run(
-        [sys.executable, "-m", "tenantry", "simulate", "--users", "200", "--days", "14",
-         "--seed", "21", "--calibrate", "paper", "--out", str(trace), "--json"],
-        capture_output=True, text=True, env=env, timeout=120, check=True,
+        [
+            sys.executable,
+            "-m",
+            "tenantry",
+            "simulate",
+            "--users",
+            "200",
+            "--days",
+            "14",
+            "--seed",
+            "21",
+            "--calibrate",
+            "paper",
+            "--out",
+            str(trace),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
     )
     note = json.loads(sim.stdout)
     assert note["agent_users"] == 39 and Path(note["written"][1]).exists()
     rep = subprocess.run(
         [sys.executable, "-m", "tenantry", "report", str(trace), "--json"],
-        capture_output=True, text=True, env=env, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
     )
     check(json.loads(rep.stdout))

@@ -55,7 +55,8 @@ def _tags(comments: pl.Series) -> pl.DataFrame:
         tag = attribution.parse(c) or {}
         rows.append((c, tag.get("agent"), tag.get("session")))
     return pl.DataFrame(
-        rows, schema={"comment": pl.String, "tag_agent": pl.String, "tag_session": pl.String},
+        rows,
+        schema={"comment": pl.String, "tag_agent": pl.String, "tag_session": pl.String},
         orient="row",
     )
 
@@ -63,8 +64,12 @@ def _tags(comments: pl.Series) -> pl.DataFrame:
 def job_evidence(jobs: pl.DataFrame) -> pl.DataFrame:
     """Add ``tag_agent``, ``tag_session``, ``env_agent``, ``wrap`` and ``job_direct``."""
     tags = _tags(jobs["comment"].drop_nulls())
-    df = jobs.join(tags, on="comment", how="left") if tags.height else jobs.with_columns(
-        tag_agent=pl.lit(None, dtype=pl.String), tag_session=pl.lit(None, dtype=pl.String)
+    df = (
+        jobs.join(tags, on="comment", how="left")
+        if tags.height
+        else jobs.with_columns(
+            tag_agent=pl.lit(None, dtype=pl.String), tag_session=pl.lit(None, dtype=pl.String)
+        )
     )
     text = pl.concat_str(
         [pl.col("env").fill_null(""), pl.col("submit_line").fill_null("")], separator="\n"
@@ -160,11 +165,7 @@ def score(f: pl.DataFrame) -> pl.Expr:
 
 def classify_users(features: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     """user, class, evidence, score (+ the features)."""
-    tele = (
-        sessions.filter(pl.col("agent") != "human")
-        .group_by("user")
-        .agg(tele_agent=pl.len())
-    )
+    tele = sessions.filter(pl.col("agent") != "human").group_by("user").agg(tele_agent=pl.len())
     f = features.join(tele, on="user", how="full", coalesce=True).with_columns(
         pl.col("tele_agent", "direct_agent", "direct_human", "n_sub", "commands").fill_null(0),
     )
@@ -190,7 +191,9 @@ def classify_users(features: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFra
         .otherwise(pl.format("behaviour score {}", pl.col("score")))
     )
     basis = (
-        pl.when((pl.col("direct_agent") > 0) | (pl.col("tele_agent") > 0) | (pl.col("direct_human") > 0))
+        pl.when(
+            (pl.col("direct_agent") > 0) | (pl.col("tele_agent") > 0) | (pl.col("direct_human") > 0)
+        )
         .then(pl.lit("direct"))
         .otherwise(pl.lit("behaviour"))
     )

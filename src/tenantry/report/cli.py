@@ -102,7 +102,9 @@ def parse_time(text: str | None) -> datetime | None:
     try:
         t = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise UsageError(f"not a date or time: {text!r}", hint="use 2026-01-31 or 2026-01-31T08:00") from exc
+        raise UsageError(
+            f"not a date or time: {text!r}", hint="use 2026-01-31 or 2026-01-31T08:00"
+        ) from exc
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
@@ -111,9 +113,14 @@ def _format_of(args: argparse.Namespace) -> str | None:
         return str(args.format)
     if args.out and args.out != "-":
         ext = Path(args.out).suffix.lower().lstrip(".")
-        return {"htm": "html", "html": "html", "md": "md", "markdown": "md", "json": "json", "csv": "csv"}.get(
-            ext, "html"
-        )
+        return {
+            "htm": "html",
+            "html": "html",
+            "md": "md",
+            "markdown": "md",
+            "json": "json",
+            "csv": "csv",
+        }.get(ext, "html")
     return None
 
 
@@ -197,7 +204,9 @@ def _summary(report: dict[str, Any], out: str | None) -> None:
     )
     bad = sum(s["unreadable"] for s in report["inputs"])
     recs = sum(s["records"] for s in report["inputs"])
-    c.print(f"{recs:,} job records read; {bad:,} unreadable line(s)" + (f"; wrote {out}" if out else ""))
+    c.print(
+        f"{recs:,} job records read; {bad:,} unreadable line(s)" + (f"; wrote {out}" if out else "")
+    )
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -209,7 +218,11 @@ def _simulate(args: argparse.Namespace) -> int:
         hidden_agent_fraction=args.hidden_agents,
     )
     trace = simulate.generate(
-        users=args.users, days=args.days, seed=args.seed, profile=profile, start=parse_time(args.start)
+        users=args.users,
+        days=args.days,
+        seed=args.seed,
+        profile=profile,
+        start=parse_time(args.start),
     )
     paths = simulate_write.write(trace, Path(args.out), args.format)
     note = simulate_write.calibration_note(trace)
@@ -217,7 +230,9 @@ def _simulate(args: argparse.Namespace) -> int:
     emit(
         args,
         note,
-        lambda d: f"wrote {d['records']:,} job records of {d['users']} users "
-        f"({d['agent_users']} agent users) to {paths[0]}; labels in {paths[1]}",
+        lambda d: (
+            f"wrote {d['records']:,} job records of {d['users']} users "
+            f"({d['agent_users']} agent users) to {paths[0]}; labels in {paths[1]}"
+        ),
     )
     return 0

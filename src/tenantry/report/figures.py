@@ -90,15 +90,20 @@ def grouped_bars(dist: dict[str, Any], title: str) -> str:
     body = [f'<text x="{left}" y="14" {FONT} font-weight="bold">{escape(title)}</text>']
     for i, name in enumerate(names):
         gx = left + i * group_w
-        body.append(f'<text x="{gx + group_w / 2:.1f}" y="{bottom + 14}" text-anchor="middle" {FONT}>{escape(name)}</text>')
+        cx = gx + group_w / 2
+        body.append(
+            f'<text x="{cx:.1f}" y="{bottom + 14}" text-anchor="middle" {FONT}>'
+            f"{escape(name)}</text>"
+        )
         for j, cls in enumerate(classes):
             total = sum(dist[cls]["buckets"].values()) or 1
             share = dist[cls]["buckets"][name] / total
             bh = (bottom - 30) * share
             x = gx + group_w * 0.1 + j * bar_w
             body.append(
-                f'<rect x="{x:.1f}" y="{bottom - bh:.1f}" width="{bar_w - 1:.1f}" height="{bh:.1f}" '
-                f'fill="{COLORS[cls]}"><title>{cls} {escape(name)}: {100 * share:.1f} %</title></rect>'
+                f'<rect x="{x:.1f}" y="{bottom - bh:.1f}" width="{bar_w - 1:.1f}" '
+                f'height="{bh:.1f}" fill="{COLORS[cls]}">'
+                f"<title>{cls} {escape(name)}: {100 * share:.1f} %</title></rect>"
             )
     body.append(f'<line x1="{left}" y1="{bottom}" x2="{w - 10}" y2="{bottom}" stroke="#333"/>')
     return _svg(w, h, body, title)

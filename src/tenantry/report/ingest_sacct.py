@@ -24,11 +24,34 @@ from tenantry.report import slurm_fields as sf
 from tenantry.report.schema import JOB_SCHEMA, Dataset, IngestStats, Unreadable, conform
 
 # Open XDMoD's sacct field set, in its order (qos was added in later releases).
-XDMOD_FIELDS = (
-    "jobid jobidraw cluster partition qos account group gid user uid submit eligible start end "
-    "elapsed exitcode state nnodes ncpus reqcpus reqmem reqtres alloctres timelimit nodelist "
-    "jobname"
-).split()
+XDMOD_FIELDS = [
+    "jobid",
+    "jobidraw",
+    "cluster",
+    "partition",
+    "qos",
+    "account",
+    "group",
+    "gid",
+    "user",
+    "uid",
+    "submit",
+    "eligible",
+    "start",
+    "end",
+    "elapsed",
+    "exitcode",
+    "state",
+    "nnodes",
+    "ncpus",
+    "reqcpus",
+    "reqmem",
+    "reqtres",
+    "alloctres",
+    "timelimit",
+    "nodelist",
+    "jobname",
+]
 XDMOD_FIELDS_NO_QOS = tuple(f for f in XDMOD_FIELDS if f != "qos")
 
 # Fields that may hold free text (and so a stray "|"), most likely first.
@@ -155,7 +178,9 @@ def split_record(text: str, layout: list[str]) -> list[str] | None:
         if not (_fits(merged, layout) and _soft_ok(merged, layout)):
             continue
         row = dict(zip(layout, merged, strict=True))
-        named = int(bool(row.get("jobname")) and row.get("jobname", "") in row.get("submitline", ""))
+        named = int(
+            bool(row.get("jobname")) and row.get("jobname", "") in row.get("submitline", "")
+        )
         key = (named, *combo)
         if best is None or key > best[0]:
             best = (key, merged)
@@ -201,12 +226,12 @@ def repair(
         done.add(i)
         first = i
         if is_start(i):
-            text, j = extend(i, lines[i])
+            text, _ = extend(i, lines[i])
         elif i - 1 in good and i - 1 not in absorbed:
             first = i - 1
-            text, j = extend(i, lines[i - 1] + "\n" + lines[i])
+            text, _ = extend(i, lines[i - 1] + "\n" + lines[i])
         else:
-            text, j = lines[i], i
+            text = lines[i]
         cells = split_record(text, layout)
         if cells is None:
             reason = "too few fields" if text.count("|") < k else "fields do not validate"
@@ -273,17 +298,17 @@ def _parse_block(
     good = {i for i, c in enumerate(n) if c == k and not empty_[i]}
     bad = [i for i, c in enumerate(n) if c != k and not empty_[i]]
     plain = [s.rstrip("\r") for s in lines]
-    records, absorbed, lost = [], set(), []
+    records: list[list[str]] = []
+    absorbed: set[int] = set()
+    lost: list[Unreadable] = []
     if bad:
         records, absorbed, lost = repair(plain, bad, good, layout, source, offset)
-    keep = pl.Series([i in good and i not in absorbed for i in range(len(lines))], dtype=pl.Boolean) if (
-        bad
-    ) else pl.Series([not e for e in empty_], dtype=pl.Boolean)
-    split = (
-        frame.filter(keep)
-        .select(pl.col("line").str.split_exact("|", k))
-        .unnest("line")
+    keep = (
+        pl.Series([i in good and i not in absorbed for i in range(len(lines))], dtype=pl.Boolean)
+        if (bad)
+        else pl.Series([not e for e in empty_], dtype=pl.Boolean)
     )
+    split = frame.filter(keep).select(pl.col("line").str.split_exact("|", k)).unnest("line")
     split.columns = layout
     if records:
         fixed = pl.DataFrame(records, schema=dict.fromkeys(layout, pl.String), orient="row")

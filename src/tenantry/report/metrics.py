@@ -129,9 +129,7 @@ def _buckets(df: pl.DataFrame, col: str, edges: list[tuple[str, int, int]]) -> d
     for c in CLASSES:
         sub = df.filter(pl.col("class") == c)[col]
         out[c] = {
-            "buckets": {
-                name: int(((sub >= lo) & (sub < hi)).sum()) for name, lo, hi in edges
-            },
+            "buckets": {name: int(((sub >= lo) & (sub < hi)).sum()) for name, lo, hi in edges},
             "p50": _r(sub.median()),  # type: ignore[arg-type]
             "p90": _r(sub.quantile(0.9)),
         }
@@ -183,7 +181,9 @@ def build(
             "cpus",
             [(f"{lo}-{hi}" if hi < 10**9 else f">{lo - 1}", lo, hi + 1) for lo, hi in SIZE_BUCKETS],
         ),
-        "durations": _buckets(jobs.filter(pl.col("start").is_not_null()), "elapsed_s", DURATION_BUCKETS),
+        "durations": _buckets(
+            jobs.filter(pl.col("start").is_not_null()), "elapsed_s", DURATION_BUCKETS
+        ),
         "burstiness": _burstiness(users),
         "trial_error": _trial_error(subs),
         "waste": _waste(jobs),
@@ -216,7 +216,11 @@ def _command_rate(users: pl.DataFrame) -> dict[str, Any]:
             "median_user_rate": _r(g["rate"].median() if g.height else None),  # type: ignore[arg-type]
         }
     a, h_ = pooled["agent"], pooled["human"]
-    ratio = a["rate_per_hour"] / h_["rate_per_hour"] if a["rate_per_hour"] and h_["rate_per_hour"] else None
+    ratio = (
+        a["rate_per_hour"] / h_["rate_per_hour"]
+        if a["rate_per_hour"] and h_["rate_per_hour"]
+        else None
+    )
     med = (
         a["median_user_rate"] / h_["median_user_rate"]
         if a["median_user_rate"] and h_["median_user_rate"]
@@ -233,7 +237,9 @@ def _command_rate(users: pl.DataFrame) -> dict[str, Any]:
 def _off_hours(subs: pl.DataFrame) -> dict[str, Any]:
     g = subs.group_by("class").agg(
         n=pl.len(),
-        night=((pl.col("ts").dt.hour() >= cl.NIGHT_START) | (pl.col("ts").dt.hour() < cl.NIGHT_END)).mean(),
+        night=(
+            (pl.col("ts").dt.hour() >= cl.NIGHT_START) | (pl.col("ts").dt.hour() < cl.NIGHT_END)
+        ).mean(),
         weekend=(pl.col("ts").dt.weekday() >= 6).mean(),
         off=cl.off_hours(pl.col("ts")).mean(),
     )
@@ -276,7 +282,11 @@ def _trial_error(subs: pl.DataFrame) -> dict[str, Any]:
     for c in CLASSES:
         n, j = loops.get(c, (0, 0))
         t = totals.get(c, 0)
-        out[c] = {"loops": n, "submissions_in_loops": j, "share_pct": _r(100 * j / t if t else 0, 2)}
+        out[c] = {
+            "loops": n,
+            "submissions_in_loops": j,
+            "share_pct": _r(100 * j / t if t else 0, 2),
+        }
     return out
 
 
@@ -318,7 +328,9 @@ def _sessions(jobs: pl.DataFrame, data: Dataset) -> dict[str, Any]:
     return {
         "sessions": both.height,
         "agent_sessions": agent.height,
-        "by_agent": {str(a): int(n) for a, n in agent.group_by("agent").len().sort("agent").iter_rows()},
+        "by_agent": {
+            str(a): int(n) for a, n in agent.group_by("agent").len().sort("agent").iter_rows()
+        },
     }
 
 
@@ -328,14 +340,31 @@ def _top_users(users: pl.DataFrame, jobs: pl.DataFrame, n: int = 20) -> list[dic
         users.join(per, on="user", how="left")
         .sort("n_sub", descending=True)
         .head(n)
-        .select("user", "class", "evidence", "n_sub", "commands", "active_hours", "rate", "core_h", "gpu_h")
+        .select(
+            "user",
+            "class",
+            "evidence",
+            "n_sub",
+            "commands",
+            "active_hours",
+            "rate",
+            "core_h",
+            "gpu_h",
+        )
     )
-    return [{k: (_r(v, 2) if isinstance(v, float) else v) for k, v in row.items()} for row in top.iter_rows(named=True)]
+    return [
+        {k: (_r(v, 2) if isinstance(v, float) else v) for k, v in row.items()}
+        for row in top.iter_rows(named=True)
+    ]
 
 
-def users_table(data: Dataset, since: datetime | None = None, until: datetime | None = None) -> pl.DataFrame:
+def users_table(
+    data: Dataset, since: datetime | None = None, until: datetime | None = None
+) -> pl.DataFrame:
     """Per-user classification with its evidence and features (for CSV and evaluation)."""
     jobs, _ = win.apply(data.jobs, since, until)
     jobs = cl.job_evidence(jobs)
     subs = cl.submissions(jobs)
-    return cl.classify_users(cl.user_features(subs, cl.command_table(subs, data.commands)), data.sessions)
+    return cl.classify_users(
+        cl.user_features(subs, cl.command_table(subs, data.commands)), data.sessions
+    )

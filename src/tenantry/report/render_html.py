@@ -29,7 +29,9 @@ def render(report: dict[str, Any]) -> str:
     w = report["window"]
     cr = report["command_rate"]
     heat = "".join(
-        figures.heatmap(report["hour_of_week"][c], f"{c} submissions by hour of week (UTC)", figures.COLORS[c])
+        figures.heatmap(
+            report["hour_of_week"][c], f"{c} submissions by hour of week (UTC)", figures.COLORS[c]
+        )
         for c in ("agent", "human", "unknown")
         if any(any(row) for row in report["hour_of_week"][c])
     )
@@ -38,7 +40,9 @@ def render(report: dict[str, Any]) -> str:
         f'<p class="note">Window (UTC): {escape(str(w["since"]))} to {escape(str(w["until"]))}. '
         f"Generated {escape(report['generated_at'])}.</p>",
         "<h2>Agent share of the facility</h2>",
-        _table(["metric", "agent", "unknown", "human", "agent bounds", "total"], headline_rows(report)),
+        _table(
+            ["metric", "agent", "unknown", "human", "agent bounds", "total"], headline_rows(report)
+        ),
         figures.share_bars(report["headline"]),
         '<p class="note">Bounds: the agent share if every unknown user were human (low) or agent '
         "(high). Core-hours = AllocCPUS x ElapsedRaw; GPU-hours from AllocTRES gres/gpu.</p>",
@@ -49,7 +53,13 @@ def render(report: dict[str, Any]) -> str:
         _table(
             ["class", "commands", "active hours", "rate/hour", "median user rate"],
             [
-                [c, _num(v["commands"]), _num(v["active_hours"]), _num(v["rate_per_hour"]), _num(v["median_user_rate"])]
+                [
+                    c,
+                    _num(v["commands"]),
+                    _num(v["active_hours"]),
+                    _num(v["rate_per_hour"]),
+                    _num(v["median_user_rate"]),
+                ]
                 for c, v in cr["by_class"].items()
             ],
         ),
@@ -58,7 +68,13 @@ def render(report: dict[str, Any]) -> str:
         _table(
             ["class", "submissions", "night", "weekend", "off-hours"],
             [
-                [c, _num(v["submissions"]), _pct(v["night_pct"]), _pct(v["weekend_pct"]), _pct(v["off_hours_pct"])]
+                [
+                    c,
+                    _num(v["submissions"]),
+                    _pct(v["night_pct"]),
+                    _pct(v["weekend_pct"]),
+                    _pct(v["off_hours_pct"]),
+                ]
                 for c, v in report["off_hours"].items()
                 if isinstance(v, dict)
             ],
@@ -101,7 +117,15 @@ def render(report: dict[str, Any]) -> str:
         _table(
             ["user", "class", "evidence", "submissions", "rate/h", "core-h", "GPU-h"],
             [
-                [str(u["user"]), str(u["class"]), str(u["evidence"]), _num(u["n_sub"]), _num(u["rate"]), _num(u["core_h"]), _num(u["gpu_h"])]
+                [
+                    str(u["user"]),
+                    str(u["class"]),
+                    str(u["evidence"]),
+                    _num(u["n_sub"]),
+                    _num(u["rate"]),
+                    _num(u["core_h"]),
+                    _num(u["gpu_h"]),
+                ]
                 for u in report["top_users"]
             ],
         ),
@@ -109,7 +133,14 @@ def render(report: dict[str, Any]) -> str:
         _table(
             ["source", "kind", "records", "steps skipped", "repaired", "unreadable"],
             [
-                [s["source"], s["kind"], _num(s["records"]), _num(s["skipped_steps"]), _num(s["repaired"]), _num(s["unreadable"])]
+                [
+                    s["source"],
+                    s["kind"],
+                    _num(s["records"]),
+                    _num(s["skipped_steps"]),
+                    _num(s["repaired"]),
+                    _num(s["unreadable"]),
+                ]
                 for s in report["inputs"]
             ],
         ),
@@ -117,7 +148,8 @@ def render(report: dict[str, Any]) -> str:
     bad = [u for s in report["inputs"] for u in s["unreadable_examples"]]
     if bad:
         items = "".join(
-            f"<li>{escape(u['source'])}:{u['line']}: {escape(u['reason'])}: <code>{escape(u['text'][:120])}</code></li>"
+            f"<li>{escape(u['source'])}:{u['line']}: {escape(u['reason'])}: "
+            f"<code>{escape(u['text'][:120])}</code></li>"
             for u in bad[:50]
         )
         sections.append(f"<p>Unreadable lines (first ones):</p><ul>{items}</ul>")

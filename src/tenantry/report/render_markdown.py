@@ -93,7 +93,13 @@ def render(report: dict[str, Any]) -> str:
         _table(
             ["class", "submissions", "night", "weekend", "off-hours"],
             [
-                [c, _num(v["submissions"]), _pct(v["night_pct"]), _pct(v["weekend_pct"]), _pct(v["off_hours_pct"])]
+                [
+                    c,
+                    _num(v["submissions"]),
+                    _pct(v["night_pct"]),
+                    _pct(v["weekend_pct"]),
+                    _pct(v["off_hours_pct"]),
+                ]
                 for c, v in report["off_hours"].items()
                 if isinstance(v, dict)
             ],
@@ -137,7 +143,10 @@ def render(report: dict[str, Any]) -> str:
         "",
         _table(
             ["class", "basis", "users"],
-            [[r["class"], r["basis"], str(r["users"])] for r in report["classification"]["users_by_class_and_basis"]],
+            [
+                [r["class"], r["basis"], str(r["users"])]
+                for r in report["classification"]["users_by_class_and_basis"]
+            ],
         ),
         "",
         "## Inputs",
@@ -145,7 +154,14 @@ def render(report: dict[str, Any]) -> str:
         _table(
             ["source", "kind", "records", "steps skipped", "repaired", "unreadable"],
             [
-                [s["source"], s["kind"], _num(s["records"]), _num(s["skipped_steps"]), _num(s["repaired"]), _num(s["unreadable"])]
+                [
+                    s["source"],
+                    s["kind"],
+                    _num(s["records"]),
+                    _num(s["skipped_steps"]),
+                    _num(s["repaired"]),
+                    _num(s["unreadable"]),
+                ]
                 for s in report["inputs"]
             ],
         ),
@@ -153,5 +169,7 @@ def render(report: dict[str, Any]) -> str:
     bad = [u for s in report["inputs"] for u in s["unreadable_examples"]]
     if bad:
         parts += ["", "Unreadable lines (first ones):", ""]
-        parts += [f"- {u['source']}:{u['line']}: {u['reason']}: `{u['text'][:80]}`" for u in bad[:20]]
+        parts += [
+            f"- {u['source']}:{u['line']}: {u['reason']}: `{u['text'][:80]}`" for u in bad[:20]
+        ]
     return "\n".join(parts) + "\n"

@@ -203,15 +203,51 @@ class _Builder:
                 # an earlier run that was requeued (sacct --duplicates shows it)
                 first = max(1, el // 3)
                 self.jobs.append(
-                    SimJob(job_id, raw, sub, user.name, user.uid, user.account, jname, ts,
-                           start, first, cpus, gpus, "REQUEUED", "0:0", tag, line, timelimit,
-                           agent, "fixed")
+                    SimJob(
+                        job_id,
+                        raw,
+                        sub,
+                        user.name,
+                        user.uid,
+                        user.account,
+                        jname,
+                        ts,
+                        start,
+                        first,
+                        cpus,
+                        gpus,
+                        "REQUEUED",
+                        "0:0",
+                        tag,
+                        line,
+                        timelimit,
+                        agent,
+                        "fixed",
+                    )
                 )
                 start = (start or ts) + first + 60
             self.jobs.append(
-                SimJob(job_id, raw, sub, user.name, user.uid, user.account, jname, ts, start,
-                       el if started else 0, cpus, gpus, state, exit_code, tag, line,
-                       timelimit, agent, kind)
+                SimJob(
+                    job_id,
+                    raw,
+                    sub,
+                    user.name,
+                    user.uid,
+                    user.account,
+                    jname,
+                    ts,
+                    start,
+                    el if started else 0,
+                    cpus,
+                    gpus,
+                    state,
+                    exit_code,
+                    tag,
+                    line,
+                    timelimit,
+                    agent,
+                    kind,
+                )
             )
 
 
@@ -262,7 +298,9 @@ def generate(
     n_hidden = round(profile.hidden_agent_fraction * n_agent)
     hidden_left = n_hidden
     for i, is_agent in enumerate(flags):
-        u = SimUser(f"u{i + 1:04d}", 20000 + i, f"proj{rng.randint(1, max(2, users // 8)):02d}", is_agent)
+        u = SimUser(
+            f"u{i + 1:04d}", 20000 + i, f"proj{rng.randint(1, max(2, users // 8)):02d}", is_agent
+        )
         if is_agent:
             u.product = rng.choice(PRODUCTS)
             if hidden_left > 0:
@@ -323,7 +361,9 @@ def generate(
                 session = f"{rng.getrandbits(64):016x}"
                 name = rng.choice(AGENT_NAMES)
             prev = hour
-            principal = Principal(uid=u.uid, user=u.name, agent=AgentProduct(u.product), session=session)
+            principal = Principal(
+                uid=u.uid, user=u.name, agent=AgentProduct(u.product), session=session
+            )
             for ts in sorted(t0 + hour * 3600 + rng.randrange(3600) for _ in range(m)):
                 tagged = not u.hidden and rng.random() < profile.tagged_job_fraction
                 tag = attribution.encode(principal) if tagged else ""
@@ -332,8 +372,12 @@ def generate(
     if profile.core_share is not None and profile.gpu_share is not None:
         trace.calibration = _calibrate(trace.jobs, profile.core_share, profile.gpu_share)
     trace.calibration.update(
-        {"human_submissions": h_subs, "agent_submissions": a_subs, "agent_active_hours": k_total,
-         "human_active_hours": h_hours}
+        {
+            "human_submissions": h_subs,
+            "agent_submissions": a_subs,
+            "agent_active_hours": k_total,
+            "human_active_hours": h_hours,
+        }
     )
     return trace
 

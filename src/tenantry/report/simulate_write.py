@@ -23,11 +23,35 @@ import polars as pl
 from tenantry.report.ingest_sacct import XDMOD_FIELDS
 from tenantry.report.simulate import Trace
 
-WIDE = (
-    "JobID|JobIDRaw|Cluster|Partition|QOS|Account|Group|User|UID|Submit|Eligible|Start|End|"
-    "Elapsed|ElapsedRaw|ExitCode|State|NNodes|NCPUS|AllocCPUS|ReqMem|AllocTRES|Timelimit|"
-    "NodeList|JobName|Comment|SubmitLine"
-).split("|")
+WIDE = [
+    "JobID",
+    "JobIDRaw",
+    "Cluster",
+    "Partition",
+    "QOS",
+    "Account",
+    "Group",
+    "User",
+    "UID",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "Elapsed",
+    "ElapsedRaw",
+    "ExitCode",
+    "State",
+    "NNodes",
+    "NCPUS",
+    "AllocCPUS",
+    "ReqMem",
+    "AllocTRES",
+    "Timelimit",
+    "NodeList",
+    "JobName",
+    "Comment",
+    "SubmitLine",
+]
 FORMATS = ("sacct", "xdmod", "swf", "json")
 CLUSTER = "sim"
 
@@ -45,11 +69,7 @@ def _hms(col: str) -> pl.Expr:
 
 
 def _ts(col: str) -> pl.Expr:
-    return (
-        pl.from_epoch(pl.col(col), "s")
-        .dt.strftime("%Y-%m-%dT%H:%M:%S")
-        .fill_null("Unknown")
-    )
+    return pl.from_epoch(pl.col(col), "s").dt.strftime("%Y-%m-%dT%H:%M:%S").fill_null("Unknown")
 
 
 def frame(trace: Trace) -> pl.DataFrame:
@@ -80,9 +100,11 @@ def frame(trace: Trace) -> pl.DataFrame:
 def _sacct_columns(df: pl.DataFrame) -> pl.DataFrame:
     started = pl.col("start").is_not_null()
     tres = pl.format("billing={},cpu={},mem={}G,node=1", "cpus", "cpus", pl.col("cpus") * 4)
-    tres = pl.when(pl.col("gpus") > 0).then(
-        pl.format("{},gres/gpu:a100={},gres/gpu={}", tres, "gpus", "gpus")
-    ).otherwise(tres)
+    tres = (
+        pl.when(pl.col("gpus") > 0)
+        .then(pl.format("{},gres/gpu:a100={},gres/gpu={}", tres, "gpus", "gpus"))
+        .otherwise(tres)
+    )
     return df.select(
         pl.col("JobID").alias("jobid"),
         pl.col("raw").cast(pl.String).alias("jobidraw"),
@@ -112,7 +134,10 @@ def _sacct_columns(df: pl.DataFrame) -> pl.DataFrame:
         ),
         pl.when(started).then(tres).otherwise(pl.lit("")).alias("alloctres"),
         _hms("timelimit").alias("timelimit"),
-        pl.when(started).then(pl.lit("node01")).otherwise(pl.lit("None assigned")).alias("nodelist"),
+        pl.when(started)
+        .then(pl.lit("node01"))
+        .otherwise(pl.lit("None assigned"))
+        .alias("nodelist"),
         pl.col("name").alias("jobname"),
         pl.col("comment"),
         pl.col("submit_line").alias("submitline"),
@@ -163,7 +188,9 @@ def write_swf(trace: Trace, path: Path) -> None:
             "{} {} {} {} {} -1 -1 {} {} -1 {} {} 1 -1 1 1 -1 -1",
             "n",
             pl.col("submit") - t0,
-            pl.when(pl.col("start").is_null()).then(-1).otherwise(pl.col("start") - pl.col("submit")),
+            pl.when(pl.col("start").is_null())
+            .then(-1)
+            .otherwise(pl.col("start") - pl.col("submit")),
             pl.when(pl.col("start").is_null()).then(-1).otherwise(pl.col("elapsed")),
             pl.when(pl.col("start").is_null()).then(-1).otherwise(pl.col("cpus")),
             "cpus",
@@ -199,10 +226,14 @@ def write_json(trace: Trace, path: Path) -> None:
     for j in trace.jobs:
         base, _, task = j.job_id.partition("_")
         het_base, _, het_off = j.job_id.partition("+")
-        alloc = [] if j.start is None else [
-            {"type": "cpu", "name": None, "id": 1, "count": j.cpus},
-            {"type": "node", "name": None, "id": 4, "count": 1},
-        ]
+        alloc = (
+            []
+            if j.start is None
+            else [
+                {"type": "cpu", "name": None, "id": 1, "count": j.cpus},
+                {"type": "node", "name": None, "id": 4, "count": 1},
+            ]
+        )
         if j.gpus and j.start is not None:
             alloc.append({"type": "gres", "name": "gpu", "id": 1001, "count": j.gpus})
             alloc.append({"type": "gres", "name": "gpu:a100", "id": 1002, "count": j.gpus})
@@ -218,22 +249,38 @@ def write_json(trace: Trace, path: Path) -> None:
                 "association": {"account": j.account, "cluster": CLUSTER, "user": j.user},
                 "cluster": CLUSTER,
                 "comment": {"administrator": None, "job": j.comment or None, "system": None},
-                "exit_code": {"status": "SUCCESS" if j.exit_code == "0:0" else "FAILED",
-                              "return_code": int(j.exit_code.split(":")[0])},
-                "het": {"job_id": int(het_base) if het_off else 0,
-                        "job_offset": int(het_off) if het_off else None},
+                "exit_code": {
+                    "status": "SUCCESS" if j.exit_code == "0:0" else "FAILED",
+                    "return_code": int(j.exit_code.split(":")[0]),
+                },
+                "het": {
+                    "job_id": int(het_base) if het_off else 0,
+                    "job_offset": int(het_off) if het_off else None,
+                },
                 "job_id": j.raw_id,
                 "name": j.name,
                 "partition": "gpu" if j.gpus else "cpu",
                 "state": {"current": j.state, "reason": "None"},
-                "time": {"elapsed": j.elapsed, "submission": j.submit, "start": j.start or 0,
-                         "end": end, "suspended": 0, "limit": j.timelimit // 60},
+                "time": {
+                    "elapsed": j.elapsed,
+                    "submission": j.submit,
+                    "start": j.start or 0,
+                    "end": end,
+                    "suspended": 0,
+                    "limit": j.timelimit // 60,
+                },
                 "tres": {"allocated": alloc, "requested": []},
                 "user": j.user,
             }
         )
-    doc = {"meta": {"plugin": {"type": "openapi/dbv0.0.37"}, "Slurm": {"version": {"major": 22, "micro": 0, "minor": 5}}},
-           "errors": [], "jobs": jobs}
+    doc = {
+        "meta": {
+            "plugin": {"type": "openapi/dbv0.0.37"},
+            "Slurm": {"version": {"major": 22, "micro": 0, "minor": 5}},
+        },
+        "errors": [],
+        "jobs": jobs,
+    }
     path.write_text(json.dumps(doc), encoding="utf-8")
 
 

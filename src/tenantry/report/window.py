@@ -30,9 +30,9 @@ class Window:
         }
 
 
-def apply(jobs: pl.DataFrame, since: datetime | None, until: datetime | None) -> tuple[
-    pl.DataFrame, Window
-]:
+def apply(
+    jobs: pl.DataFrame, since: datetime | None, until: datetime | None
+) -> tuple[pl.DataFrame, Window]:
     """Jobs relevant to the window with ``used_s``, ``core_h``, ``gpu_h``, ``counted``."""
     end_eff = pl.coalesce(
         pl.col("end"), pl.col("start") + pl.duration(seconds=pl.col("elapsed_s"))
@@ -48,9 +48,7 @@ def apply(jobs: pl.DataFrame, since: datetime | None, until: datetime | None) ->
     else:
         lo, hi = since, until
     if lo is None or hi is None:  # no timestamps at all
-        out = df.with_columns(
-            used_s=pl.col("elapsed_s").cast(pl.Float64), counted=pl.lit(True)
-        )
+        out = df.with_columns(used_s=pl.col("elapsed_s").cast(pl.Float64), counted=pl.lit(True))
         return _usage(out), Window(lo, hi)
     lo_l, hi_l = pl.lit(lo).dt.cast_time_unit("us"), pl.lit(hi).dt.cast_time_unit("us")
     wall = (pl.col("end_eff") - pl.col("start")).dt.total_seconds()
