@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
@@ -24,7 +25,7 @@ from tenantry.report import slurm_fields as sf
 from tenantry.report.schema import JOB_SCHEMA, Dataset, IngestStats, Unreadable, conform
 
 # Open XDMoD's sacct field set, in its order (qos was added in later releases).
-XDMOD_FIELDS = [
+XDMOD_FIELDS = (
     "jobid",
     "jobidraw",
     "cluster",
@@ -51,25 +52,23 @@ XDMOD_FIELDS = [
     "timelimit",
     "nodelist",
     "jobname",
-]
+)
 XDMOD_FIELDS_NO_QOS = tuple(f for f in XDMOD_FIELDS if f != "qos")
 
 # Fields that may hold free text (and so a stray "|"), most likely first.
 FREE_TEXT = ("submitline", "jobname", "comment", "workdir", "admincomment", "systemcomment")
-_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|Unknown|None|)$")
-_INT = re.compile(r"^\d*$")
-_ELAPSED = re.compile(r"^((\d+-)?(\d+:)?\d+:\d+(\.\d+)?|INVALID|UNLIMITED|Partition_Limit|)$")
-_STATE = re.compile(r"^([A-Z_]+( by \d+)?|)$")
-_JOB_ID = re.compile(sf.JOB_ID_RE)
-_SUBMIT = re.compile(r"^(\S*/)?(sbatch|srun|salloc)\b")
-VALIDATORS: dict[str, re.Pattern[str]] = {
-    "jobid": _JOB_ID,
-    "jobidraw": re.compile(r"^\d+(\.[A-Za-z0-9_+\-]+)?$"),
+_TS = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|Unknown|None|)$"
+_INT = r"^\d*$"
+_SUBMIT_RE = r"^(\S*/)?(sbatch|srun|salloc)\b"
+# Typed fields and what they must look like (Python and polars/Rust regex alike).
+VALID_RE: dict[str, str] = {
+    "jobid": sf.JOB_ID_RE,
+    "jobidraw": r"^\d+(\.[A-Za-z0-9_+\-]+)?$",
     "submit": _TS,
     "eligible": _TS,
     "start": _TS,
     "end": _TS,
-    "elapsed": _ELAPSED,
+    "elapsed": r"^((\d+-)?(\d+:)?\d+:\d+(\.\d+)?|INVALID|UNLIMITED|Partition_Limit|)$",
     "elapsedraw": _INT,
     "ncpus": _INT,
     "alloccpus": _INT,
@@ -77,12 +76,18 @@ VALIDATORS: dict[str, re.Pattern[str]] = {
     "reqcpus": _INT,
     "uid": _INT,
     "gid": _INT,
-    "state": _STATE,
+    "state": r"^([A-Z_]+( by \d+)?|)$",
 }
+VALIDATORS = {k: re.compile(v) for k, v in VALID_RE.items()}
+_SUBMIT = re.compile(_SUBMIT_RE)
 _RECORD_START = re.compile(r"^\d+(?:_(?:\d+|\[[^\]|]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?\|")
 BLOCK = 32 << 20
 
 Progress = Callable[[int], None]
+
+
+class _LineSource(Protocol):
+    def __getitem__(self, i: int) -> str: ...
 
 
 def looks_like(head: str) -> bool:
@@ -188,7 +193,7 @@ def split_record(text: str, layout: list[str]) -> list[str] | None:
 
 
 def repair(
-    lines: list[str], bad: list[int], good: set[int], layout: list[str], source: str, offset: int
+    lines: _LineSource, bad: list[int], good: set[int], layout: list[str], source: str, offset: int
 ) -> tuple[list[list[str]], set[int], list[Unreadable]]:
     """Rebuild records from odd lines.
 
@@ -279,6 +284,46 @@ def _cut(data: bytes) -> int:
         pos = nl
 
 
+def split_extra(lines: pl.DataFrame, layout: list[str]) -> pl.DataFrame:
+    """Columnar repair of lines with surplus ``|`` (``i``, ``line``) -> ``i`` + layout columns.
+
+    Each free-text field in turn (most likely first) gets all the surplus: the
+    fields before it are split from the left, those after it from the right.
+    A line is taken by the first field for which every typed field validates;
+    lines no single field can take are left to :func:`repair`.
+    """
+    k1 = len(layout)
+    free = [layout.index(n) for n in FREE_TEXT if n in layout]
+    done: list[pl.DataFrame] = []
+    rest = lines.select("i", "line")
+    for p in free:
+        if rest.is_empty():
+            break
+        head = pl.col("line").str.splitn("|", p + 1)
+        tail = head.struct.field(f"field_{p}").str.reverse().str.splitn("|", k1 - p)
+        cols = [head.struct.field(f"field_{j}").alias(layout[j]) for j in range(p)]
+        cols.append(tail.struct.field(f"field_{k1 - p - 1}").str.reverse().alias(layout[p]))
+        cols += [
+            tail.struct.field(f"field_{k1 - p - 2 - j}").str.reverse().alias(layout[p + 1 + j])
+            for j in range(k1 - p - 1)
+        ]
+        cand = rest.select("i", *cols)
+        checks = [pl.col(c).str.contains(VALID_RE[c]) for c in layout if c in VALID_RE]
+        if "submitline" in layout:
+            checks.append(
+                (pl.col("submitline") == "") | pl.col("submitline").str.contains(_SUBMIT_RE)
+            )
+        if "workdir" in layout:
+            checks.append((pl.col("workdir") == "") | pl.col("workdir").str.starts_with("/"))
+        ok = pl.all_horizontal(checks).fill_null(False) if checks else pl.lit(True)
+        cand = cand.with_columns(_ok=ok)
+        done.append(cand.filter(pl.col("_ok")).drop("_ok"))
+        rest = rest.join(cand.filter(pl.col("_ok")).select("i"), on="i", how="anti")
+    if not done:
+        return pl.DataFrame(schema={"i": pl.UInt32, **dict.fromkeys(layout, pl.String)})
+    return pl.concat(done, how="vertical")
+
+
 def _parse_block(
     text: str, layout: list[str], source: str, offset: int
 ) -> tuple[pl.DataFrame, int, list[Unreadable]]:
@@ -286,34 +331,60 @@ def _parse_block(
     if lines and lines[-1] == "":
         lines.pop()
     k = len(layout) - 1
-    frame = pl.DataFrame({"line": lines}, schema={"line": pl.String}).with_columns(
-        pl.col("line").str.strip_chars_end("\r")
+    frame = (
+        pl.DataFrame({"line": lines}, schema={"line": pl.String})
+        .with_row_index("i")
+        .with_columns(pl.col("line").str.strip_chars_end("\r"))
+        .with_columns(
+            n=pl.col("line").str.count_matches("|", literal=True),
+            empty=pl.col("line").str.strip_chars() == "",
+        )
     )
-    counts = frame.select(
-        n=pl.col("line").str.count_matches("|", literal=True),
-        empty=pl.col("line").str.strip_chars() == "",
+    odd = frame.filter((pl.col("n") != k) & ~pl.col("empty"))
+    if odd.is_empty():
+        split = frame.filter(~pl.col("empty")).select(pl.col("line").str.split_exact("|", k))
+        split = split.unnest("line")
+        split.columns = layout
+        return split, 0, []
+    extra = odd.filter(pl.col("n") > k)
+    if layout[0] == "jobid":
+        extra = extra.filter(pl.col("line").str.contains(_RECORD_START.pattern))
+    resolved = split_extra(extra, layout)
+    bad = odd.join(resolved.select("i"), on="i", how="anti")["i"].to_list()
+    good_flags = (
+        frame.select(
+            ((pl.col("n") == k) & ~pl.col("empty")) | pl.col("i").is_in(resolved["i"].implode())
+        )
+        .to_series()
+        .to_list()
     )
-    n = counts["n"].to_list()
-    empty_ = counts["empty"].to_list()
-    good = {i for i, c in enumerate(n) if c == k and not empty_[i]}
-    bad = [i for i, c in enumerate(n) if c != k and not empty_[i]]
-    plain = [s.rstrip("\r") for s in lines]
+    good = {i - 1 for i in bad if i > 0 and good_flags[i - 1]}
     records: list[list[str]] = []
     absorbed: set[int] = set()
     lost: list[Unreadable] = []
     if bad:
-        records, absorbed, lost = repair(plain, bad, good, layout, source, offset)
-    keep = (
-        pl.Series([i in good and i not in absorbed for i in range(len(lines))], dtype=pl.Boolean)
-        if (bad)
-        else pl.Series([not e for e in empty_], dtype=pl.Boolean)
+        records, absorbed, lost = repair(_Lines(lines), bad, good, layout, source, offset)
+    gone = pl.Series(sorted(absorbed), dtype=pl.UInt32).implode()
+    split = (
+        frame.filter((pl.col("n") == k) & ~pl.col("empty") & ~pl.col("i").is_in(gone))
+        .select(pl.col("line").str.split_exact("|", k))
+        .unnest("line")
     )
-    split = frame.filter(keep).select(pl.col("line").str.split_exact("|", k)).unnest("line")
     split.columns = layout
+    parts = [split, resolved.filter(~pl.col("i").is_in(gone)).drop("i")]
     if records:
-        fixed = pl.DataFrame(records, schema=dict.fromkeys(layout, pl.String), orient="row")
-        split = pl.concat([split, fixed], how="vertical")
-    return split, len(records), lost
+        parts.append(pl.DataFrame(records, schema=dict.fromkeys(layout, pl.String), orient="row"))
+    return pl.concat(parts, how="vertical"), len(resolved) + len(records), lost
+
+
+class _Lines:
+    """Lines of a block with a trailing carriage return removed on access."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+
+    def __getitem__(self, i: int) -> str:
+        return self._lines[i].rstrip("\r")
 
 
 def normalize(raw: pl.DataFrame, source: str, tz: str | None) -> tuple[pl.DataFrame, int]:
