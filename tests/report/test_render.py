@@ -125,3 +125,30 @@ def test_exports_are_the_modules() -> None:
         "ops",
     }
     assert mods == set(report_pkg.__all__)
+
+
+def test_progress_bar_on_large_inputs(
+    paper_trace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenantry.report import cli as report_cli
+
+    monkeypatch.setattr(report_cli, "LARGE", 0)
+    seen: list[int] = []
+    real = report_cli._console
+
+    def console(stderr: bool = False) -> object:
+        c = real(stderr)
+        if stderr:
+            seen.append(1)
+        return c
+
+    monkeypatch.setattr(report_cli, "_console", console)
+    assert main(["report", str(paper_trace)]) == 0
+    assert seen and "Agent share" in capsys.readouterr().out
+
+
+def test_job_evidence_and_sessions(report: dict[str, Any]) -> None:
+    ev = report["job_evidence"]["agent"]
+    assert 0 < ev["direct_agent"] < ev["submissions"]  # most, not all, agent jobs are tagged
+    assert report["job_evidence"]["human"]["direct_agent"] == 0
+    assert report["sessions"]["agent_sessions"] > 0

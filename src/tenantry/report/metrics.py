@@ -189,6 +189,7 @@ def build(
         "waste": _waste(jobs),
         "concentration": _concentration(users, jobs),
         "sessions": _sessions(jobs, data),
+        "job_evidence": _job_evidence(subs),
         "top_users": _top_users(users, jobs),
     }
 
@@ -316,6 +317,27 @@ def _concentration(users: pl.DataFrame, jobs: pl.DataFrame) -> dict[str, Any]:
         g = per if c == "all" else per.filter(pl.col("class") == c)
         v = g["core_h"].to_list()
         out[c] = {"users": len(v), "gini": _r(gini(v)), "top10_pct": _r(top_share(v), 2)}
+    return out
+
+
+def _job_evidence(subs: pl.DataFrame) -> dict[str, Any]:
+    """Per user class: submissions with direct agent evidence (tag/env), human tags, none."""
+    g = subs.group_by("class").agg(
+        n=pl.len(),
+        agent=(pl.col("job_direct") == "agent").sum(),
+        human=(pl.col("job_direct") == "human").sum(),
+    )
+    out: dict[str, Any] = {
+        "definition": "submissions whose own record carries agent evidence (Tenantry tag or "
+        "environment marker) or a human tag; the rest inherit their user's class"
+    }
+    for c, n, a, h in g.iter_rows():
+        out[str(c)] = {
+            "submissions": int(n),
+            "direct_agent": int(a),
+            "direct_human": int(h),
+            "direct_agent_pct": _r(100 * a / n if n else 0, 2),
+        }
     return out
 
 

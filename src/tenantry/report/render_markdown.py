@@ -149,6 +149,22 @@ def render(report: dict[str, Any]) -> str:
             ],
         ),
         "",
+        "## Sessions and job-level evidence",
+        "",
+        f"Sessions seen: {report['sessions']['sessions']} "
+        f"({report['sessions']['agent_sessions']} agent sessions: "
+        + ", ".join(f"{k} {v}" for k, v in report["sessions"]["by_agent"].items())
+        + ").",
+        "",
+        _table(
+            ["user class", "submissions", "with agent tag/marker", "with human tag"],
+            [
+                [c, _num(v["submissions"]), _pct(v["direct_agent_pct"]), _num(v["direct_human"])]
+                for c, v in report["job_evidence"].items()
+                if isinstance(v, dict)
+            ],
+        ),
+        "",
         "## Inputs",
         "",
         _table(
