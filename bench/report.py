@@ -69,6 +69,7 @@ def main() -> None:
     size_mb = dump.stat().st_size / 2**20
     for fmt in ("html", "md", "json", "csv"):
         out = work / f"report.{fmt}"
+        load = os.getloadavg()[0]
         wall, cpu, peak = run([py, "-m", "tenantry", "report", str(dump), "--out", str(out)])
         print(
             json.dumps(
@@ -80,6 +81,7 @@ def main() -> None:
                     "cpu_s": round(cpu, 2),
                     "peak_rss_mib": round(peak),
                     "cpus": os.cpu_count(),
+                    "load_avg_1m_before": round(load, 2),
                 }
             ),
             flush=True,

@@ -82,6 +82,32 @@ VALIDATORS = {k: re.compile(v) for k, v in VALID_RE.items()}
 _SUBMIT = re.compile(_SUBMIT_RE)
 _RECORD_START = re.compile(r"^\d+(?:_(?:\d+|\[[^\]|]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?\|")
 BLOCK = 32 << 20
+# Raw fields the job table is built from (the rest are dropped block by block).
+NEEDED = frozenset(
+    [
+        "jobid",
+        "cluster",
+        "user",
+        "account",
+        "partition",
+        "jobname",
+        "state",
+        "submit",
+        "start",
+        "end",
+        "elapsedraw",
+        "elapsed",
+        "alloccpus",
+        "ncpus",
+        "alloctres",
+        "exitcode",
+        "comment",
+        "submitline",
+        "environment",
+        "envvars",
+        "nodelist",
+    ]
+)
 
 Progress = Callable[[int], None]
 
@@ -345,7 +371,7 @@ def _parse_block(
         split = frame.filter(~pl.col("empty")).select(pl.col("line").str.split_exact("|", k))
         split = split.unnest("line")
         split.columns = layout
-        return split, 0, []
+        return split.select([c for c in layout if c in NEEDED]), 0, []
     extra = odd.filter(pl.col("n") > k)
     if layout[0] == "jobid":
         extra = extra.filter(pl.col("line").str.contains(_RECORD_START.pattern))
@@ -374,7 +400,9 @@ def _parse_block(
     parts = [split, resolved.filter(~pl.col("i").is_in(gone)).drop("i")]
     if records:
         parts.append(pl.DataFrame(records, schema=dict.fromkeys(layout, pl.String), orient="row"))
-    return pl.concat(parts, how="vertical"), len(resolved) + len(records), lost
+    keep = [c for c in layout if c in NEEDED]
+    raw = pl.concat([part.select(keep) for part in parts], how="vertical")
+    return raw, len(resolved) + len(records), lost
 
 
 class _Lines:
