@@ -77,9 +77,8 @@ def param(
 ) -> T:
     """Read one parameter, checking its JSON type; missing -> default or UsageError."""
     if name not in params or params[name] is None:
-        if required or (default is None and kind is not object):
-            if required:
-                raise UsageError(f"missing parameter {name!r}")
+        if required:
+            raise UsageError(f"missing parameter {name!r}")
         return default  # type: ignore[return-value]
     value = params[name]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
