@@ -10,7 +10,10 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 from tenantry import errors
 from tenantry.settings import Settings, load

@@ -8,7 +8,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 from tenantry import errors
 from tenantry.cli_common import add_json, client_from, emit, settings_from, table

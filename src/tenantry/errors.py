@@ -30,7 +30,10 @@ This module imports only the standard library: the CLI client uses it.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 
 class TenantryError(Exception):

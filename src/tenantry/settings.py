@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 from tenantry.errors import UsageError
 
@@ -130,6 +132,8 @@ def load(
     values: dict[str, Any] = {}
     cfg = Path(state_dir) / "config.toml"
     if cfg.is_file():
+        import tomllib
+
         try:
             values.update(tomllib.loads(cfg.read_text()))
         except tomllib.TOMLDecodeError as exc:
