@@ -8,8 +8,8 @@ CLI client starts fast.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the client path avoids importing typing
 if TYPE_CHECKING:
     from tenantry.errors import TenantryError
     from tenantry.models import (
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tenantry' has no attribute {name!r}")

@@ -7,15 +7,15 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 from tenantry import errors
 from tenantry.cli_common import add_json, client_from, emit, settings_from, table
 from tenantry.units import format_duration, parse_mem_mb, parse_time_s
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -217,6 +217,8 @@ def _register_jobs(sub: Any) -> None:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     script = Path(args.script)
     try:
         text = script.read_text()
