@@ -84,8 +84,10 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX"))}
     env.update(TENANTRY_STATE_DIR=state, TENANTRY_SOCKET=str(Path(state) / "sock"))
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "tenantry", "serve"], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "tenantry", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     tenantry = str(Path(sys.executable).with_name("tenantry"))
     try:
@@ -108,8 +110,9 @@ def main() -> None:
         )
         results.append(summary("cold python -c pass", lat, wall))
         lat, wall = timed(
-            lambda: subprocess.run([tenantry, "run", "--", "true"], env=env, check=True,
-                                   cwd="/tmp"),
+            lambda: subprocess.run(
+                [tenantry, "run", "--", "true"], env=env, check=True, cwd="/tmp"
+            ),
             args.cli_n,
         )
         results.append(summary("cli: tenantry run -- true (cold process)", lat, wall))
@@ -131,12 +134,21 @@ def main() -> None:
     print(f"{'method':45} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'per s':>7} {'p50 - bare':>10}")
     for r in results:
         r["overhead_p50_ms"] = round(r["p50_ms"] - bare, 3)
-        print(f"{r['name']:45} {r['n']:5d} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
-              f"{r['per_s']:7.1f} {r['overhead_p50_ms']:10.2f}")
+        print(
+            f"{r['name']:45} {r['n']:5d} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+            f"{r['per_s']:7.1f} {r['overhead_p50_ms']:10.2f}"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "cpus": os.cpu_count(),
-                                               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                     time.gmtime())}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "results": results,
+                    "cpus": os.cpu_count(),
+                    "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":
