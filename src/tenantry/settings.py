@@ -43,7 +43,6 @@ DECLARED: tuple[Setting, ...] = (
     Setting("local_slots", 0, "CPU slots of the local backend's job queue; 0 = number of CPUs."),
     Setting("output_cap_bytes", 1_048_576, "Most output bytes kept per command result."),
     Setting("command_timeout_s", 3600.0, "Default timeout of `tenantry run` commands."),
-    Setting("idle_exit_s", 0.0, "Exit the daemon after this many idle seconds; 0 = never."),
     Setting("poll_fast_s", 0.5, "Status poller interval while jobs are changing."),
     Setting("poll_slow_s", 5.0, "Status poller interval when nothing changes."),
     Setting("dedup_window_s", 300.0, "Identical submissions within this window return the job."),
@@ -76,7 +75,6 @@ class Settings:
     local_slots: int
     output_cap_bytes: int
     command_timeout_s: float
-    idle_exit_s: float
     poll_fast_s: float
     poll_slow_s: float
     dedup_window_s: float
