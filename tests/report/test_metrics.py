@@ -194,3 +194,23 @@ def test_hour_of_week_is_monday_first_utc() -> None:
     m = r["hour_of_week"]["human"]
     assert m[6][23] == 1 and sum(map(sum, m)) == 1
     assert r["off_hours"]["human"]["weekend_pct"] == 100.0
+
+
+def test_telemetry_commands_count_outside_the_jobs_span_unless_windowed() -> None:
+    from tenantry.report.schema import COMMAND_SCHEMA
+
+    d = dataset([job(user="ag", comment="tenantry:v1;agent=codex")])
+    later = [T0 + timedelta(days=2, minutes=i) for i in range(5)]
+    d.commands = conform(
+        pl.DataFrame({"source": "db", "user": "ag", "agent": "codex", "session": "s", "ts": later}),
+        COMMAND_SCHEMA,
+    )
+    r = metrics.build(d)
+    assert r["command_rate"]["by_class"]["agent"] == {
+        "commands": 6,
+        "active_hours": 2,
+        "rate_per_hour": 3.0,
+        "median_user_rate": 3.0,
+    }
+    r = metrics.build(d, T0, T0 + timedelta(days=1))
+    assert r["command_rate"]["by_class"]["agent"]["commands"] == 1

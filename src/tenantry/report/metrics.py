@@ -144,8 +144,10 @@ def build(
     jobs = cl.job_evidence(jobs)
     subs = cl.submissions(jobs)
     cmds = data.commands
-    if window.since is not None and window.until is not None and cmds.height:
-        cmds = cmds.filter((pl.col("ts") >= window.since) & (pl.col("ts") <= window.until))
+    if since is not None:
+        cmds = cmds.filter(pl.col("ts") >= since)
+    if until is not None:
+        cmds = cmds.filter(pl.col("ts") < until)
     cmd_table = cl.command_table(subs, cmds)
     users = cl.classify_users(cl.user_features(subs, cmd_table), data.sessions)
     usage_users = jobs.filter(pl.col("used_s") > 0).select("user").unique()
