@@ -249,3 +249,31 @@ def test_sniff_formats(tmp_path: Path) -> None:
     assert sources.sniff(write(tmp_path, "c", json.dumps({"jobs": []}))) == "json"
     with pytest.raises(IngestError, match="not a format"):
         sources.sniff(write(tmp_path, "d", "hello world\n"))
+
+
+def test_real_dumps_agree_on_the_headline(fixtures: Path) -> None:
+    """The same recorded jobs through three real formats give the same totals."""
+    from tenantry.report import metrics
+
+    totals = {}
+    for name in ("sacct_xdmod.txt", "sacct_wide.txt", "sacct.json"):
+        h = metrics.build(sources.load([fixtures / name]))["headline"]
+        totals[name] = {k: h[k]["total"] for k in ("submissions", "core_hours", "gpu_hours")}
+    base = totals["sacct_wide.txt"]
+    for name, t in totals.items():
+        assert t["submissions"] == base["submissions"] == 15, name
+        # the job still running was dumped a second or two apart by each command
+        assert t["core_hours"] == pytest.approx(base["core_hours"], abs=3 / 3600), name
+        assert t["gpu_hours"] == pytest.approx(base["gpu_hours"]), name
+    # two GPU jobs: 1 GPU x 2 s and 2 GPUs x 2 s
+    assert base["gpu_hours"] == pytest.approx(6 / 3600, abs=1e-3)
+
+
+def test_real_wide_dump_classifies_by_tag(fixtures: Path) -> None:
+    from tenantry.report import metrics
+
+    r = metrics.build(sources.load([fixtures / "sacct_wide.txt"]))
+    [u] = r["top_users"]
+    assert u["class"] == "agent" and "tag" in u["evidence"]
+    assert r["sessions"]["by_agent"] == {"claude-code": 1, "codex": 1}
+    assert r["trial_error"]["agent"]["loops"] == 1  # the three rpt-fail jobs

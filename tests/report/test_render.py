@@ -152,3 +152,14 @@ def test_job_evidence_and_sessions(report: dict[str, Any]) -> None:
     assert 0 < ev["direct_agent"] < ev["submissions"]  # most, not all, agent jobs are tagged
     assert report["job_evidence"]["human"]["direct_agent"] == 0
     assert report["sessions"]["agent_sessions"] > 0
+
+
+def test_every_svg_is_well_formed_xml(report: dict[str, Any]) -> None:
+    import xml.etree.ElementTree as ET
+
+    html = render_html.render(report)
+    svgs = re.findall(r"<svg .*?</svg>", html, flags=re.S)
+    assert len(svgs) >= 5
+    for svg in svgs:
+        root = ET.fromstring(svg)
+        assert root.tag.endswith("svg") and root.find("{http://www.w3.org/2000/svg}title") is not None

@@ -97,6 +97,12 @@ def submissions(jobs: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.col("user").first(),
             pl.col("submit").min().alias("ts"),
+            # submission order within one second: the scheduler's job id
+            pl.col("job_id")
+            .str.extract(r"^(\d+)", 1)
+            .cast(pl.Int64, strict=False)
+            .min()
+            .alias("seq"),
             pl.col("name").first(),
             pl.col("state").is_in(FAIL_STATES).any().alias("failed"),
             (pl.col("state").is_in(FAIL_STATES) & (pl.col("elapsed_s") < 300))

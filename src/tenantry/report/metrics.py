@@ -102,7 +102,7 @@ def hour_of_week(subs: pl.DataFrame) -> dict[str, list[list[int]]]:
 
 def trial_error(subs: pl.DataFrame) -> pl.DataFrame:
     """Per class: loops (>= 3 consecutive failing submissions of one name, gaps <= 30 min)."""
-    s = subs.sort("user", "ts").with_columns(
+    s = subs.sort("user", "ts", "seq", nulls_last=True).with_columns(
         gap=pl.col("ts").diff().dt.total_seconds().over("user"),
         prev_name=pl.col("name").shift().over("user"),
         prev_failed=pl.col("failed").shift().over("user"),
