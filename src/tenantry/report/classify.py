@@ -77,7 +77,9 @@ def job_evidence(jobs: pl.DataFrame) -> pl.DataFrame:
     marker = text.str.extract(MARKER_RE, 1)
     return df.with_columns(
         env_agent=marker.replace_strict(MARKERS, default=None, return_dtype=pl.String),
-        wrap=pl.col("submit_line").fill_null("").str.contains("--wrap", literal=True),
+        # sbatch names a --wrap job "wrap" unless told otherwise (XDMoD dumps have no SubmitLine)
+        wrap=pl.col("submit_line").fill_null("").str.contains("--wrap", literal=True)
+        | (pl.col("name") == "wrap").fill_null(False),
     ).with_columns(
         job_direct=pl.when(pl.col("tag_agent").is_not_null() & (pl.col("tag_agent") != "human"))
         .then(pl.lit("agent"))
