@@ -80,10 +80,20 @@ class _Forwarder:
         self.client = Client(settings)
 
     async def call(self, op: str, params: dict[str, Any]) -> Any:
+        warnings: list[str] = []
+
+        def call() -> Any:
+            result = self.client.call(op, params)
+            warnings.extend(self.client.last_warnings)
+            return result
+
         try:
-            return await asyncio.to_thread(self.client.call, op, params)
+            result = await asyncio.to_thread(call)
         except TenantryError as err:
             raise ToolError(_message(err)) from err
+        if warnings and isinstance(result, dict):
+            result["warnings"] = warnings
+        return result
 
     async def stream(
         self, op: str, params: dict[str, Any], on_chunk: Callable[[dict[str, Any]], Any]
