@@ -77,14 +77,19 @@ class _Forwarder:
     """Calls the daemon from worker threads (the client is synchronous)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.client = Client(settings)
+        self.settings = settings
+
+    def _client(self) -> Client:
+        # one per call: calls run concurrently in threads, and a Client is cheap
+        return Client(self.settings)
 
     async def call(self, op: str, params: dict[str, Any]) -> Any:
         warnings: list[str] = []
 
         def call() -> Any:
-            result = self.client.call(op, params)
-            warnings.extend(self.client.last_warnings)
+            client = self._client()
+            result = client.call(op, params)
+            warnings.extend(client.last_warnings)
             return result
 
         try:
@@ -103,7 +108,7 @@ class _Forwarder:
 
         def pump() -> None:
             try:
-                chunks: Iterator[dict[str, Any]] = self.client.stream(op, params)
+                chunks: Iterator[dict[str, Any]] = self._client().stream(op, params)
                 for chunk in chunks:
                     loop.call_soon_threadsafe(queue.put_nowait, ("chunk", chunk))
                 loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
