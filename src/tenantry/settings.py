@@ -53,6 +53,10 @@ DECLARED: tuple[Setting, ...] = (
     Setting("login_node_commands", "", "Comma-separated programs allowed to run on the login node."),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = built-in defaults."),
+    Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
+    Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
+    Setting("audit_key_file", "", "HMAC key of the audit chain; empty = <audit_dir>/audit.key."),
 )
 
 
@@ -79,6 +83,10 @@ class Settings:
     login_node_commands: str = ""
     policy_file: str = "/etc/tenantry/policy.cedar"
     http: str = ""
+    budgets_file: str = ""
+    admin_users: str = ""
+    audit_dir: str = ""
+    audit_key_file: str = ""
 
     @property
     def state_path(self) -> Path:

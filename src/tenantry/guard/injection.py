@@ -1,0 +1,246 @@
+"""Instruction-like text (prompt injection) in data that will reach an agent.
+
+The detector is a set of weighted regular expressions over a normalised copy
+of the text (NFKC, zero-width characters removed, whitespace folded). A rule
+with weight 1.0 flags on its own (``ignore previous instructions``, chat
+template tokens, ``do not tell the user``); weaker cues (an e-mail address
+after ``send``, ``IMPORTANT!!!``) flag only when they add up to 1.0 inside one
+paragraph. Base64, hex and ROT13 encoded runs are decoded and scanned too.
+It is a heuristic: its detection and false-positive rates are measured in
+``bench/guard.py`` and reported in ``bench/guard.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import re
+import unicodedata
+from dataclasses import dataclass
+
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None)
+
+_MODEL = (
+    r"(?:ai|a\.i\.|assistant|agent|llm|language model|chat ?bot|model|claude|chatgpt|gpt(?:-?\d[\w.-]*)?"
+    r"|copilot|gemini|codex|bard|llama|mistral|bot)"
+)
+_INSTR = (
+    r"(?:instructions?|prompts?|directions?|rules|guidelines|directives?|commands?|context|"
+    r"orders?|programming|constraints|guardrails|policies|task)"
+)
+
+# (name, weight, pattern) -- patterns run on the normalised, lower-cased text.
+RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
+    (n, w, re.compile(p))
+    for n, w, p in (
+        (
+            "ignore_previous",
+            1.0,
+            r"\b(?:ignore|disregard|forget|skip|override|bypass|neglect|drop|abandon|discard)\b"
+            r"[^.\n]{0,40}?\b(?:previous|prior|above|earlier|preceding|initial|original|all|any|"
+            r"every|your|system|following|those)\b[^.\n]{0,30}?\b" + _INSTR + r"\b",
+        ),
+        (
+            "new_instructions",
+            0.5,
+            r"\b(?:new|updated|real|actual|true|hidden|secret|override|revised|important)\s+"
+            r"(?:system\s+)?" + _INSTR + r"\s*(?:[:!]|are\b|follow)",
+        ),
+        (
+            "role_override",
+            1.0,
+            r"\byou are (?:now|no longer|actually|free)\b|\bfrom now on,? (?:you|your|act|respond)\b"
+            r"|\bpretend (?:to be|you are|that you)\b|\b(?:act|behave|respond|roleplay) as (?:if you|an? "
+            r"(?:unrestricted|unfiltered|jailbroken|evil|uncensored))|\byou (?:will|must) now\b",
+        ),
+        (
+            "address_model",
+            1.0,
+            r"\b(?:to you|dear|hey|hello|attention|note to|message for|message to|instructions for),?\s+"
+            r"(?:the\s+|dear\s+|an?\s+)?" + _MODEL + r"\b(?![\w-])",
+        ),
+        (
+            "address_model_weak",
+            0.5,
+            r"(?:^|[.!?]\s|\n)\s*(?:an?\s+|the\s+|dear\s+)?" + _MODEL + r"[,:]\s+(?:you|please|ignore|do|"
+            r"make|send|run|execute|delete|remember)\b",
+        ),
+        (
+            "template_token",
+            1.0,
+            r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id)\|>"
+            r"|\[/?inst\]|<<sys>>|<start_of_turn>|<end_of_turn>|</?(?:system|sys)>"
+            r"|^\s*#{2,}\s*\(?(?:system|instruction|new instructions?|system[_ ]message)\b",
+        ),
+        (
+            "pseudo_tag",
+            1.0,
+            r"</?(?:information|important|instructions?|admin|system[_ -]?(?:message|prompt|note)|"
+            r"hidden|secret[_ ]?instructions?)>",
+        ),
+        (
+            "conceal",
+            1.0,
+            r"\b(?:do not|don'?t|never|without)\s+(?:tell|telling|inform|informing|mention|mentioning|"
+            r"reveal|revealing|notify|notifying|alert|alerting|show|showing|asking|ask|letting)\b"
+            r"[^.\n]{0,15}\b(?:the )?(?:user|human|operator|admin|administrator|owner)\b",
+        ),
+        (
+            "prompt_leak",
+            1.0,
+            r"\b(?:print|repeat|reveal|output|show|display|leak|tell me|spell|write out|recite)\b"
+            r"[^.\n]{0,40}\b(?:system prompt|initial prompt|instructions above|(?:previous|prior|"
+            r"original|hidden|secret|your) (?:instructions|prompt))\b",
+        ),
+        (
+            "jailbreak",
+            1.0,
+            r"\bdo anything now\b|\bjailbr(?:eak|oken)\b|\bdeveloper mode (?:enabled|output)\b"
+            r"|\b(?:no|without) (?:ethical|moral) (?:or moral )?(?:guidelines|restrictions|filters)\b"
+            r"|\bstay in character\b",
+        ),
+        (
+            "task_hijack",
+            1.0,
+            r"\bbefore (?:you )?(?:can )?(?:solve|complete|continue|do|finish|answer|respond)"
+            r"[^.\n]{0,40}\b(?:task|request|question)\b[^.\n]{0,40}\b(?:please|you must|first)\b"
+            r"|\binstead,? (?:you (?:should|must)|please|do the following)\b"
+            r"|\bstop what you(?:'re| are) doing\b|\b(?:your|the) (?:real|actual|new) task is\b",
+        ),
+        (
+            "urgent",
+            0.5,
+            r"\bimportant\s*!{2,}|\burgent\s*!{2,}|\battention\s*!{2,}|\bimportant message\b",
+        ),
+        (
+            "exfil",
+            0.5,
+            r"\b(?:send|email|e-mail|forward|post|upload|transfer|exfiltrate|leak|share)\b[^\n]{0,80}?"
+            r"(?:[\w.+-]+@[\w-]+\.[\w.]+|https?://)",
+        ),
+        (
+            "sensitive_object",
+            0.5,
+            r"\b(?:passwords?|credentials|api keys?|access tokens?|security code|private key|ssh key|"
+            r"\.ssh/id_\w+|secret key|session cookie|2fa code)\b",
+        ),
+        (
+            "tool_coercion",
+            0.5,
+            r"\b(?:call|invoke|use|run|execute) (?:the )?(?:following |this )?"
+            r"(?:tool|function|command|code)\b[^.\n]{0,30}(?:immediately|now|first|right away)\b",
+        ),
+        (
+            "pipe_to_shell",
+            0.5,
+            r"\b(?:curl|wget)\b[^\n|]{1,200}\|\s*(?:sudo\s+)?(?:ba|z)?sh\b",
+        ),
+        (
+            "markdown_exfil",
+            1.0,
+            r"!\[[^\]]{0,80}\]\(https?://[^)\s]{1,200}[?&][\w-]+=(?:\{|\[|%7b|\$|<)",
+        ),
+        (
+            "decode_and_follow",
+            0.5,
+            r"\b(?:decode|decipher|translate|unscramble)\b[^.\n]{0,40}\b(?:follow|execute|obey|do)\b",
+        ),
+        (
+            "answer_override",
+            0.5,
+            r"\b(?:just|only) (?:print|say|output|respond with|reply with|answer)\b",
+        ),
+    )
+)
+
+FLAG_AT = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionHit:
+    rule: str
+    line: int  # 1-based line of the original text where the cue starts
+    score: float
+    excerpt: str
+
+
+def normalise(text: str) -> str:
+    """NFKC, drop zero-width characters, lower-case: what the rules read."""
+    return unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH).lower()
+
+
+def _paragraphs(text: str) -> list[tuple[int, str]]:
+    """(first line number, paragraph text) split on blank lines, capped in length."""
+    out: list[tuple[int, str]] = []
+    start, buf = 1, []
+    for i, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or len(buf) >= 12:
+            if buf:
+                out.append((start, "\n".join(buf)))
+            buf = [line] if line.strip() else []
+            start = i if line.strip() else i + 1
+            continue
+        if not buf:
+            start = i
+        buf.append(line)
+    if buf:
+        out.append((start, "\n".join(buf)))
+    return out
+
+
+_B64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
+_HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}[ :]?){16,}\b")
+
+
+def _decoded_views(text: str) -> list[str]:
+    """Printable text hidden in base64/hex runs, and the ROT13 of the whole text."""
+    views: list[str] = []
+    for m in _B64.finditer(text):
+        run = m.group(0)
+        try:
+            raw = base64.b64decode(run + "=" * (-len(run) % 4), validate=False)
+        except (binascii.Error, ValueError):
+            continue
+        views.append(raw.decode("utf-8", "replace"))
+    for m in _HEX.finditer(text):
+        try:
+            raw = bytes.fromhex(re.sub(r"[ :]", "", m.group(0)))
+        except ValueError:
+            continue
+        views.append(raw.decode("utf-8", "replace"))
+    views = [v for v in views if v and sum(c.isprintable() or c.isspace() for c in v) > 0.95 * len(v)]
+    return views
+
+
+def _scan(norm: str, first_line: int, strong_only: bool = False) -> list[InjectionHit]:
+    hits: list[InjectionHit] = []
+    for start_line, para in _paragraphs(norm):
+        found: list[tuple[str, float, int, str]] = []
+        for name, weight, pat in RULES:
+            if strong_only and weight < FLAG_AT:
+                continue
+            m = pat.search(para)
+            if m:
+                line = start_line + para.count("\n", 0, m.start())
+                found.append((name, weight, line, m.group(0)[:80]))
+        if sum(w for _, w, _, _ in found) >= FLAG_AT:
+            score = sum(w for _, w, _, _ in found)
+            for name, _w, line, excerpt in found:
+                hits.append(InjectionHit(name, first_line + line - 1, score, excerpt))
+    return hits
+
+
+def find_injections(text: str) -> list[InjectionHit]:
+    """Cues of instruction-like text, grouped by paragraph; empty when none flags."""
+    norm = normalise(text)
+    hits = _scan(norm, 1)
+    if hits:
+        return hits
+    for view in _decoded_views(text):
+        for h in _scan(normalise(view), 1):
+            hits.append(InjectionHit("encoded:" + h.rule, 0, h.score, h.excerpt))
+    if not hits and len(norm) <= 200_000:
+        for h in _scan(codecs.decode(norm, "rot13"), 1, strong_only=True):
+            hits.append(InjectionHit("rot13:" + h.rule, h.line, h.score, h.excerpt))
+    return hits
