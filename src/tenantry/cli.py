@@ -20,6 +20,10 @@ from tenantry.cli_common import Handler
 # ``handler=`` on its parsers with ``set_defaults``.
 EXTENSIONS: tuple[str, ...] = (
     "tenantry.cli_core",
+    "tenantry.budgets.cli",
+    "tenantry.kill.cli",
+    "tenantry.guard.cli",
+    "tenantry.audit.cli",
 )
 
 DESCRIPTION = """\

@@ -190,7 +190,11 @@ def verify(directory: Path, key: bytes | None, *, max_problems: int = 50) -> Rep
             continue
         seq = rec.get("seq")
         if seq != expect_seq:
-            problem("sequence", n, f"seq {seq} where {expect_seq} was expected (deleted, inserted or reordered records)")
+            problem(
+                "sequence",
+                n,
+                f"seq {seq} where {expect_seq} was expected (deleted, inserted or reordered records)",
+            )
         if rec.get("prev") != prev:
             problem("chain", n, f"prev hash does not match record before it (seq {seq})")
         if not hmac.compare_digest(str(rec.get("hash", "")), record_hash(rec, key)):
@@ -207,10 +211,16 @@ def verify(directory: Path, key: bytes | None, *, max_problems: int = 50) -> Rep
     else:
         head_seq = int(head.get("seq", 0))
         if head.get("alg") and head.get("alg") != alg(key):
-            problem("anchor", 0, f"log is {head.get('alg')} but verifying with {alg(key)} (wrong or missing key)")
+            problem(
+                "anchor",
+                0,
+                f"log is {head.get('alg')} but verifying with {alg(key)} (wrong or missing key)",
+            )
         last_seq = expect_seq - 1
         if head_seq > last_seq:
-            problem("truncated", 0, f"the anchor says {head_seq} records, the log ends at {last_seq}")
+            problem(
+                "truncated", 0, f"the anchor says {head_seq} records, the log ends at {last_seq}"
+            )
         elif head_seq < last_seq:
             problem("unanchored", 0, f"{last_seq - head_seq} record(s) after the anchored head")
         elif head.get("hash") != last_hash:

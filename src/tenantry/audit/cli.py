@@ -111,7 +111,9 @@ def parse_since(text: str, now: float | None = None) -> float:
     except ValueError as exc:
         from tenantry.errors import UsageError
 
-        raise UsageError(f"cannot read --since {text!r}", hint="use 30m, 2h, 1d, an ISO time or epoch") from exc
+        raise UsageError(
+            f"cannot read --since {text!r}", hint="use 30m, 2h, 1d, an ISO time or epoch"
+        ) from exc
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -116,7 +116,10 @@ def parse(data: dict[str, Any], *, source: str = "budgets") -> BudgetConfig:
     for scope in SCOPES:
         for window, metrics in (data.get(scope) or {}).items():
             if window not in WINDOWS:
-                raise UsageError(f"{source}: unknown window {scope}.{window}", hint=f"windows: {', '.join(WINDOWS)}")
+                raise UsageError(
+                    f"{source}: unknown window {scope}.{window}",
+                    hint=f"windows: {', '.join(WINDOWS)}",
+                )
             if not isinstance(metrics, dict):
                 raise UsageError(f"{source}: {scope}.{window} must be a table of metric = limit")
             tables.setdefault(scope, {}).setdefault(window, {}).update(metrics)
@@ -128,9 +131,14 @@ def parse(data: dict[str, Any], *, source: str = "budgets") -> BudgetConfig:
                 if metric == "warn_fraction":
                     continue
                 if metric not in METRICS:
-                    raise UsageError(f"{source}: unknown metric {scope}.{window}.{metric}", hint=f"metrics: {', '.join(METRICS)}")
+                    raise UsageError(
+                        f"{source}: unknown metric {scope}.{window}.{metric}",
+                        hint=f"metrics: {', '.join(METRICS)}",
+                    )
                 if (metric == "leases") != (window == "concurrent"):
-                    raise UsageError(f"{source}: leases are limited only in a [<scope>.concurrent] table")
+                    raise UsageError(
+                        f"{source}: leases are limited only in a [<scope>.concurrent] table"
+                    )
                 if value is None or float(value) < 0:
                     continue
                 limits.append(Limit(scope, window, metric, float(value), soft))
@@ -153,9 +161,15 @@ def load(path: str) -> BudgetConfig:
     try:
         text = p.read_text()
     except OSError as exc:
-        raise UsageError(f"cannot read budgets file {p}: {exc}", hint="fix setting budgets_file") from exc
+        raise UsageError(
+            f"cannot read budgets file {p}: {exc}", hint="fix setting budgets_file"
+        ) from exc
     try:
-        data = json.loads(text) if p.suffix == ".json" or text.lstrip().startswith("{") else tomllib.loads(text)
+        data = (
+            json.loads(text)
+            if p.suffix == ".json" or text.lstrip().startswith("{")
+            else tomllib.loads(text)
+        )
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"cannot parse budgets file {p}: {exc}") from exc
     return parse(data, source=str(p))

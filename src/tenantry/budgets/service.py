@@ -136,7 +136,9 @@ class BudgetService:
         col = "principal" if lim.scope == "session" else "user"
         scope_key = key if lim.scope == "session" else user_of(key)
         if lim.metric == "leases":
-            row = conn.execute(f"SELECT COUNT(*) FROM leases WHERE {col} = ?", (scope_key,)).fetchone()
+            row = conn.execute(
+                f"SELECT COUNT(*) FROM leases WHERE {col} = ?", (scope_key,)
+            ).fetchone()
             return float(row[0])
         row = conn.execute(
             f"SELECT COALESCE(SUM(amount), 0) FROM usage WHERE {col} = ? AND metric = ? AND ts >= ?",
@@ -152,7 +154,9 @@ class BudgetService:
             used += float(row[0])
         return used
 
-    def _usages(self, conn: sqlite3.Connection, key: str, metrics: set[str], now: float) -> list[Usage]:
+    def _usages(
+        self, conn: sqlite3.Connection, key: str, metrics: set[str], now: float
+    ) -> list[Usage]:
         out: list[Usage] = []
         for lim in self.cfg.limits:
             if lim.metric not in metrics:
@@ -165,7 +169,9 @@ class BudgetService:
         return out
 
     # -- the API ---------------------------------------------------------------------
-    async def charge(self, principal: Principal, action: str, amounts: dict[str, float]) -> list[str]:
+    async def charge(
+        self, principal: Principal, action: str, amounts: dict[str, float]
+    ) -> list[str]:
         """Check and record ``amounts``; returns warnings, raises ``BudgetExceeded``."""
         bad = sorted(set(amounts) - set(METRICS))
         if bad:
@@ -226,7 +232,9 @@ class BudgetService:
         usages = await self.db.read(lambda c: self._usages(c, principal.key, set(METRICS), now))
         return [u.to_dict(now, self.cfg) for u in usages]
 
-    async def record_usage(self, principal_key: str, metric: str, amount: float, ref: str = "", action: str = "") -> None:
+    async def record_usage(
+        self, principal_key: str, metric: str, amount: float, ref: str = "", action: str = ""
+    ) -> None:
         """Record measured usage (also used by the bus subscriber)."""
         if amount <= 0 or self._exempt(principal_key):
             return
@@ -288,11 +296,19 @@ class BudgetService:
     async def _command_finished(self, event: Event) -> None:
         data = event.data or {}
         cpu_s = float(data.get("cpu_s") or 0.0)
-        await self.record_usage(event.principal, "core_hours", cpu_s / 3600.0, event.subject, "command")
-        gpus = float(Resources.from_dict(data.get("resources")).gpus) if data.get("resources") else 0.0
+        await self.record_usage(
+            event.principal, "core_hours", cpu_s / 3600.0, event.subject, "command"
+        )
+        gpus = (
+            float(Resources.from_dict(data.get("resources")).gpus) if data.get("resources") else 0.0
+        )
         if gpus and event.duration_s:
             await self.record_usage(
-                event.principal, "gpu_hours", gpus * event.duration_s / 3600.0, event.subject, "command"
+                event.principal,
+                "gpu_hours",
+                gpus * event.duration_s / 3600.0,
+                event.subject,
+                "command",
             )
 
     async def _job_submitted(self, event: Event) -> None:
@@ -301,7 +317,15 @@ class BudgetService:
         await self.db.execute(
             "INSERT OR IGNORE INTO inflight (job_id, user, principal, cpus, gpus, est_hours, submitted_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (event.subject, user_of(event.principal), event.principal, max(res.cpus, 1), res.gpus, hours, event.ts),
+            (
+                event.subject,
+                user_of(event.principal),
+                event.principal,
+                max(res.cpus, 1),
+                res.gpus,
+                hours,
+                event.ts,
+            ),
         )
 
     async def _job_state(self, event: Event) -> None:
@@ -321,7 +345,9 @@ class BudgetService:
         now = self.clock()
 
         def finish(conn: sqlite3.Connection) -> None:
-            row = conn.execute("SELECT * FROM inflight WHERE job_id = ?", (event.subject,)).fetchone()
+            row = conn.execute(
+                "SELECT * FROM inflight WHERE job_id = ?", (event.subject,)
+            ).fetchone()
             if row is None:
                 return
             conn.execute("DELETE FROM inflight WHERE job_id = ?", (event.subject,))

@@ -63,7 +63,9 @@ def bounds(window: str, now: float, cfg: BudgetConfig) -> tuple[float, float] | 
 
 def describe_reset(reset: float, now: float, cfg: BudgetConfig) -> str:
     if math.isinf(reset):
-        return "never (this limit lasts for the whole session; ask an operator or start a new session)"
+        return (
+            "never (this limit lasts for the whole session; ask an operator or start a new session)"
+        )
     when = _local(reset, zone(cfg))
     if reset - now < 86400 and when.date() == _local(now, zone(cfg)).date():
         return when.strftime("%H:%M:%S %Z").strip()

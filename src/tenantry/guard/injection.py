@@ -63,7 +63,9 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "address_model_weak",
             0.5,
-            r"(?:^|[.!?]\s|\n)\s*(?:an?\s+|the\s+|dear\s+)?" + _MODEL + r"[,:]\s+(?:you|please|ignore|do|"
+            r"(?:^|[.!?]\s|\n)\s*(?:an?\s+|the\s+|dear\s+)?"
+            + _MODEL
+            + r"[,:]\s+(?:you|please|ignore|do|"
             r"make|send|run|execute|delete|remember)\b",
         ),
         (
@@ -209,7 +211,9 @@ def _decoded_views(text: str) -> list[str]:
         except ValueError:
             continue
         views.append(raw.decode("utf-8", "replace"))
-    views = [v for v in views if v and sum(c.isprintable() or c.isspace() for c in v) > 0.95 * len(v)]
+    views = [
+        v for v in views if v and sum(c.isprintable() or c.isspace() for c in v) > 0.95 * len(v)
+    ]
     return views
 
 

@@ -64,7 +64,9 @@ RULES: tuple[SecretRule, ...] = (
     ),
     SecretRule(
         "url_password",
-        _r(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^/\s:@\"'<>]{1,64}:(?P<secret>[^@\s/\"'<>]{3,128})@"),
+        _r(
+            r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^/\s:@\"'<>]{1,64}:(?P<secret>[^@\s/\"'<>]{3,128})@"
+        ),
     ),
     SecretRule(
         "assignment",
@@ -118,7 +120,9 @@ def find_secrets(text: str) -> list[SecretHit]:
     hits: list[SecretHit] = []
     for rule in RULES:
         for m in rule.pattern.finditer(text):
-            start, end = (m.start("secret"), m.end("secret")) if "secret" in m.re.groupindex else m.span()
+            start, end = (
+                (m.start("secret"), m.end("secret")) if "secret" in m.re.groupindex else m.span()
+            )
             if start < 0:
                 continue
             value = text[start:end]
