@@ -71,6 +71,45 @@ def estimate(resources: Resources, tasks: int = 1, default_hours: float = 1.0) -
     }
 
 
+def array_tasks(spec: str) -> int:
+    """Number of tasks of an sbatch ``--array`` spec (``0-9``, ``1,3,5-7``, ``0-99:2%10``)."""
+    spec = spec.split("%", 1)[0].strip()
+    if not spec:
+        return 1
+    total = 0
+    for part in spec.split(","):
+        rng, _, step_s = part.partition(":")
+        lo_s, _, hi_s = rng.partition("-")
+        try:
+            lo = int(lo_s)
+            hi = int(hi_s) if hi_s else lo
+            step = int(step_s) if step_s else 1
+        except ValueError:
+            return 1
+        if hi < lo or step < 1:
+            return 1
+        total += (hi - lo) // step + 1
+    return max(total, 1)
+
+
+def amounts_for(action: str | None, params: dict[str, Any], default_hours: float = 1.0) -> dict[str, float]:
+    """What an op with policy ``action`` charges, from its raw params."""
+    if action == "run_command":
+        return {"commands": 1.0}
+    if action == "query_jobs":
+        return {"queries": 1.0}
+    if action in ("acquire_lease", "lease_acquire"):
+        return {"leases": 1.0}
+    if action == "submit_job":
+        raw = params.get("resources")
+        try:
+            res = Resources.from_dict(raw if isinstance(raw, dict) else None)
+            return estimate(res, array_tasks(str(params.get("array") or "")), default_hours)
+        except (TypeError, ValueError) as exc:
+            raise UsageError("resources must be numbers (cpus, gpus, time_s)") from exc
+    return {}
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     limit: Limit
@@ -225,6 +264,15 @@ class BudgetService:
                         )
                     )
         return warnings
+
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        """The gateway's per-request hook: charge what this op asks for."""
+        amounts = amounts_for(action, params, self.cfg.default_job_hours)
+        if not amounts:
+            return []
+        return await self.charge(principal, action or op_name, amounts)
 
     async def status(self, principal: Principal) -> list[dict[str, Any]]:
         """Every budget that applies to ``principal`` now, with use and reset time."""

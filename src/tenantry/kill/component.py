@@ -131,6 +131,13 @@ class KillSwitch:
             stop_id=stop.id,
         )
 
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        """The gateway's per-request hook: refuse stopped principals."""
+        await self.ensure_active(principal)
+        return []
+
     # -- stopping and resuming -----------------------------------------------------
     async def stop(
         self, kind: str, target: str, *, by: Principal, owner: str, reason: str = ""
