@@ -273,17 +273,14 @@ class KillSwitch:
             "skipped": [],
             "errors": [],
         }
-        if not principals:
-            return summary
         keys = sorted(principals)
         marks = ",".join("?" * len(keys))
         active = [s.value for s in JobState if not s.terminal]
-        rows = await asyncio.to_thread(
-            self._store_rows,
+        sql = (
             f"SELECT id, backend_id, principal, uid FROM jobs WHERE principal IN ({marks})"
-            f" AND state IN ({','.join('?' * len(active))})",
-            (*keys, *active),
+            f" AND state IN ({','.join('?' * len(active))})"
         )
+        rows = await asyncio.to_thread(self._store_rows, sql, (*keys, *active)) if keys else []
         for row in rows:
             try:
                 await self._cancel_job(
