@@ -19,7 +19,13 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None)
+_ZERO_WIDTH: dict[int, int | None] = dict.fromkeys(
+    map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None
+)
+# Unicode tag characters (U+E0020..U+E007E) mirror ASCII and render invisibly:
+# "ASCII smuggling". Normalising maps them back to the ASCII they hide.
+_ZERO_WIDTH.update({0xE0000 + c: c for c in range(0x20, 0x7F)})
+_TAGS = re.compile("[\U000e0020-\U000e007e]{8,}")
 
 _MODEL = (
     r"(?:ai|a\.i\.|assistant|agent|llm|language model|chat ?bot|model|claude|chatgpt|gpt(?:-?\d[\w.-]*)?"
@@ -39,47 +45,61 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
             1.0,
             r"\b(?:ignore|disregard|forget|skip|override|bypass|neglect|drop|abandon|discard)\b"
             r"[^.\n]{0,40}?\b(?:previous|prior|above|earlier|preceding|initial|original|all|any|"
-            r"every|your|system|following|those)\b[^.\n]{0,30}?\b" + _INSTR + r"\b",
+            r"every|your|system|following|those|these|other)\b[^.\n]{0,30}?\b" + _INSTR + r"\b"
+            r"|\b(?:ignore|disregard|forget)\s+(?:all\s+)?(?:of\s+)?(?:your|the)\s+(?:previous|prior|"
+            r"earlier|original|above)\b|\b(?:ignore|disregard)\s+(?:the\s+)?(?:instructions|directions)\b",
+        ),
+        (
+            "ignore_data",
+            0.5,
+            r"\b(?:ignore|disregard)\s+(?:the rest of |all of |everything (?:else )?(?:in )?)?"
+            r"(?:this|these|that|other|them|the rest|everything else)\b",
         ),
         (
             "new_instructions",
             0.5,
-            r"\b(?:new|updated|real|actual|true|hidden|secret|override|revised|important)\s+"
-            r"(?:system\s+)?" + _INSTR + r"\s*(?:[:!]|are\b|follow)",
+            r"\b(?:new|updated|real|actual|true|hidden|secret|override|revised|important|core)\s+"
+            r"(?:system\s+)?" + _INSTR + r"\s*(?:[:!]|are\b|follow)"
+            r"|\bfollow (?:this|these|the following|my|new) instructions?\b",
         ),
         (
             "role_override",
             1.0,
-            r"\byou are (?:now|no longer|actually|free)\b|\bfrom now on,? (?:you|your|act|respond)\b"
+            r"\byou are (?:now|no longer|actually)\b|\bfrom now on,? (?:you|your|act|respond)\b"
             r"|\bpretend (?:to be|you are|that you)\b|\b(?:act|behave|respond|roleplay) as (?:if you|an? "
-            r"(?:unrestricted|unfiltered|jailbroken|evil|uncensored))|\byou (?:will|must) now\b",
+            r"(?:unrestricted|unfiltered|jailbroken|evil|uncensored))|\byou (?:will|must) now\b"
+            r"|\b(?:you are going to|you will) act as\b",
         ),
         (
             "address_model",
             1.0,
             r"\b(?:to you|dear|hey|hello|attention|note to|message for|message to|instructions for),?\s+"
-            r"(?:the\s+|dear\s+|an?\s+)?" + _MODEL + r"\b(?![\w-])",
+            r"(?:the\s+|dear\s+|an?\s+)?(?:automated\s+|ai\s+)?" + _MODEL + r"\b(?![\w-])"
+            r"|\bnote to (?:the )?automated\b|\b(?:visible|invisible) to (?:the )?(?:llms?|ai|models?)\b"
+            r"|\bif (?:the )?user asks\b",
         ),
         (
             "address_model_weak",
             0.5,
-            r"(?:^|[.!?]\s|\n)\s*(?:an?\s+|the\s+|dear\s+)?"
-            + _MODEL
-            + r"[,:]\s+(?:you|please|ignore|do|"
-            r"make|send|run|execute|delete|remember)\b",
+            r"(?:^|[.!?]\s|\n)\s*(?:an?\s+|the\s+|dear\s+)?" + _MODEL + r"[,:]\s+(?:you|please|ignore|do|"
+            r"make|send|run|execute|delete|remember)\b"
+            r"|\byour (?:monologue|system prompt|context window|training data)\b"
+            r"|\bautomated (?:screening|analysis|review) (?:systems?|software)\b"
+            r"|\bif (?:you are |you're )?(?:questioned|asked about)\b",
         ),
         (
             "template_token",
             1.0,
             r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id)\|>"
             r"|\[/?inst\]|<<sys>>|<start_of_turn>|<end_of_turn>|</?(?:system|sys)>"
-            r"|^\s*#{2,}\s*\(?(?:system|instruction|new instructions?|system[_ ]message)\b",
+            r"|(?m:^\s*#{2,}\s*\(?(?:system|instruction|new instructions?|system[_ ]message)\b)"
+            r"|\[(?:system|assistant)\](?!\s*$)|<end of session>",
         ),
         (
             "pseudo_tag",
             1.0,
             r"</?(?:information|important|instructions?|admin|system[_ -]?(?:message|prompt|note)|"
-            r"hidden|secret[_ ]?instructions?)>",
+            r"hidden|secret[_ ]?instructions?)>|\[admin request\b",
         ),
         (
             "conceal",
@@ -96,24 +116,31 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
             r"original|hidden|secret|your) (?:instructions|prompt))\b",
         ),
         (
+            "conversation_ref",
+            1.0,
+            r"\b(?:summary of|contents? of|append|replace [^.\n]{0,20} with|including)\b[^.\n]{0,40}"
+            r"\b(?:this|our|the previous|the current) (?:conversation|chat|message|dialogue)\b",
+        ),
+        (
             "jailbreak",
             1.0,
             r"\bdo anything now\b|\bjailbr(?:eak|oken)\b|\bdeveloper mode (?:enabled|output)\b"
             r"|\b(?:no|without) (?:ethical|moral) (?:or moral )?(?:guidelines|restrictions|filters)\b"
-            r"|\bstay in character\b",
+            r"|\bstay in character\b|\[dan\]|\bdan mode\b",
         ),
         (
             "task_hijack",
             1.0,
             r"\bbefore (?:you )?(?:can )?(?:solve|complete|continue|do|finish|answer|respond)"
             r"[^.\n]{0,40}\b(?:task|request|question)\b[^.\n]{0,40}\b(?:please|you must|first)\b"
-            r"|\binstead,? (?:you (?:should|must)|please|do the following)\b"
+            r"|\binstead,? (?:you (?:should|must)|do the following)\b"
             r"|\bstop what you(?:'re| are) doing\b|\b(?:your|the) (?:real|actual|new) task is\b",
         ),
         (
             "urgent",
             0.5,
-            r"\bimportant\s*!{2,}|\burgent\s*!{2,}|\battention\s*!{2,}|\bimportant message\b",
+            r"\bimportant\s*!{2,}|\burgent\s*!{2,}|\battention\s*!{2,}|\bimportant message\b|!{3,}"
+            r"|\bsystem message\b",
         ),
         (
             "exfil",
@@ -141,7 +168,19 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "markdown_exfil",
             1.0,
-            r"!\[[^\]]{0,80}\]\(https?://[^)\s]{1,200}[?&][\w-]+=(?:\{|\[|%7b|\$|<)",
+            r"!\[[^\]]{0,80}\]\(https?://[^)\s]{1,200}(?:[?&=][\w-]*=?(?:\{|\[|%7b|\$|<)|\[[a-z_]+\])"
+            r"|\]\(\s*javascript:",
+        ),
+        (
+            "render_evasion",
+            0.5,
+            r"\b(?:no|not use a|without(?: a)?|not in a) code[ -]?(?:style )?block"
+            r"|\bconcatenate (?:these|the following) strings\b|\bin your (?:output|response|reply|answer)\b",
+        ),
+        (
+            "script_payload",
+            0.5,
+            r"<script\b|\bjavascript:",
         ),
         (
             "decode_and_follow",
@@ -151,10 +190,22 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "answer_override",
             0.5,
-            r"\b(?:just|only) (?:print|say|output|respond with|reply with|answer)\b",
+            r"\b(?:just|only) (?:print|say|output|respond with|reply with|answer)\b"
+            r"|\b(?:reply|respond|answer) with only\b",
         ),
     )
 )
+
+# Cues that depend on letter case, run on the normalised text before lower-casing.
+CASED_RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
+    (n, w, re.compile(p, re.MULTILINE))
+    for n, w, p in (
+        ("role_label", 0.5, r"^\s*(?:System|SYSTEM|Assistant|ASSISTANT|User|USER|Human|HUMAN)\s*:\s+\S"),
+        ("role_label_strong", 1.0, r"\bSYSTEM(?: MESSAGE| NOTE| PROMPT)?\s*:\s+\S"),
+    )
+)
+
+_MIXED_SCRIPT = re.compile(r"[a-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][a-z]")
 
 FLAG_AT = 1.0
 
@@ -168,8 +219,8 @@ class InjectionHit:
 
 
 def normalise(text: str) -> str:
-    """NFKC, drop zero-width characters, lower-case: what the rules read."""
-    return unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH).lower()
+    """NFKC and drop zero-width characters (rules then read it lower-cased)."""
+    return unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH)
 
 
 def _paragraphs(text: str) -> list[tuple[int, str]]:
@@ -217,17 +268,22 @@ def _decoded_views(text: str) -> list[str]:
     return views
 
 
-def _scan(norm: str, first_line: int, strong_only: bool = False) -> list[InjectionHit]:
+def _scan(cased: str, first_line: int, strong_only: bool = False) -> list[InjectionHit]:
     hits: list[InjectionHit] = []
-    for start_line, para in _paragraphs(norm):
+    for start_line, para in _paragraphs(cased):
         found: list[tuple[str, float, int, str]] = []
-        for name, weight, pat in RULES:
-            if strong_only and weight < FLAG_AT:
-                continue
-            m = pat.search(para)
-            if m:
-                line = start_line + para.count("\n", 0, m.start())
-                found.append((name, weight, line, m.group(0)[:80]))
+        lower = para.lower()
+        for rules, text in ((RULES, lower), (CASED_RULES, para)):
+            for name, weight, pat in rules:
+                if strong_only and weight < FLAG_AT:
+                    continue
+                m = pat.search(text)
+                if m:
+                    line = start_line + text.count("\n", 0, m.start())
+                    found.append((name, weight, line, m.group(0)[:80]))
+        mixed = _MIXED_SCRIPT.findall(lower)
+        if len(mixed) >= 3 and not strong_only:
+            found.append(("mixed_script", 1.0, start_line, "(Latin mixed with Greek/Cyrillic letters)"))
         if sum(w for _, w, _, _ in found) >= FLAG_AT:
             score = sum(w for _, w, _, _ in found)
             for name, _w, line, excerpt in found:
@@ -239,12 +295,16 @@ def find_injections(text: str) -> list[InjectionHit]:
     """Cues of instruction-like text, grouped by paragraph; empty when none flags."""
     norm = normalise(text)
     hits = _scan(norm, 1)
+    tags = _TAGS.search(text)
+    if tags:
+        line = text.count("\n", 0, tags.start()) + 1
+        hits.append(InjectionHit("hidden_unicode_tags", line, 1.0, "(invisible tag characters)"))
     if hits:
         return hits
     for view in _decoded_views(text):
         for h in _scan(normalise(view), 1):
             hits.append(InjectionHit("encoded:" + h.rule, 0, h.score, h.excerpt))
     if not hits and len(norm) <= 200_000:
-        for h in _scan(codecs.decode(norm, "rot13"), 1, strong_only=True):
+        for h in _scan(codecs.decode(norm.lower(), "rot13"), 1, strong_only=True):
             hits.append(InjectionHit("rot13:" + h.rule, h.line, h.score, h.excerpt))
     return hits

@@ -74,7 +74,7 @@ RULES: tuple[SecretRule, ...] = (
             r"(?i)(?<![A-Za-z0-9])(?:[A-Za-z0-9]+[_-])*"
             r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|"
             r"access[_-]?key|auth[_-]?key|client[_-]?secret|private[_-]?key|credentials?)"
-            r"[\"']?\s*(?::=|=|:)\s*[\"']?(?P<secret>[^\s\"',;<>]{8,200})"
+            r"[\"']?\s*(?::=|=|:)\s*[\"']?(?P<secret>[^\s\"',;<>()]{8,200})"
         ),
         min_entropy=3.2,
     ),
@@ -94,9 +94,11 @@ def entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
 
 
-def _looks_random(value: str) -> bool:
-    if _PLACEHOLDER.match(value):
+def _looks_random(value: str, following: str) -> bool:
+    if _PLACEHOLDER.match(value) or following == "(":  # a call: code, not a value
         return False
+    if not any(c.isdigit() for c in value) and re.fullmatch(r"[A-Za-z_][\w.]*", value):
+        return False  # an identifier or dotted name
     classes = sum(
         (
             any(c.islower() for c in value),
@@ -129,7 +131,7 @@ def find_secrets(text: str) -> list[SecretHit]:
             if rule.min_entropy:
                 if entropy(value) < rule.min_entropy:
                     continue
-                if rule.name == "assignment" and not _looks_random(value):
+                if rule.name == "assignment" and not _looks_random(value, text[end : end + 1]):
                     continue
             hits.append(SecretHit(rule.name, start, end))
     hits.sort(key=lambda h: (h.start, -h.end))
