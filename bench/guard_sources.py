@@ -118,6 +118,7 @@ c.load_base_config()
 import garak.probes
 cap = int(sys.argv[1])
 skip = json.loads(sys.argv[2])
+only = set(json.loads(sys.argv[3]))
 def text(p):
     if isinstance(p, str):
         return p
@@ -130,7 +131,10 @@ for mod, excluded in skip.items():
     for name, cls in inspect.getmembers(m, inspect.isclass):
         if cls.__module__ != m.__name__ or not issubclass(cls, garak.probes.Probe):
             continue
-        if name.endswith("Full") or name in (excluded or []):
+        if only:
+            if f"{mod}.{name}" not in only:
+                continue
+        elif name.endswith("Full") or name in (excluded or []):
             continue
         random.seed(0)
         try:
@@ -144,7 +148,9 @@ for mod, excluded in skip.items():
 """
 
 
-def garak_payloads(deps: str, cap: int) -> tuple[list[tuple[str, str, str]], list[str]]:
+def garak_payloads(
+    deps: str, cap: int, only: tuple[str, ...] = ()
+) -> tuple[list[tuple[str, str, str]], list[str]]:
     env = dict(os.environ, PYTHONPATH=deps, TQDM_DISABLE="1")
     with tempfile.TemporaryDirectory() as home:
         env["HOME"] = home
@@ -153,7 +159,8 @@ def garak_payloads(deps: str, cap: int) -> tuple[list[tuple[str, str, str]], lis
         env["XDG_CONFIG_HOME"] = home
         proc = subprocess.run(
             [sys.executable, "-c", _GARAK_SCRIPT, str(cap),
-             json.dumps({k: sorted(v) if v else None for k, v in GARAK_MODULES.items()})],
+             json.dumps({k: sorted(v) if v else None for k, v in GARAK_MODULES.items()}),
+             json.dumps(list(only))],
             env=env, capture_output=True, text=True, timeout=900, cwd=home,
         )  # fmt: skip
     out, errors = [], []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import codecs
 import re
 import unicodedata
@@ -205,6 +206,36 @@ CASED_RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
     )
 )
 
+# A rule runs only when one of its literal needles occurs in the (lower-cased)
+# text: a C-speed prefilter that skips most rules on ordinary output.
+NEEDLES: dict[str, tuple[str, ...]] = {
+    "ignore_previous": ("ignore", "disregard", "forget", "skip", "override", "bypass", "neglect",
+                        "drop", "abandon", "discard"),
+    "ignore_data": ("ignore", "disregard"),
+    "role_override": ("you are", "from now on", "pretend", " as ", "you will", "you must"),
+    "address_model": ("to you", "dear", "hey", "hello", "attention", "note to", "message ",
+                      "instructions for", "visible to", "user asks"),
+    "template_token": ("<|", "[inst]", "[/inst]", "<<sys>>", "_of_turn>", "<system>", "</system>",
+                       "<sys>", "</sys>", "##", "[system]", "[assistant]", "<end of session>"),
+    "pseudo_tag": ("<", "[admin request"),
+    "prompt_leak": ("prompt", "instructions"),
+    "conversation_ref": ("conversation", "chat", "message", "dialogue"),
+    "jailbreak": ("do anything now", "jailbr", "developer mode", "ethical", "moral",
+                  "stay in character", "[dan]", "dan mode"),
+    "task_hijack": ("before", "instead", "stop what you", "task is"),
+    "urgent": ("!!", "important message", "system message"),
+    "exfil": ("@", "http"),
+    "tool_coercion": ("immediately", "now", "first", "right away"),
+    "pipe_to_shell": ("curl", "wget"),
+    "markdown_exfil": ("](",),
+    "render_evasion": ("code", "concatenate", "in your "),
+    "script_payload": ("<script", "javascript:"),
+    "decode_and_follow": ("decode", "decipher", "translate", "unscramble"),
+    "answer_override": ("just ", "only "),
+    "role_label": ("System", "SYSTEM", "Assistant", "ASSISTANT", "User", "USER", "Human", "HUMAN"),
+    "role_label_strong": ("SYSTEM",),
+}  # fmt: skip
+
 _MIXED_SCRIPT = re.compile(r"[a-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][a-z]")
 
 FLAG_AT = 1.0
@@ -223,23 +254,22 @@ def normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH)
 
 
-def _paragraphs(text: str) -> list[tuple[int, str]]:
-    """(first line number, paragraph text) split on blank lines, capped in length."""
-    out: list[tuple[int, str]] = []
-    start, buf = 1, []
+def _paragraph_index(text: str) -> tuple[list[int], list[int]]:
+    """Start offsets and first line numbers of paragraphs (blank-line separated, <= 12 lines)."""
+    offsets: list[int] = []
+    lines: list[int] = []
+    pos, run, inside = 0, 0, False
     for i, line in enumerate(text.split("\n"), 1):
-        if not line.strip() or len(buf) >= 12:
-            if buf:
-                out.append((start, "\n".join(buf)))
-            buf = [line] if line.strip() else []
-            start = i if line.strip() else i + 1
-            continue
-        if not buf:
-            start = i
-        buf.append(line)
-    if buf:
-        out.append((start, "\n".join(buf)))
-    return out
+        if not line.strip():
+            inside = False
+        else:
+            if not inside or run >= 12:
+                offsets.append(pos)
+                lines.append(i)
+                inside, run = True, 0
+            run += 1
+        pos += len(line) + 1
+    return offsets or [0], lines or [1]
 
 
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
@@ -268,33 +298,49 @@ def _decoded_views(text: str) -> list[str]:
     return views
 
 
-def _scan(cased: str, first_line: int, strong_only: bool = False) -> list[InjectionHit]:
+def _scan(cased: str, strong_only: bool = False) -> list[InjectionHit]:
+    """Run every rule once over the whole text; add up weights per paragraph."""
+    lower = cased.lower()
+    index_l = _paragraph_index(lower)
+    index_c = index_l if len(lower) == len(cased) else _paragraph_index(cased)
+    found: dict[int, dict[str, tuple[float, int, str]]] = {}
+
+    def add(k: int, name: str, weight: float, line: int, excerpt: str) -> None:
+        found.setdefault(k, {}).setdefault(name, (weight, line, excerpt))
+
+    for rules, text, (offsets, lines) in ((RULES, lower, index_l), (CASED_RULES, cased, index_c)):
+        for name, weight, pat in rules:
+            if strong_only and weight < FLAG_AT:
+                continue
+            needles = NEEDLES.get(name)
+            if needles and not any(n in text for n in needles):
+                continue
+            for m in pat.finditer(text):
+                k = max(bisect.bisect_right(offsets, m.start()) - 1, 0)
+                if name not in found.get(k, {}):
+                    line = lines[k] + text.count("\n", offsets[k], m.start())
+                    add(k, name, weight, line, m.group(0)[:80])
+    if not strong_only:
+        mixed: dict[int, int] = {}
+        for m in _MIXED_SCRIPT.finditer(lower):
+            k = max(bisect.bisect_right(index_l[0], m.start()) - 1, 0)
+            mixed[k] = mixed.get(k, 0) + 1
+        for k, n in mixed.items():
+            if n >= 3:
+                add(k, "mixed_script", 1.0, index_l[1][k], "(Latin mixed with Greek/Cyrillic letters)")
     hits: list[InjectionHit] = []
-    for start_line, para in _paragraphs(cased):
-        found: list[tuple[str, float, int, str]] = []
-        lower = para.lower()
-        for rules, text in ((RULES, lower), (CASED_RULES, para)):
-            for name, weight, pat in rules:
-                if strong_only and weight < FLAG_AT:
-                    continue
-                m = pat.search(text)
-                if m:
-                    line = start_line + text.count("\n", 0, m.start())
-                    found.append((name, weight, line, m.group(0)[:80]))
-        mixed = _MIXED_SCRIPT.findall(lower)
-        if len(mixed) >= 3 and not strong_only:
-            found.append(("mixed_script", 1.0, start_line, "(Latin mixed with Greek/Cyrillic letters)"))
-        if sum(w for _, w, _, _ in found) >= FLAG_AT:
-            score = sum(w for _, w, _, _ in found)
-            for name, _w, line, excerpt in found:
-                hits.append(InjectionHit(name, first_line + line - 1, score, excerpt))
+    for k in sorted(found):
+        cues = found[k]
+        score = sum(w for w, _, _ in cues.values())
+        if score >= FLAG_AT:
+            hits.extend(InjectionHit(n, line, score, ex) for n, (_w, line, ex) in cues.items())
     return hits
 
 
 def find_injections(text: str) -> list[InjectionHit]:
     """Cues of instruction-like text, grouped by paragraph; empty when none flags."""
     norm = normalise(text)
-    hits = _scan(norm, 1)
+    hits = _scan(norm)
     tags = _TAGS.search(text)
     if tags:
         line = text.count("\n", 0, tags.start()) + 1
@@ -302,9 +348,9 @@ def find_injections(text: str) -> list[InjectionHit]:
     if hits:
         return hits
     for view in _decoded_views(text):
-        for h in _scan(normalise(view), 1):
+        for h in _scan(normalise(view)):
             hits.append(InjectionHit("encoded:" + h.rule, 0, h.score, h.excerpt))
-    if not hits and len(norm) <= 200_000:
-        for h in _scan(codecs.decode(norm.lower(), "rot13"), 1, strong_only=True):
+    if not hits and len(norm) <= 65_536:
+        for h in _scan(codecs.decode(norm, "rot13"), strong_only=True):
             hits.append(InjectionHit("rot13:" + h.rule, h.line, h.score, h.excerpt))
     return hits

@@ -20,6 +20,10 @@ class SecretRule:
     name: str
     pattern: re.Pattern[str]
     min_entropy: float = 0.0  # of the redacted part; 0 = no entropy test
+    # The rule runs only when one of these substrings occurs (a fast C-level
+    # prefilter); ``lower`` needles are looked for in the lower-cased text.
+    needles: tuple[str, ...] = ()
+    lower: bool = False
 
 
 def _r(p: str, flags: int = 0) -> re.Pattern[str]:
@@ -34,30 +38,47 @@ RULES: tuple[SecretRule, ...] = (
             r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[^\x00]*\Z)",
             re.DOTALL,
         ),
+        needles=("PRIVATE KEY",),
     ),
-    SecretRule("aws_access_key_id", _r(r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[0-9A-Z]{16}\b")),
+    SecretRule(
+        "aws_access_key_id",
+        _r(r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[0-9A-Z]{16}\b"),
+        needles=("AKIA", "ASIA", "ABIA", "ACCA", "AROA", "AIDA"),
+    ),
     SecretRule(
         "aws_secret_access_key",
         _r(
             r"(?i)aws_?secret_?(?:access_?)?key\s*[\"']?\s*[:=]\s*[\"']?"
             r"(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         ),
+        needles=("aws",),
+        lower=True,
     ),
-    SecretRule("github_token", _r(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{60,255})\b")),
-    SecretRule("gitlab_token", _r(r"\bglpat-[A-Za-z0-9_-]{20,}\b")),
-    SecretRule("slack_token", _r(r"\bxox[abposr]-(?:\d+-)?[A-Za-z0-9-]{10,}\b")),
+    SecretRule(
+        "github_token",
+        _r(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{60,255})\b"),
+        needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    SecretRule("gitlab_token", _r(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), needles=("glpat-",)),
+    SecretRule(
+        "slack_token", _r(r"\bxox[abposr]-(?:\d+-)?[A-Za-z0-9-]{10,}\b"), needles=("xox",)
+    ),
     SecretRule(
         "slack_webhook",
         _r(r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),
+        needles=("hooks.slack.com",),
     ),
-    SecretRule("google_api_key", _r(r"\bAIza[0-9A-Za-z_-]{35}\b")),
+    SecretRule("google_api_key", _r(r"\bAIza[0-9A-Za-z_-]{35}\b"), needles=("AIza",)),
     SecretRule(
         "openai_anthropic_key",
         _r(r"\bsk-(?:ant-|proj-|svcacct-)?[A-Za-z0-9_-]{20,}\b"),
         min_entropy=3.5,
+        needles=("sk-",),
     ),
-    SecretRule("stripe_key", _r(r"\b[rs]k_live_[A-Za-z0-9]{20,}\b")),
-    SecretRule("huggingface_token", _r(r"\bhf_[A-Za-z0-9]{30,}\b"), min_entropy=3.5),
+    SecretRule("stripe_key", _r(r"\b[rs]k_live_[A-Za-z0-9]{20,}\b"), needles=("k_live_",)),
+    SecretRule(
+        "huggingface_token", _r(r"\bhf_[A-Za-z0-9]{30,}\b"), min_entropy=3.5, needles=("hf_",)
+    ),
     SecretRule(
         "jwt",
         _r(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
@@ -71,12 +92,13 @@ RULES: tuple[SecretRule, ...] = (
     SecretRule(
         "assignment",
         _r(
-            r"(?i)(?<![A-Za-z0-9])(?:[A-Za-z0-9]+[_-])*"
-            r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|"
+            r"(?i)(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|"
             r"access[_-]?key|auth[_-]?key|client[_-]?secret|private[_-]?key|credentials?)"
             r"[\"']?\s*(?::=|=|:)\s*[\"']?(?P<secret>[^\s\"',;<>()]{8,200})"
         ),
         min_entropy=3.2,
+        needles=("pass", "pwd", "secret", "token", "key", "credential"),
+        lower=True,
     ),
 )
 
@@ -120,7 +142,11 @@ class SecretHit:
 def find_secrets(text: str) -> list[SecretHit]:
     """Spans to redact, sorted and merged (overlaps keep the first rule)."""
     hits: list[SecretHit] = []
+    lowered = text.lower()
     for rule in RULES:
+        hay = lowered if rule.lower else text
+        if rule.needles and not any(n in hay for n in rule.needles):
+            continue
         for m in rule.pattern.finditer(text):
             start, end = (
                 (m.start("secret"), m.end("secret")) if "secret" in m.re.groupindex else m.span()
