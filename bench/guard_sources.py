@@ -46,8 +46,11 @@ def _render(node: ast.expr, names: dict[str, str]) -> str | None:
                 parts.append(str(v.value))
             elif isinstance(v, ast.FormattedValue):
                 inner = v.value
-                key = inner.id if isinstance(inner, ast.Name) else (
-                    inner.attr if isinstance(inner, ast.Attribute) else "")
+                key = (
+                    inner.id
+                    if isinstance(inner, ast.Name)
+                    else (inner.attr if isinstance(inner, ast.Attribute) else "")
+                )
                 parts.append(names.get(key, "X"))
         return "".join(parts)
     return None
@@ -81,9 +84,8 @@ def agentdojo_payloads(deps: str) -> list[tuple[str, str, str]]:
         for cls in [n for n in tree.body if isinstance(n, ast.ClassDef)]:
             names = {**module_names, **_consts(cls.body)}
             for node in cls.body:
-                if (
-                    isinstance(node, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == "GOAL" for t in node.targets)
+                if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "GOAL" for t in node.targets
                 ):
                     text = _render(node.value, names)
                     if text:
@@ -242,7 +244,11 @@ def command_outputs(repo: str, tests_dir: str) -> list[tuple[str, str]]:
         ("pip freeze", [sys.executable, "-m", "pip", "freeze"], None),
         ("pip show -f starlette", [sys.executable, "-m", "pip", "show", "-f", "starlette"], None),
         ("git log --stat", ["git", "-C", repo, "log", "--stat", "-n", "200"], None),
-        ("git log --format=fuller", ["git", "-C", repo, "log", "--format=fuller", "-n", "200"], None),
+        (
+            "git log --format=fuller",
+            ["git", "-C", repo, "log", "--format=fuller", "-n", "200"],
+            None,
+        ),
         ("dpkg -l", ["dpkg", "-l"], None),
         ("apt-cache show slurm-wlm", ["apt-cache", "show", "slurm-wlm", "slurm-client"], None),
         ("man sbatch", ["man", "-P", "cat", "sbatch"], None),
@@ -265,7 +271,8 @@ def command_outputs(repo: str, tests_dir: str) -> list[tuple[str, str]]:
         for i in range(12):
             Path(d, f"f{i}.c").write_text(_MAKE_C.format(i=i))
         Path(d, "Makefile").write_text(
-            "CFLAGS=-Wall -Wextra -O2\nOBJS=" + " ".join(f"f{i}.o" for i in range(12))
+            "CFLAGS=-Wall -Wextra -O2\nOBJS="
+            + " ".join(f"f{i}.o" for i in range(12))
             + "\nall: libf.a\nlibf.a: $(OBJS)\n\tar rcs $@ $^\nclean:\n\trm -f *.o *.a\n"
         )
         p = subprocess.run(["make", "-j2"], cwd=d, capture_output=True, text=True, timeout=300)
@@ -315,11 +322,20 @@ def synthetic_secrets(n: int = 40, seed: int = 1) -> list[tuple[str, str]]:
         "github": lambda: "token: gh" + "p_" + r(36),
         "github_fine": lambda: "github_pat_" + r(22) + "_" + r(59),
         "slack": lambda: "SLACK_TOKEN=xo" + "xb-" + r(11, al[52:]) + "-" + r(24),
-        "slack_webhook": lambda: "https://hooks.slack.com/services/T" + r(8, al[26:]) + "/B"
-        + r(8, al[26:]) + "/" + r(24),
+        "slack_webhook": lambda: (
+            "https://hooks.slack.com/services/T"
+            + r(8, al[26:])
+            + "/B"
+            + r(8, al[26:])
+            + "/"
+            + r(24)
+        ),
         "jwt": lambda: "Authorization: Bearer eyJ" + r(30) + ".eyJ" + r(60) + "." + r(43),
-        "private_key": lambda: "-----BEGIN OPENSSH PRIVATE KEY-----\n"
-        + "\n".join(r(70) for _ in range(6)) + "\n-----END OPENSSH PRIVATE KEY-----",
+        "private_key": lambda: (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+            + "\n".join(r(70) for _ in range(6))
+            + "\n-----END OPENSSH PRIVATE KEY-----"
+        ),
         "url_password": lambda: "git clone https://deploy:" + r(16) + "@git.example.org/x.git",
         "password_assignment": lambda: "db_password = '" + r(14) + "!'",
         "api_key_assignment": lambda: "API_KEY=" + r(32, "0123456789abcdef"),

@@ -23,7 +23,9 @@ def write_log(d: Path, n: int = 5, key: bytes | None = b"k" * 32) -> None:
     w = ChainWriter(d, key)
     w.open()
     for i in range(n):
-        w.append({"principal": "a/codex/s", "action": "x", "decision": "allow", "n": i}, fsync=False)
+        w.append(
+            {"principal": "a/codex/s", "action": "x", "decision": "allow", "n": i}, fsync=False
+        )
     w.close()
 
 
@@ -67,7 +69,9 @@ def test_edit_with_recomputed_plain_hash_is_detected_by_hmac(tmp_path: Path) -> 
     ls = lines(tmp_path)
     rec = json.loads(ls[-1])
     rec["decision"] = "deny"
-    rec["hash"] = hashlib.sha256(canonical({k: v for k, v in rec.items() if k != "hash"})).hexdigest()
+    rec["hash"] = hashlib.sha256(
+        canonical({k: v for k, v in rec.items() if k != "hash"})
+    ).hexdigest()
     ls[-1] = json.dumps(rec)
     put(tmp_path, ls)
     assert not verify(tmp_path, KEY).ok
@@ -146,7 +150,9 @@ async def test_component_records_bus_events_and_explicit_decisions(tmp_path: Pat
     await log.start()
     p = Principal(uid=1, user="alice", agent=AgentProduct.CODEX, session="s1")
     await bus.publish(Event(EventType.COMMAND_STARTED, p.key, "c1", data={"argv": ["ls"]}))
-    rec = await log.record(p, "policy.decision", {"cmd": "scancel -u bob"}, "deny", "forbid-scancel")
+    rec = await log.record(
+        p, "policy.decision", {"cmd": "scancel -u bob"}, "deny", "forbid-scancel"
+    )
     await log.aclose()
     assert rec["seq"] == 2 and rec["rule"] == "forbid-scancel"
     assert "-u bob" not in (tmp_path / "audit" / LOG_NAME).read_text()  # only a digest

@@ -190,7 +190,9 @@ def test_amounts_and_arrays() -> None:
     assert array_tasks("1,3,5-7") == 5
     assert array_tasks("0-99:10%4") == 10
     assert array_tasks("junk") == 1
-    a = amounts_for("submit_job", {"resources": {"cpus": 4, "gpus": 1, "time_s": 7200}, "array": "1-3"})
+    a = amounts_for(
+        "submit_job", {"resources": {"cpus": 4, "gpus": 1, "time_s": 7200}, "array": "1-3"}
+    )
     assert a == {"jobs": 3.0, "core_hours": 24.0, "gpu_hours": 6.0}
     assert amounts_for("submit_job", {})["core_hours"] == 1.0  # default 1 h, 1 cpu
     assert amounts_for("run_command", {}) == {"commands": 1.0}

@@ -94,7 +94,9 @@ async def test_stop_persists_across_restart_and_resume(tmp_path: Path) -> None:
 @pytest.fixture
 async def runtime() -> AsyncIterator[Runtime]:
     state = tempfile.mkdtemp(prefix="tnt-")
-    async with open_runtime(settings(state, poll_fast_s=0.05, poll_slow_s=0.1), FakeBackend()) as rt:
+    async with open_runtime(
+        settings(state, poll_fast_s=0.05, poll_slow_s=0.1), FakeBackend()
+    ) as rt:
         yield rt
 
 
@@ -115,24 +117,35 @@ async def test_admin_ops_are_for_humans_and_staff(runtime: Runtime) -> None:
     with pytest.raises(SessionStopped):
         await runtime.component("kill", KillSwitch).ensure_active(BOB_AGENT)
     listed = await call(runtime, carol, "admin.list_stopped")
-    assert {(s["kind"], s["target"]) for s in listed["stopped"]} == {("session", "s9"), ("user", "bob")}
+    assert {(s["kind"], s["target"]) for s in listed["stopped"]} == {
+        ("session", "s9"),
+        ("user", "bob"),
+    }
 
 
-async def test_stop_session_cancels_jobs_and_ends_commands(runtime: Runtime, tmp_path: Path) -> None:
+async def test_stop_session_cancels_jobs_and_ends_commands(
+    runtime: Runtime, tmp_path: Path
+) -> None:
     jobs = runtime.components["jobs"]
     backend = runtime.backend
     assert isinstance(backend, FakeBackend)
     spec = JobSpec(script=str(tmp_path / "j.sh"), script_text="sleep 100\n", cwd=str(tmp_path))
     agent_job, _, _ = await jobs.submit(AGENT, spec)
-    human_job, _, _ = await jobs.submit(HUMAN, JobSpec(spec.script, "sleep 101\n", cwd=str(tmp_path)))
+    human_job, _, _ = await jobs.submit(
+        HUMAN, JobSpec(spec.script, "sleep 101\n", cwd=str(tmp_path))
+    )
     backend.set_state(agent_job.backend_id, JobState.RUNNING)
 
     async def sink(stream: str, data: bytes) -> None:
         return None
 
     commands = runtime.components["commands"]
-    agent_cmd = asyncio.create_task(commands.run(AGENT, CommandSpec(("sleep", "60"), cwd="/"), sink))
-    human_cmd = asyncio.create_task(commands.run(HUMAN, CommandSpec(("sleep", "1.5"), cwd="/"), sink))
+    agent_cmd = asyncio.create_task(
+        commands.run(AGENT, CommandSpec(("sleep", "60"), cwd="/"), sink)
+    )
+    human_cmd = asyncio.create_task(
+        commands.run(HUMAN, CommandSpec(("sleep", "1.5"), cwd="/"), sink)
+    )
     runner = runtime.components["runner"]
     await wait_until(lambda: runner.running() == 2)
 

@@ -193,7 +193,8 @@ def verify(directory: Path, key: bytes | None, *, max_problems: int = 50) -> Rep
             problem(
                 "sequence",
                 n,
-                f"seq {seq} where {expect_seq} was expected (deleted, inserted or reordered records)",
+                f"seq {seq} where {expect_seq} was expected"
+                " (deleted, inserted or reordered records)",
             )
         if rec.get("prev") != prev:
             problem("chain", n, f"prev hash does not match record before it (seq {seq})")

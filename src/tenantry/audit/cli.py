@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -53,7 +54,7 @@ def register(sub: Any) -> None:
     s.add_argument("--limit", type=int, default=200, help="most records printed (default 200)")
     add_json(s)
     s.set_defaults(handler=_show)
-    p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(handler=_help(p))
 
 
 def _location(p: argparse.ArgumentParser) -> None:
@@ -153,3 +154,11 @@ def _show(args: argparse.Namespace) -> int:
 
     emit(args, out, human)
     return 0
+
+
+def _help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def show(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    return show

@@ -92,7 +92,9 @@ def array_tasks(spec: str) -> int:
     return max(total, 1)
 
 
-def amounts_for(action: str | None, params: dict[str, Any], default_hours: float = 1.0) -> dict[str, float]:
+def amounts_for(
+    action: str | None, params: dict[str, Any], default_hours: float = 1.0
+) -> dict[str, float]:
     """What an op with policy ``action`` charges, from its raw params."""
     if action == "run_command":
         return {"commands": 1.0}
@@ -180,7 +182,8 @@ class BudgetService:
             ).fetchone()
             return float(row[0])
         row = conn.execute(
-            f"SELECT COALESCE(SUM(amount), 0) FROM usage WHERE {col} = ? AND metric = ? AND ts >= ?",
+            f"SELECT COALESCE(SUM(amount), 0) FROM usage"
+            f" WHERE {col} = ? AND metric = ? AND ts >= ?",
             (scope_key, lim.metric, start),
         ).fetchone()
         used = float(row[0])
@@ -287,7 +290,8 @@ class BudgetService:
         if amount <= 0 or self._exempt(principal_key):
             return
         await self.db.execute(
-            "INSERT INTO usage (ts, user, principal, metric, amount, action, ref) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO usage (ts, user, principal, metric, amount, action, ref)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (self.clock(), user_of(principal_key), principal_key, metric, amount, action, ref),
         )
 
@@ -363,7 +367,8 @@ class BudgetService:
         res = Resources.from_dict((event.data or {}).get("resources"))
         hours = (res.time_s / 3600.0) if res.time_s else self.cfg.default_job_hours
         await self.db.execute(
-            "INSERT OR IGNORE INTO inflight (job_id, user, principal, cpus, gpus, est_hours, submitted_at)"
+            "INSERT OR IGNORE INTO inflight"
+            " (job_id, user, principal, cpus, gpus, est_hours, submitted_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 event.subject,

@@ -37,7 +37,11 @@ class StreamGuard:
                 return ""
             cut = len(self._buf)
         begin = self._buf.rfind("-----BEGIN", 0, cut)
-        if begin != -1 and "-----END" not in self._buf[begin:cut] and len(self._buf) < self.max_hold:
+        if (
+            begin != -1
+            and "-----END" not in self._buf[begin:cut]
+            and len(self._buf) < self.max_hold
+        ):
             cut = begin
         out, self._buf = self._buf[:cut], self._buf[cut:]
         return self._release(out)

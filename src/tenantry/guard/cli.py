@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from tenantry.cli_common import add_json, emit
@@ -34,7 +35,7 @@ def register(sub: Any) -> None:
     s.add_argument("--mode", choices=("mark", "flag", "redact"), default="mark")
     add_json(s)
     s.set_defaults(handler=_scan)
-    p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(handler=_help(p))
 
 
 def _scan(args: argparse.Namespace) -> int:
@@ -60,3 +61,11 @@ def _scan(args: argparse.Namespace) -> int:
 
     emit(args, g.to_dict(), human)
     return 3 if g.findings else 0
+
+
+def _help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def show(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    return show

@@ -29,7 +29,8 @@ _ZERO_WIDTH.update({0xE0000 + c: c for c in range(0x20, 0x7F)})
 _TAGS = re.compile("[\U000e0020-\U000e007e]{8,}")
 
 _MODEL = (
-    r"(?:ai|a\.i\.|assistant|agent|llm|language model|chat ?bot|model|claude|chatgpt|gpt(?:-?\d[\w.-]*)?"
+    r"(?:ai|a\.i\.|assistant|agent|llm|language model|chat ?bot|model|claude|chatgpt|gpt(?:-?\d[\w"
+    r".-]*)?"
     r"|copilot|gemini|codex|bard|llama|mistral|bot)"
 )
 _INSTR = (
@@ -47,8 +48,10 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
             r"\b(?:ignore|disregard|forget|skip|override|bypass|neglect|drop|abandon|discard)\b"
             r"[^.\n]{0,40}?\b(?:previous|prior|above|earlier|preceding|initial|original|all|any|"
             r"every|your|system|following|those|these|other)\b[^.\n]{0,30}?\b" + _INSTR + r"\b"
-            r"|\b(?:ignore|disregard|forget)\s+(?:all\s+)?(?:of\s+)?(?:your|the)\s+(?:previous|prior|"
-            r"earlier|original|above)\b|\b(?:ignore|disregard)\s+(?:the\s+)?(?:instructions|directions)\b",
+            r"|\b(?:ignore|disregard|forget)\s+(?:all\s+)?(?:of\s+)?(?:your|the)\s+(?:previous|pri"
+            r"or|"
+            r"earlier|original|above)\b|\b(?:ignore|disregard)\s+(?:the\s+)?(?:instructions|direct"
+            r"ions)\b",
         ),
         (
             "ignore_data",
@@ -67,22 +70,27 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
             "role_override",
             1.0,
             r"\byou are (?:now|no longer|actually)\b|\bfrom now on,? (?:you|your|act|respond)\b"
-            r"|\bpretend (?:to be|you are|that you)\b|\b(?:act|behave|respond|roleplay) as (?:if you|an? "
+            r"|\bpretend (?:to be|you are|that you)\b|\b(?:act|behave|respond|roleplay) as (?:if y"
+            r"ou|an? "
             r"(?:unrestricted|unfiltered|jailbroken|evil|uncensored))|\byou (?:will|must) now\b"
             r"|\b(?:you are going to|you will) act as\b",
         ),
         (
             "address_model",
             1.0,
-            r"\b(?:to you|dear|hey|hello|attention|note to|message for|message to|instructions for),?\s+"
+            r"\b(?:to you|dear|hey|hello|attention|note to|message for|message to|instructions for"
+            r"),?\s+"
             r"(?:the\s+|dear\s+|an?\s+)?(?:automated\s+|ai\s+)?" + _MODEL + r"\b(?![\w-])"
-            r"|\bnote to (?:the )?automated\b|\b(?:visible|invisible) to (?:the )?(?:llms?|ai|models?)\b"
+            r"|\bnote to (?:the )?automated\b|\b(?:visible|invisible) to (?:the )?(?:llms?|ai|mode"
+            r"ls?)\b"
             r"|\bif (?:the )?user asks\b",
         ),
         (
             "address_model_weak",
             0.5,
-            r"(?:^|[.!?]\s|\n)\s*(?:an?\s+|the\s+|dear\s+)?" + _MODEL + r"[,:]\s+(?:you|please|ignore|do|"
+            r"(?:^|[.!?]\s|\n)\s*(?:an?\s+|the\s+|dear\s+)?"
+            + _MODEL
+            + r"[,:]\s+(?:you|please|ignore|do|"
             r"make|send|run|execute|delete|remember)\b"
             r"|\byour (?:monologue|system prompt|context window|training data)\b"
             r"|\bautomated (?:screening|analysis|review) (?:systems?|software)\b"
@@ -105,7 +113,8 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "conceal",
             1.0,
-            r"\b(?:do not|don'?t|never|without)\s+(?:tell|telling|inform|informing|mention|mentioning|"
+            r"\b(?:do not|don'?t|never|without)\s+(?:tell|telling|inform|informing|mention|mention"
+            r"ing|"
             r"reveal|revealing|notify|notifying|alert|alerting|show|showing|asking|ask|letting)\b"
             r"[^.\n]{0,15}\b(?:the )?(?:user|human|operator|admin|administrator|owner)\b",
         ),
@@ -119,14 +128,16 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "conversation_ref",
             1.0,
-            r"\b(?:summary of|contents? of|append|replace [^.\n]{0,20} with|including)\b[^.\n]{0,40}"
+            r"\b(?:summary of|contents? of|append|replace [^.\n]{0,20} with|including)\b[^.\n]{0,4"
+            r"0}"
             r"\b(?:this|our|the previous|the current) (?:conversation|chat|message|dialogue)\b",
         ),
         (
             "jailbreak",
             1.0,
             r"\bdo anything now\b|\bjailbr(?:eak|oken)\b|\bdeveloper mode (?:enabled|output)\b"
-            r"|\b(?:no|without) (?:ethical|moral) (?:or moral )?(?:guidelines|restrictions|filters)\b"
+            r"|\b(?:no|without) (?:ethical|moral) (?:or moral )?(?:guidelines|restrictions|filters"
+            r")\b"
             r"|\bstay in character\b|\[dan\]|\bdan mode\b",
         ),
         (
@@ -146,13 +157,15 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "exfil",
             0.5,
-            r"\b(?:send|email|e-mail|forward|post|upload|transfer|exfiltrate|leak|share)\b[^\n]{0,80}?"
+            r"\b(?:send|email|e-mail|forward|post|upload|transfer|exfiltrate|leak|share)\b[^\n]{0,"
+            r"80}?"
             r"(?:[\w.+-]+@[\w-]+\.[\w.]+|https?://)",
         ),
         (
             "sensitive_object",
             0.5,
-            r"\b(?:passwords?|credentials|api keys?|access tokens?|security code|private key|ssh key|"
+            r"\b(?:passwords?|credentials|api keys?|access tokens?|security code|private key|ssh k"
+            r"ey|"
             r"\.ssh/id_\w+|secret key|session cookie|2fa code)\b",
         ),
         (
@@ -169,14 +182,16 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "markdown_exfil",
             1.0,
-            r"!\[[^\]]{0,80}\]\(https?://[^)\s]{1,200}(?:[?&=][\w-]*=?(?:\{|\[|%7b|\$|<)|\[[a-z_]+\])"
+            r"!\[[^\]]{0,80}\]\(https?://[^)\s]{1,200}(?:[?&=][\w-]*=?(?:\{|\[|%7b|\$|<)|\[[a-z_]+"
+            r"\])"
             r"|\]\(\s*javascript:",
         ),
         (
             "render_evasion",
             0.5,
             r"\b(?:no|not use a|without(?: a)?|not in a) code[ -]?(?:style )?block"
-            r"|\bconcatenate (?:these|the following) strings\b|\bin your (?:output|response|reply|answer)\b",
+            r"|\bconcatenate (?:these|the following) strings\b|\bin your (?:output|response|reply|"
+            r"answer)\b",
         ),
         (
             "script_payload",
@@ -186,7 +201,8 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "decode_and_follow",
             0.5,
-            r"\b(?:decode|decipher|translate|unscramble)\b[^.\n]{0,40}\b(?:follow|execute|obey|do)\b",
+            r"\b(?:decode|decipher|translate|unscramble)\b[^.\n]{0,40}\b(?:follow|execute|obey|do)"
+            r"\b",
         ),
         (
             "answer_override",
@@ -201,7 +217,11 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
 CASED_RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
     (n, w, re.compile(p, re.MULTILINE))
     for n, w, p in (
-        ("role_label", 0.5, r"^\s*(?:System|SYSTEM|Assistant|ASSISTANT|User|USER|Human|HUMAN)\s*:\s+\S"),
+        (
+            "role_label",
+            0.5,
+            r"^\s*(?:System|SYSTEM|Assistant|ASSISTANT|User|USER|Human|HUMAN)\s*:\s+\S",
+        ),
         ("role_label_strong", 1.0, r"\bSYSTEM(?: MESSAGE| NOTE| PROMPT)?\s*:\s+\S"),
     )
 )
@@ -292,10 +312,9 @@ def _decoded_views(text: str) -> list[str]:
         except ValueError:
             continue
         views.append(raw.decode("utf-8", "replace"))
-    views = [
+    return [
         v for v in views if v and sum(c.isprintable() or c.isspace() for c in v) > 0.95 * len(v)
     ]
-    return views
 
 
 def _scan(cased: str, strong_only: bool = False) -> list[InjectionHit]:
@@ -327,7 +346,13 @@ def _scan(cased: str, strong_only: bool = False) -> list[InjectionHit]:
             mixed[k] = mixed.get(k, 0) + 1
         for k, n in mixed.items():
             if n >= 3:
-                add(k, "mixed_script", 1.0, index_l[1][k], "(Latin mixed with Greek/Cyrillic letters)")
+                add(
+                    k,
+                    "mixed_script",
+                    1.0,
+                    index_l[1][k],
+                    "(Latin mixed with Greek/Cyrillic letters)",
+                )
     hits: list[InjectionHit] = []
     for k in sorted(found):
         cues = found[k]

@@ -60,9 +60,7 @@ RULES: tuple[SecretRule, ...] = (
         needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     SecretRule("gitlab_token", _r(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), needles=("glpat-",)),
-    SecretRule(
-        "slack_token", _r(r"\bxox[abposr]-(?:\d+-)?[A-Za-z0-9-]{10,}\b"), needles=("xox",)
-    ),
+    SecretRule("slack_token", _r(r"\bxox[abposr]-(?:\d+-)?[A-Za-z0-9-]{10,}\b"), needles=("xox",)),
     SecretRule(
         "slack_webhook",
         _r(r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),

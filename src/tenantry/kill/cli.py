@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tenantry.cli_common import add_json, client_from, emit, table
@@ -52,7 +53,7 @@ def register(sub: Any) -> None:
     s = asub.add_parser("stopped", help="list active stops")
     add_json(s)
     s.set_defaults(handler=_stopped)
-    p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(handler=_help(p))
 
 
 def _act(args: argparse.Namespace) -> int:
@@ -67,7 +68,8 @@ def _act(args: argparse.Namespace) -> int:
         lines = [
             f"stopped {d['kind']} {d['target']}"
             + (" (was already stopped)" if d.get("already_stopped") else ""),
-            f"  principals: {', '.join(d['principals']) or '(none seen yet; future requests are refused)'}",
+            "  principals: "
+            + (", ".join(d["principals"]) or "(none seen yet; future requests are refused)"),
             f"  jobs cancelled: {len(d['jobs_cancelled'])}  leases drained: {d['leases_drained']}"
             f"  commands ended: {d['commands_ended']}",
         ]
@@ -100,3 +102,11 @@ def _stopped(args: argparse.Namespace) -> int:
 
     emit(args, data, human)
     return 0
+
+
+def _help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def show(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    return show

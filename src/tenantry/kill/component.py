@@ -151,7 +151,8 @@ class KillSwitch:
         else:
             existing = False
             await self.db.execute(
-                "INSERT INTO stops (kind, target, owner, by, reason, stopped_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO stops (kind, target, owner, by, reason, stopped_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 (kind, target, owner, by.key, reason, now),
             )
             await self._reload()
@@ -166,7 +167,8 @@ class KillSwitch:
             }
         )
         await self.db.execute(
-            "UPDATE stops SET summary_json = ? WHERE kind = ? AND target = ? AND resumed_at IS NULL",
+            "UPDATE stops SET summary_json = ?"
+            " WHERE kind = ? AND target = ? AND resumed_at IS NULL",
             (json.dumps(summary), kind, target),
         )
         await self.runtime.emit(
