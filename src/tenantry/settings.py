@@ -55,7 +55,7 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
-    Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = built-in defaults."),
+    Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
     Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
     Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
     Setting("audit_key_file", "", "HMAC key of the audit chain; empty = <audit_dir>/audit.key."),
