@@ -153,11 +153,14 @@ async def test_component_records_bus_events_and_explicit_decisions(tmp_path: Pat
     rec = await log.record(
         p, "policy.decision", {"cmd": "scancel -u bob"}, "deny", "forbid-scancel"
     )
+    assert await log.gate(p, "jobs.list", "query_jobs", {"all": True}) == []
     await log.aclose()
     assert rec["seq"] == 2 and rec["rule"] == "forbid-scancel"
     assert "-u bob" not in (tmp_path / "audit" / LOG_NAME).read_text()  # only a digest
     r = verify(tmp_path / "audit", load_key(tmp_path / "audit" / "audit.key", create=False))
-    assert r.ok and r.records == 2
+    assert r.ok and r.records == 3
+    last = json.loads((tmp_path / "audit" / LOG_NAME).read_text().splitlines()[-1])
+    assert (last["action"], last["decision"], last["rule"]) == ("op:jobs.list", "allow", "query_jobs")
 
 
 def test_parse_since() -> None:

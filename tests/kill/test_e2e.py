@@ -84,6 +84,11 @@ def test_stop_session_during_running_work(start_daemon: Any, tmp_path: Path) -> 
         stopped = json.loads(d.cli("admin", "stopped", "--json").stdout)["stopped"]
         assert [(s["kind"], s["target"]) for s in stopped] == [("session", "s1")]
 
+        denied = [
+            e for e in human.call("events.list", {})["events"] if e["type"] == "request.denied"
+        ]
+        assert denied and denied[-1]["outcome"] == "session_stopped"
+
         assert d.cli("admin", "resume-session", "s1").returncode == 0
         assert agent.call("jobs.list", {}) is not None
     finally:

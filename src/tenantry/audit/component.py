@@ -71,6 +71,13 @@ class AuditLog:
             }
         )
 
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        """Per-request hook, run after the checks passed: one record per allowed request."""
+        await self.record(principal, f"op:{op_name}", params, "allow", action or "")
+        return []
+
     async def record(
         self,
         principal: Principal | str,

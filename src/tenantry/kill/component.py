@@ -134,8 +134,20 @@ class KillSwitch:
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
     ) -> list[str]:
-        """The gateway's per-request hook: refuse stopped principals."""
-        await self.ensure_active(principal)
+        """The gateway's per-request hook: refuse stopped principals (and say so on the bus)."""
+        try:
+            await self.ensure_active(principal)
+        except SessionStopped as err:
+            await self.runtime.emit(
+                Event(
+                    EventType.REQUEST_DENIED,
+                    principal.key,
+                    op_name,
+                    err.code,
+                    data={"rule": "kill-switch", "stop_id": err.details.get("stop_id")},
+                )
+            )
+            raise
         return []
 
     # -- stopping and resuming -----------------------------------------------------
