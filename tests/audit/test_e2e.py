@@ -21,6 +21,8 @@ def test_daemon_audit_log_and_tamper_detection(start_daemon: Any) -> None:
     shown = json.loads(d.cli("audit", "show", "--json", "--principal", key).stdout)
     actions = [r["action"] for r in shown]
     assert actions.count("command.started") == 2 and actions.count("command.finished") == 2
+    assert actions.count("op:commands.run") == 2  # the request itself, input as a digest
+    assert all(r["input_digest"].startswith("sha256:") for r in shown)
     d.stop()
 
     log = Path(d.state) / "audit" / "audit.jsonl"

@@ -185,7 +185,7 @@ def _internal(exc: Exception) -> TenantryError:
 async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> list[str]:
     """Checks every op passes before it runs (kill switch, policy, budgets)."""
     warnings: list[str] = []
-    for name in ("kill", "policy", "budgets"):
+    for name in ("kill", "policy", "budgets", "audit"):
         comp = rt.components.get(name)
         gate = getattr(comp, "gate", None)
         if gate is not None:
