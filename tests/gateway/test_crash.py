@@ -23,8 +23,13 @@ def test_sigkill_with_jobs_queued_and_running(daemon: Daemon, tmp_path: Path) ->
     marker = tmp_path / "go"
     # two slots: two long-ish jobs run, the rest wait in the queue
     running = [
-        _submit(daemon, tmp_path, f"while [ ! -e {marker} ]; do sleep 0.05; done; echo ran\n",
-                "--cpus", "1")
+        _submit(
+            daemon,
+            tmp_path,
+            f"while [ ! -e {marker} ]; do sleep 0.05; done; echo ran\n",
+            "--cpus",
+            "1",
+        )
         for _ in range(2)
     ]
     doomed = _submit(daemon, tmp_path, "sleep 60\n", "--cpus", "2")
@@ -37,7 +42,7 @@ def test_sigkill_with_jobs_queued_and_running(daemon: Daemon, tmp_path: Path) ->
         what="first jobs running",
     )
     before = {j["id"] for j in c.call("jobs.list", {})["jobs"]}
-    assert set(running + [doomed] + queued) <= before
+    assert {*running, doomed, *queued} <= before
 
     daemon.kill(signal.SIGKILL)
     # while the daemon is down: the running jobs finish on their own
@@ -73,8 +78,7 @@ def test_job_killed_while_daemon_down_is_reported(daemon: Daemon, tmp_path: Path
     jid = _submit(daemon, tmp_path, "sleep 60\n")
     c = daemon.client()
     job = wait_for(
-        lambda: (j := c.call("jobs.status", {"ids": [jid]})["jobs"][0])["state"] == "RUNNING"
-        and j
+        lambda: (j := c.call("jobs.status", {"ids": [jid]})["jobs"][0])["state"] == "RUNNING" and j
     )
     daemon.kill(signal.SIGKILL)
     # kill the job's whole process group behind the daemon's back
@@ -97,12 +101,16 @@ def test_commands_running_at_crash_are_marked(daemon: Daemon) -> None:
 
     p = subprocess.Popen(
         [sys.executable, "-m", "tenantry", "run", "--", "sleep", "30"],
-        env=daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     c = daemon.client()
     wait_for(
-        lambda: any(e["type"] == "command.started"
-                    for e in c.call("events.list", {"types": ["command.started"]})["events"])
+        lambda: any(
+            e["type"] == "command.started"
+            for e in c.call("events.list", {"types": ["command.started"]})["events"]
+        )
     )
     daemon.kill(signal.SIGKILL)
     p.wait(timeout=20)
