@@ -160,7 +160,11 @@ async def test_component_records_bus_events_and_explicit_decisions(tmp_path: Pat
     r = verify(tmp_path / "audit", load_key(tmp_path / "audit" / "audit.key", create=False))
     assert r.ok and r.records == 3
     last = json.loads((tmp_path / "audit" / LOG_NAME).read_text().splitlines()[-1])
-    assert (last["action"], last["decision"], last["rule"]) == ("op:jobs.list", "allow", "query_jobs")
+    assert (last["action"], last["decision"], last["rule"]) == (
+        "op:jobs.list",
+        "allow",
+        "query_jobs",
+    )
 
 
 def test_parse_since() -> None:
