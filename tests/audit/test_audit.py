@@ -208,3 +208,15 @@ def test_public_api() -> None:
 def test_sizes(tmp_path: Path, n: int) -> None:
     write_log(tmp_path, n)
     assert verify(tmp_path, KEY).records == n
+
+
+def test_records_past_the_anchor_are_in_flight_not_tampering(tmp_path: Path) -> None:
+    write_log(tmp_path, 3)
+    head = (tmp_path / HEAD_NAME).read_text()
+    write_log(tmp_path, 2)
+    (tmp_path / HEAD_NAME).write_text(head)  # as if the daemon died before the anchor update
+    r = verify(tmp_path, KEY)
+    assert r.ok and r.records == 5 and r.warnings
+    write_log(tmp_path, 1)  # restart: continues after the unanchored records
+    r = verify(tmp_path, KEY)
+    assert r.ok and r.records == 6 and not r.warnings

@@ -87,7 +87,8 @@ def _verify(args: argparse.Namespace) -> int:
 
     def human(d: dict[str, Any]) -> str:
         if d["ok"]:
-            return f"audit log intact: {d['records']} records, {d['alg']} chain ({directory})"
+            note = "".join(f"\n  note: {w}" for w in d["warnings"])
+            return f"audit log intact: {d['records']} records, {d['alg']} chain ({directory}){note}"
         lines = [f"audit log TAMPERED ({directory}): {len(d['problems'])} problem(s)"]
         for pr in d["problems"]:
             where = f"line {pr['line']}: " if pr["line"] else ""
