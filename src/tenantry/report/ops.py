@@ -38,7 +38,7 @@ def compute(paths: list[str], since: datetime | None, until: datetime | None) ->
 
 
 @op(
-    "report.latest", "characterize agent vs human use from the daemon's store", action="report.read"
+    "report.latest", "characterize agent vs human use from the daemon's store", action="read_report"
 )
 async def latest(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     days = param(params, "days", float, 7.0)
