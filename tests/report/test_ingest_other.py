@@ -277,3 +277,23 @@ def test_real_wide_dump_classifies_by_tag(fixtures: Path) -> None:
     assert u["class"] == "agent" and "tag" in u["evidence"]
     assert r["sessions"]["by_agent"] == {"claude-code": 1, "codex": 1}
     assert r["trial_error"]["agent"]["loops"] == 1  # the three rpt-fail jobs
+
+
+def test_telemetry_commands_by_principal_class(tmp_path: Path) -> None:
+    from tenantry.report import metrics
+
+    db = tmp_path / "tenantry.db"
+    _store(db)
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at)"
+        " VALUES ('h1', 'ann/human/-', 1, '[]', '/', 'local', 1767607200)"
+    )
+    conn.commit()
+    conn.close()
+    r = metrics.build(sources.load([db]))
+    t = r["telemetry"]
+    assert t["agent"] == {"commands": 30, "principals": 1, "active_hours": 1, "rate_per_hour": 30.0}
+    assert t["human"]["commands"] == 1
+    # the user ran an agent: a user-level agent, with all 31 commands
+    assert r["command_rate"]["by_class"]["agent"]["commands"] == 31 + 1  # + the local job

@@ -162,4 +162,6 @@ def test_every_svg_is_well_formed_xml(report: dict[str, Any]) -> None:
     assert len(svgs) >= 5
     for svg in svgs:
         root = ET.fromstring(svg)
-        assert root.tag.endswith("svg") and root.find("{http://www.w3.org/2000/svg}title") is not None
+        assert (
+            root.tag.endswith("svg") and root.find("{http://www.w3.org/2000/svg}title") is not None
+        )

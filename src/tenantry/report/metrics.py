@@ -192,6 +192,7 @@ def build(
         "concentration": _concentration(users, jobs),
         "sessions": _sessions(jobs, data),
         "job_evidence": _job_evidence(subs),
+        "telemetry": _telemetry(cmds),
         "top_users": _top_users(users, jobs),
     }
 
@@ -319,6 +320,35 @@ def _concentration(users: pl.DataFrame, jobs: pl.DataFrame) -> dict[str, Any]:
         g = per if c == "all" else per.filter(pl.col("class") == c)
         v = g["core_h"].to_list()
         out[c] = {"users": len(v), "gini": _r(gini(v)), "top10_pct": _r(top_share(v), 2)}
+    return out
+
+
+def _telemetry(cmds: pl.DataFrame) -> dict[str, Any]:
+    """Tenantry-run commands by the principal's own class (its agent product), not its user's."""
+    out: dict[str, Any] = {
+        "definition": "commands from Tenantry's store, classed by the principal that ran them "
+        "(a user may run some commands as a human and some through an agent)"
+    }
+    if cmds.is_empty():
+        return out
+    g = (
+        cmds.with_columns(
+            cls=pl.when(pl.col("agent") == "human").then(pl.lit("human")).otherwise(pl.lit("agent"))
+        )
+        .group_by("cls")
+        .agg(
+            commands=pl.len(),
+            principals=pl.struct("user", "agent", "session").n_unique(),
+            active_hours=pl.struct("user", pl.col("ts").dt.truncate("1h")).n_unique(),
+        )
+    )
+    for c, n, p, h in g.iter_rows():
+        out[str(c)] = {
+            "commands": int(n),
+            "principals": int(p),
+            "active_hours": int(h),
+            "rate_per_hour": _r(n / h if h else None),
+        }
     return out
 
 

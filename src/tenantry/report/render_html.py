@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 
 from tenantry.report import figures
-from tenantry.report.render_markdown import _num, _pct, headline_rows
+from tenantry.report.render_markdown import _num, _pct, headline_rows, telemetry_rows
 
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
@@ -128,6 +128,12 @@ def render(report: dict[str, Any]) -> str:
                 ]
                 for u in report["top_users"]
             ],
+        ),
+        "<h2>Tenantry telemetry, by principal</h2>",
+        f'<p class="note">{escape(report["telemetry"]["definition"])}</p>',
+        _table(
+            ["principal class", "commands", "principals", "active hours", "rate/hour"],
+            telemetry_rows(report),
         ),
         "<h2>Inputs</h2>",
         _table(

@@ -42,6 +42,21 @@ def headline_rows(report: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def telemetry_rows(report: dict[str, Any]) -> list[list[str]]:
+    t = report.get("telemetry", {})
+    return [
+        [
+            c,
+            _num(v["commands"]),
+            _num(v["principals"]),
+            _num(v["active_hours"]),
+            _num(v["rate_per_hour"]),
+        ]
+        for c, v in t.items()
+        if isinstance(v, dict)
+    ]
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
@@ -163,6 +178,15 @@ def render(report: dict[str, Any]) -> str:
                 for c, v in report["job_evidence"].items()
                 if isinstance(v, dict)
             ],
+        ),
+        "",
+        "## Tenantry telemetry, by principal",
+        "",
+        report["telemetry"]["definition"],
+        "",
+        _table(
+            ["principal class", "commands", "principals", "active hours", "rate/hour"],
+            telemetry_rows(report),
         ),
         "",
         "## Inputs",
