@@ -10,7 +10,8 @@ import pytest
 
 from tenantry.errors import IngestError
 from tenantry.report import ingest_sacct
-from tenantry.report.ingest_sacct import XDMOD_FIELDS, read_sacct, split_record
+from tenantry.report.ingest_sacct import XDMOD_FIELDS, read_sacct
+from tenantry.report.sacct_repair import split_record
 
 from .conftest import write
 

@@ -20,6 +20,7 @@ __all__ = [
     "render_data",
     "render_html",
     "render_markdown",
+    "sacct_repair",
     "schema",
     "simulate",
     "simulate_write",
