@@ -106,4 +106,9 @@ def grouped_bars(dist: dict[str, Any], title: str) -> str:
                 f"<title>{cls} {escape(name)}: {100 * share:.1f} %</title></rect>"
             )
     body.append(f'<line x1="{left}" y1="{bottom}" x2="{w - 10}" y2="{bottom}" stroke="#333"/>')
+    lx = float(w - 10 - 90 * len(classes))
+    for cls in classes:
+        body.append(f'<rect x="{lx}" y="4" width="12" height="12" fill="{COLORS[cls]}"/>')
+        body.append(f'<text x="{lx + 16}" y="14" {FONT}>{cls}</text>')
+        lx += 90
     return _svg(w, h, body, title)
