@@ -7,7 +7,7 @@ Formulas (as Open XDMoD and Slurm define them):
   of ``AllocTRES``.
 - submissions = distinct sbatch-level ids submitted in the window (an array or
   het job is one; jobs that never started count; requeues do not add).
-- users = users with a counted submission or usage in the window.
+- users = users with a counted submission, usage or a telemetry command in the window.
 - command rate of a user = commands / active hours, where commands are their
   submissions plus any Tenantry-run commands from telemetry, and an active hour
   is a UTC clock hour in which they issued at least one command. The pooled
