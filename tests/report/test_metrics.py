@@ -214,3 +214,22 @@ def test_telemetry_commands_count_outside_the_jobs_span_unless_windowed() -> Non
     }
     r = metrics.build(d, T0, T0 + timedelta(days=1))
     assert r["command_rate"]["by_class"]["agent"]["commands"] == 1
+
+
+def test_class_comes_from_all_data_not_only_the_window() -> None:
+    tag = "tenantry:v1;agent=claude-code;session=s"
+    rows = [
+        job(
+            job_id="1",
+            submission_id=":1",
+            user="ag",
+            comment=tag,
+            submit=T0 - timedelta(days=3),
+            start=T0 - timedelta(days=3),
+        ),
+        job(job_id="2", submission_id=":2", user="ag"),  # untagged, inside the window
+        job(job_id="3", submission_id=":3", user="hu"),
+    ]
+    r = metrics.build(dataset(rows), T0 - timedelta(hours=1), T0 + timedelta(days=1))
+    assert r["headline"]["users"]["by_class"] == {"agent": 1.0, "human": 1.0, "unknown": 0.0}
+    assert r["headline"]["submissions"]["by_class"]["agent"] == 1.0

@@ -157,7 +157,7 @@ def _report(args: argparse.Namespace) -> int:
         data = sources.load(args.inputs, kind=args.input_format, tz=args.tz, fields=fields)
         report = metrics.build(data, since, until)
     if args.users_csv:
-        metrics.users_table(data, since, until).write_csv(args.users_csv)
+        metrics.users_table(data).write_csv(args.users_csv)
     fmt = _format_of(args)
     doc = None
     if fmt is not None:

@@ -149,12 +149,22 @@ def build(
     if until is not None:
         cmds = cmds.filter(pl.col("ts") < until)
     cmd_table = cl.command_table(subs, cmds)
-    users = cl.classify_users(cl.user_features(subs, cmd_table), data.sessions)
-    usage_users = jobs.filter(pl.col("used_s") > 0).select("user").unique()
-    users = users.join(usage_users, on="user", how="full", coalesce=True).with_columns(
-        pl.col("class").fill_null("unknown"),
-        pl.col("evidence").fill_null("usage only, no submissions in window"),
-        pl.col("basis").fill_null("none"),
+    feats = cl.user_features(subs, cmd_table)
+    # who is who comes from everything ingested; the window only selects what counts
+    classes = (
+        classify_all(data) if since or until else cl.classify_users(feats, data.sessions)
+    ).select("user", "class", "evidence", "basis", "score")
+    usage_users = jobs.filter(pl.col("used_s") > 0).select("user")
+    active = pl.concat([feats.select("user"), usage_users]).unique()
+    users = (
+        active.join(feats, on="user", how="left")
+        .join(classes, on="user", how="left")
+        .with_columns(
+            pl.col("n_sub", "commands", "active_hours").fill_null(0),
+            pl.col("class").fill_null("unknown"),
+            pl.col("evidence").fill_null("no evidence"),
+            pl.col("basis").fill_null("none"),
+        )
     )
     ucls = users.select("user", "class")
     jobs = jobs.join(ucls, on="user", how="left").with_columns(pl.col("class").fill_null("unknown"))
@@ -195,6 +205,14 @@ def build(
         "telemetry": _telemetry(cmds),
         "top_users": _top_users(users, jobs),
     }
+
+
+def classify_all(data: Dataset) -> pl.DataFrame:
+    """Users classified on every record ingested (window-independent)."""
+    jobs, _ = win.apply(data.jobs, None, None)
+    subs = cl.submissions(cl.job_evidence(jobs))
+    feats = cl.user_features(subs, cl.command_table(subs, data.commands))
+    return cl.classify_users(feats, data.sessions)
 
 
 def _classification(users: pl.DataFrame) -> dict[str, Any]:
@@ -412,13 +430,6 @@ def _top_users(users: pl.DataFrame, jobs: pl.DataFrame, n: int = 20) -> list[dic
     ]
 
 
-def users_table(
-    data: Dataset, since: datetime | None = None, until: datetime | None = None
-) -> pl.DataFrame:
+def users_table(data: Dataset) -> pl.DataFrame:
     """Per-user classification with its evidence and features (for CSV and evaluation)."""
-    jobs, _ = win.apply(data.jobs, since, until)
-    jobs = cl.job_evidence(jobs)
-    subs = cl.submissions(jobs)
-    return cl.classify_users(
-        cl.user_features(subs, cl.command_table(subs, data.commands)), data.sessions
-    )
+    return classify_all(data)
