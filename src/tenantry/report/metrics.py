@@ -48,8 +48,11 @@ COMMAND_RATE_DEFINITION = (
 )
 
 
-def _r(x: float | None, nd: int = 4) -> float | None:
-    if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))):
+def _r(x: Any, nd: int = 4) -> float | None:
+    """A rounded float, or None for missing/NaN/inf (polars medians may be any of these)."""
+    if x is None or not isinstance(x, int | float):
+        return None
+    if math.isnan(x) or math.isinf(x):
         return None
     return round(float(x), nd)
 
@@ -130,7 +133,7 @@ def _buckets(df: pl.DataFrame, col: str, edges: list[tuple[str, int, int]]) -> d
         sub = df.filter(pl.col("class") == c)[col]
         out[c] = {
             "buckets": {name: int(((sub >= lo) & (sub < hi)).sum()) for name, lo, hi in edges},
-            "p50": _r(sub.median()),  # type: ignore[arg-type]
+            "p50": _r(sub.median()),
             "p90": _r(sub.quantile(0.9)),
         }
     return out
@@ -235,7 +238,7 @@ def _command_rate(users: pl.DataFrame) -> dict[str, Any]:
             "commands": n,
             "active_hours": h,
             "rate_per_hour": _r(n / h if h else None),
-            "median_user_rate": _r(g["rate"].median() if g.height else None),  # type: ignore[arg-type]
+            "median_user_rate": _r(g["rate"].median() if g.height else None),
         }
     a, h_ = pooled["agent"], pooled["human"]
     ratio = (
@@ -288,8 +291,8 @@ def _burstiness(users: pl.DataFrame) -> dict[str, Any]:
     for c in CLASSES:
         s = g.filter(pl.col("class") == c)
         out[c] = {
-            "median_burstiness": _r(s["burstiness"].median() if s.height else None),  # type: ignore[arg-type]
-            "median_mean_gap_s": _r(s["median_gap_s"].median() if s.height else None),  # type: ignore[arg-type]
+            "median_burstiness": _r(s["burstiness"].median() if s.height else None),
+            "median_mean_gap_s": _r(s["median_gap_s"].median() if s.height else None),
         }
     return out
 

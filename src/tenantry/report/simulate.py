@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -385,10 +386,10 @@ def generate(
 def _calibrate(jobs: list[SimJob], core: float, gpu: float) -> dict[str, float]:
     """Scale agent run times so agent core- and GPU-hour shares hit the targets."""
 
-    def sums(pred: object) -> tuple[float, float]:
+    def sums(pred: Callable[[SimJob], bool]) -> tuple[float, float]:
         c = g = 0.0
         for j in jobs:
-            if pred(j):  # type: ignore[operator]
+            if pred(j):
                 c += j.cpus * j.elapsed
                 g += j.gpus * j.elapsed
         return c, g
@@ -411,8 +412,19 @@ def _calibrate(jobs: list[SimJob], core: float, gpu: float) -> dict[str, float]:
     return {"cpu_scale": fa, "gpu_scale": fb}
 
 
-def profile_named(name: str, **overrides: float) -> Profile:
+def profile_named(
+    name: str, *, agent_fraction: float | None = None, hidden_agent_fraction: float | None = None
+) -> Profile:
+    """A named profile with the CLI's overrides applied."""
     if name not in PROFILES:
         raise UsageError(f"unknown calibration {name!r}", hint=f"one of {', '.join(PROFILES)}")
-    clean = {k: v for k, v in overrides.items() if v is not None}
-    return replace(PROFILES[name], **clean)  # type: ignore[arg-type]
+    p = PROFILES[name]
+    if agent_fraction is not None:
+        if not 0 < agent_fraction < 1:
+            raise UsageError("--agent-fraction must be between 0 and 1")
+        p = replace(p, agent_fraction=agent_fraction)
+    if hidden_agent_fraction is not None:
+        if not 0 <= hidden_agent_fraction <= 1:
+            raise UsageError("--hidden-agents must be between 0 and 1")
+        p = replace(p, hidden_agent_fraction=hidden_agent_fraction)
+    return p
