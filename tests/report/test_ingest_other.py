@@ -297,3 +297,28 @@ def test_telemetry_commands_by_principal_class(tmp_path: Path) -> None:
     assert t["human"]["commands"] == 1
     # the user ran an agent: a user-level agent, with all 31 commands
     assert r["command_rate"]["by_class"]["agent"]["commands"] == 31 + 1  # + the local job
+
+
+def test_gzip_inputs_are_read_transparently(tmp_path: Path, fixtures: Path) -> None:
+    import gzip
+
+    from tenantry.report.ingest_sacct import read_sacct
+
+    plain = fixtures / "sacct_wide.txt"
+    gz = tmp_path / "sacct_wide.txt.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    swf = tmp_path / "t.swf.gz"
+    swf.write_bytes(gzip.compress(SWF.encode()))
+    assert sources.sniff(gz) == "sacct" and sources.sniff(swf) == "swf"
+    seen: list[int] = []
+    a = sources.load([gz], progress=seen.append)
+    assert a.jobs.equals(read_sacct(plain).jobs.with_columns(source=pl.lit(gz.name)))
+    assert sum(seen) == gz.stat().st_size  # progress counts bytes of the file on disk
+    assert read_swf(swf).jobs["submission_id"].n_unique() == 4
+
+
+def test_corrupt_gzip_is_an_ingest_error(tmp_path: Path) -> None:
+    bad = tmp_path / "x.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"not really gzip" * 10)
+    with pytest.raises(IngestError):
+        sources.load([bad])

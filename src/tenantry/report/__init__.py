@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "classify",
     "figures",
+    "files",
     "ingest_json",
     "ingest_sacct",
     "ingest_swf",

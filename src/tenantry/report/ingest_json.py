@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from tenantry.errors import IngestError
+from tenantry.report.files import read_bytes
 from tenantry.report.schema import JOB_SCHEMA, Dataset, IngestStats, Unreadable, conform
 
 
@@ -148,7 +149,7 @@ def parse_jobs(doc: Any, source: str) -> tuple[list[dict[str, Any]], list[Unread
 def read_json(path: str | Path) -> Dataset:
     p = Path(path)
     try:
-        doc = json.loads(p.read_bytes())
+        doc = json.loads(read_bytes(p))
     except (OSError, ValueError) as exc:
         raise IngestError(f"cannot read {p} as JSON: {exc}") from exc
     rows, lost = parse_jobs(doc, p.name)

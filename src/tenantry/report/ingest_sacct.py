@@ -20,6 +20,7 @@ import polars as pl
 
 from tenantry.errors import IngestError
 from tenantry.report import slurm_fields as sf
+from tenantry.report.files import Input, read_bytes
 from tenantry.report.sacct_repair import RECORD_START, repair, split_extra
 from tenantry.report.schema import JOB_SCHEMA, Dataset, IngestStats, Unreadable, conform
 
@@ -117,7 +118,8 @@ def _blocks(path: Path, progress: Progress | None) -> Iterator[tuple[str, int]]:
     """Decoded text blocks cut before a record start, with their first line number."""
     line_no = 0
     carry = b""
-    with path.open("rb") as fh:
+    done = 0
+    with Input(path) as fh:
         while True:
             chunk = fh.read(BLOCK)
             data = carry + chunk
@@ -134,7 +136,9 @@ def _blocks(path: Path, progress: Progress | None) -> Iterator[tuple[str, int]]:
             yield text, line_no
             line_no += text.count("\n")
             if progress is not None:
-                progress(len(chunk))
+                now = fh.consumed()
+                progress(now - done)
+                done = now
 
 
 def _cut(data: bytes) -> int:
@@ -280,11 +284,8 @@ def read_sacct(
     """Ingest one sacct parsable dump into a :class:`Dataset`."""
     p = Path(path)
     stats = IngestStats(source=str(p), kind="sacct")
-    try:
-        with p.open("r", encoding="utf-8", errors="replace") as fh:
-            first = fh.readline()
-    except OSError as exc:
-        raise IngestError(f"cannot read {p}: {exc.strerror}") from exc
+    head = read_bytes(p, 1 << 20).decode("utf-8", errors="replace")
+    first = head.split("\n", 1)[0]
     if not first.strip():
         return Dataset(stats=[stats])
     layout, header = layout_of(first.rstrip("\n"), fields)

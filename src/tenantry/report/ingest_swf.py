@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tenantry.errors import IngestError
+from tenantry.report.files import read_text
 from tenantry.report.schema import JOB_SCHEMA, Dataset, IngestStats, Unreadable, conform
 
 FIELDS = (
@@ -70,10 +70,7 @@ def looks_like(head: str) -> bool:
 def read_swf(path: str | Path, *, tz: str | None = None) -> Dataset:
     p = Path(path)
     stats = IngestStats(source=str(p), kind="swf")
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise IngestError(f"cannot read {p}: {exc.strerror}") from exc
+    text = read_text(p)
     header_lines: list[str] = []
     rows: list[list[float]] = []
     for no, line in enumerate(text.splitlines(), start=1):

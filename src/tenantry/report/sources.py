@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tenantry.errors import IngestError
 from tenantry.report import ingest_json, ingest_sacct, ingest_swf, ingest_telemetry
+from tenantry.report.files import read_bytes
 from tenantry.report.schema import Dataset
 
 KINDS = ("auto", "sacct", "json", "swf", "telemetry")
@@ -15,11 +16,7 @@ Progress = Callable[[int], None]
 
 def sniff(path: Path) -> str:
     """The kind of an input file from its first bytes."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(65536)
-    except OSError as exc:
-        raise IngestError(f"cannot read {path}: {exc.strerror}") from exc
+    head = read_bytes(path, 65536)
     if ingest_telemetry.looks_like(head):
         return "telemetry"
     text = head.decode("utf-8", errors="replace")
