@@ -271,3 +271,12 @@ def test_blocks_cut_at_record_starts(tmp_path: Path, monkeypatch: pytest.MonkeyP
     d = read_sacct(write(tmp_path, "b.txt", "\n".join(rows) + "\n"))
     assert d.jobs.height == 29 and d.stats[0].unreadable == []
     assert set(d.jobs["name"]) == {f"n{i}\ncontinued" for i in range(1, 30)}
+
+
+def test_line_with_right_separator_count_but_garbage_is_unreadable(tmp_path: Path) -> None:
+    garbage = "|".join(["x"] * len(XDMOD_FIELDS))
+    text = "\n".join([xdmod_line(jobid="1"), garbage, xdmod_line(jobid="3")])
+    d = read_sacct(write(tmp_path, "g.txt", text + "\n"))
+    assert d.jobs["job_id"].to_list() == ["1", "3"]
+    [bad] = d.stats[0].unreadable
+    assert bad.line == 2 and bad.reason == "fields do not validate"

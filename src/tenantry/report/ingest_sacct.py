@@ -2,10 +2,9 @@
 
 The fast path is columnar: lines with exactly the expected number of ``|`` are
 split by polars. The rest -- a field holding ``|`` (a ``--wrap`` pipeline in
-``SubmitLine``) or a newline (a ``JobName``) -- go through :func:`repair`, a
-the columnar and pure repairs of :mod:`tenantry.report.sacct_repair`.
-Lines that still do not fit are
-returned as :class:`Unreadable` with their line number; nothing is dropped
+``SubmitLine``) or a newline (a ``JobName``) -- go through the columnar and
+pure repairs of :mod:`tenantry.report.sacct_repair`. Lines that still do not
+fit are returned as :class:`Unreadable` with their line number; nothing is dropped
 silently. The file is read in blocks cut at record starts, so memory stays
 bounded and a progress callback sees bytes as they are consumed.
 """
@@ -21,7 +20,7 @@ import polars as pl
 from tenantry.errors import IngestError
 from tenantry.report import slurm_fields as sf
 from tenantry.report.files import Input, read_bytes
-from tenantry.report.sacct_repair import RECORD_START, repair, split_extra
+from tenantry.report.sacct_repair import RECORD_START, VALID_RE, repair, split_extra
 from tenantry.report.schema import JOB_SCHEMA, Dataset, IngestStats, Unreadable, conform
 
 # Open XDMoD's sacct field set, in its order (qos was added in later releases).
@@ -56,6 +55,8 @@ XDMOD_FIELDS = (
 XDMOD_FIELDS_NO_QOS = tuple(f for f in XDMOD_FIELDS if f != "qos")
 
 BLOCK = 32 << 20
+# Typed fields checked on every cleanly split line (cheap, and they catch stray text).
+SPOT_CHECK = ("jobid", "submit", "state")
 # Raw fields the job table is built from (the rest are dropped block by block).
 NEEDED = frozenset(
     [
@@ -160,6 +161,7 @@ def _parse_block(
     if lines and lines[-1] == "":
         lines.pop()
     k = len(layout) - 1
+    keep = [c for c in layout if c in NEEDED]
     frame = (
         pl.DataFrame({"line": lines}, schema={"line": pl.String})
         .with_row_index("i")
@@ -169,43 +171,47 @@ def _parse_block(
             empty=pl.col("line").str.strip_chars() == "",
         )
     )
-    odd = frame.filter((pl.col("n") != k) & ~pl.col("empty"))
+    split = frame.filter((pl.col("n") == k) & ~pl.col("empty")).select(
+        "i", pl.col("line").str.split_exact("|", k)
+    )
+    split = split.unnest("line")
+    split.columns = ["i", *layout]
+    # the right number of separators is not enough: the key typed fields must parse too
+    checks = [pl.col(c).str.contains(VALID_RE[c]) for c in SPOT_CHECK if c in layout]
+    if checks:
+        ok = pl.all_horizontal(checks).fill_null(False)
+        invalid = split.filter(~ok)["i"]
+        split = split.filter(ok)
+    else:
+        invalid = pl.Series("i", [], dtype=pl.UInt32)
+    odd = frame.filter(
+        ((pl.col("n") != k) & ~pl.col("empty")) | pl.col("i").is_in(invalid.implode())
+    )
     if odd.is_empty():
-        split = frame.filter(~pl.col("empty")).select(pl.col("line").str.split_exact("|", k))
-        split = split.unnest("line")
-        split.columns = layout
-        return split.select([c for c in layout if c in NEEDED]), 0, []
+        return split.select(keep), 0, []
     extra = odd.filter(pl.col("n") > k)
     if layout[0] == "jobid":
         extra = extra.filter(pl.col("line").str.contains(RECORD_START.pattern))
     resolved = split_extra(extra, layout)
-    bad = odd.join(resolved.select("i"), on="i", how="anti")["i"].to_list()
-    good_flags = (
-        frame.select(
-            ((pl.col("n") == k) & ~pl.col("empty")) | pl.col("i").is_in(resolved["i"].implode())
-        )
-        .to_series()
-        .to_list()
-    )
-    good = {i - 1 for i in bad if i > 0 and good_flags[i - 1]}
+    bad = sorted(odd.join(resolved.select("i"), on="i", how="anti")["i"].to_list())
+    # lines just before odd ones that split cleanly: a continuation may belong to them
+    before = pl.Series([i - 1 for i in bad if i > 0], dtype=pl.UInt32).implode()
+    good = set(split.filter(pl.col("i").is_in(before))["i"].to_list())
+    good |= set(resolved.filter(pl.col("i").is_in(before))["i"].to_list())
     records: list[list[str]] = []
     absorbed: set[int] = set()
     lost: list[Unreadable] = []
     if bad:
         records, absorbed, lost = repair(_Lines(lines), bad, good, layout, source, offset)
     gone = pl.Series(sorted(absorbed), dtype=pl.UInt32).implode()
-    split = (
-        frame.filter((pl.col("n") == k) & ~pl.col("empty") & ~pl.col("i").is_in(gone))
-        .select(pl.col("line").str.split_exact("|", k))
-        .unnest("line")
-    )
-    split.columns = layout
-    parts = [split, resolved.filter(~pl.col("i").is_in(gone)).drop("i")]
+    parts = [
+        split.filter(~pl.col("i").is_in(gone)).select(keep),
+        resolved.filter(~pl.col("i").is_in(gone)).select(keep),
+    ]
     if records:
-        parts.append(pl.DataFrame(records, schema=dict.fromkeys(layout, pl.String), orient="row"))
-    keep = [c for c in layout if c in NEEDED]
-    raw = pl.concat([part.select(keep) for part in parts], how="vertical")
-    return raw, len(resolved) + len(records), lost
+        fixed = pl.DataFrame(records, schema=dict.fromkeys(layout, pl.String), orient="row")
+        parts.append(fixed.select(keep))
+    return pl.concat(parts, how="vertical"), len(resolved) + len(records), lost
 
 
 class _Lines:

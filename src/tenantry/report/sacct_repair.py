@@ -169,7 +169,8 @@ def repair(
         first = i
         if is_start(i):
             text, _ = extend(i, lines[i])
-        elif i - 1 in good and i - 1 not in absorbed:
+        elif i - 1 in good and i - 1 not in absorbed and lines[i].count("|") < k:
+            # a line that could be a record of its own is not a continuation
             first = i - 1
             text, _ = extend(i, lines[i - 1] + "\n" + lines[i])
         else:
