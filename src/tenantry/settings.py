@@ -50,9 +50,19 @@ DECLARED: tuple[Setting, ...] = (
     Setting("lease_max_per_session", 2, "Most leases one agent session may hold at once."),
     Setting("lease_time_s", 3600, "Walltime asked for a lease's allocation."),
     Setting("lease_drain_s", 120.0, "Stop sending commands this long before a lease's walltime."),
-    Setting("login_node_commands", "", "Comma-separated programs allowed to run on the login node."),
+    Setting(
+        "login_node_commands", "", "Comma-separated programs allowed to run on the login node."
+    ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting("memory_staff", "", "Comma-separated users who may approve lessons to facility scope."),
+    Setting(
+        "memory_verify_interval_s",
+        3600.0,
+        "Re-verify lessons whose TTL lapsed this often; 0 = off.",
+    ),
+    Setting("memory_capture_window_s", 1800.0, "A fix must follow its failure within this window."),
+    Setting("memory_agree_projects", 2, "Distinct projects whose agreement promotes a lesson."),
 )
 
 
@@ -79,6 +89,10 @@ class Settings:
     login_node_commands: str = ""
     policy_file: str = "/etc/tenantry/policy.cedar"
     http: str = ""
+    memory_staff: str = ""
+    memory_verify_interval_s: float = 3600.0
+    memory_capture_window_s: float = 1800.0
+    memory_agree_projects: int = 2
 
     @property
     def state_path(self) -> Path:

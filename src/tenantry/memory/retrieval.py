@@ -184,8 +184,7 @@ def _bm25(
 ) -> list[tuple[Lesson, float]]:
     """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass."""
     top = conn.execute(
-        f"SELECT rowid, {_BM25} AS r FROM lessons_fts WHERE lessons_fts MATCH ?"
-        " ORDER BY r LIMIT ?",
+        f"SELECT rowid, {_BM25} AS r FROM lessons_fts WHERE lessons_fts MATCH ? ORDER BY r LIMIT ?",
         (match, PREFETCH),
     ).fetchall()
     scores = {int(r[0]): -float(r[1]) for r in top}
@@ -199,13 +198,13 @@ def _bm25(
             found = [(row_to_lesson(r), scores[int(r["seq"])]) for r in rows]
             found.sort(key=lambda x: x[1], reverse=True)
             return found[:POOL]
-    rows = conn.execute(
+    joined = conn.execute(
         f"SELECT {_L_COLUMNS}, {_BM25} AS r FROM lessons_fts"
         " JOIN lessons l ON l.seq = lessons_fts.rowid"
         f" WHERE lessons_fts MATCH ? AND {cond} ORDER BY r LIMIT ?",
         (match, *args, POOL),
     )
-    return [(row_to_lesson(r), -float(r["r"])) for r in rows]
+    return [(row_to_lesson(r), -float(r["r"])) for r in joined]
 
 
 def rank(

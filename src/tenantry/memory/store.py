@@ -203,7 +203,11 @@ class LessonStore:
         return new
 
     async def transition(
-        self, lesson_id: str, actor: str, action: str, detail: dict[str, Any] | None = None,
+        self,
+        lesson_id: str,
+        actor: str,
+        action: str,
+        detail: dict[str, Any] | None = None,
         **changes: Any,
     ) -> Lesson:
         """Change lifecycle columns (status, trust, verified_at, quarantined) and log it."""
@@ -270,26 +274,33 @@ class LessonStore:
             (lesson_id,),
         )
         return [
-            {"ts": r["ts"], "actor": r["actor"], "action": r["action"],
-             "detail": json.loads(r["detail"])}
+            {
+                "ts": r["ts"],
+                "actor": r["actor"],
+                "action": r["action"],
+                "detail": json.loads(r["detail"]),
+            }
             for r in rows
         ]
 
-    async def query(self, where: str = "1", args: Sequence[Any] = (), limit: int = 100,
-                    order: str = "seq DESC") -> list[Lesson]:
+    async def query(
+        self, where: str = "1", args: Sequence[Any] = (), limit: int = 100, order: str = "seq DESC"
+    ) -> list[Lesson]:
         rows = await self.db.fetchall(
             f"SELECT {_COLUMNS} FROM lessons WHERE {where} ORDER BY {order} LIMIT ?",
             (*args, limit),
         )
         return [row_to_lesson(r) for r in rows]
 
-    async def find_same(self, owner_user: str, kind: Kind, sig_hash: str, title: str
-                        ) -> Lesson | None:
+    async def find_same(
+        self, owner_user: str, kind: Kind, sig_hash: str, title: str
+    ) -> Lesson | None:
         """A live lesson of this user with the same kind, signature and title (dedup)."""
         found = await self.query(
             "owner_user = ? AND kind = ? AND sig_hash = ? AND title = ?"
             " AND status IN ('candidate', 'active', 'stale')",
-            (owner_user, kind.value, sig_hash, title), limit=1,
+            (owner_user, kind.value, sig_hash, title),
+            limit=1,
         )
         return found[0] if found else None
 
@@ -300,7 +311,8 @@ class LessonStore:
         return await self.query(
             "sig_hash = ? AND kind = ? AND owner_user <> ? AND quarantined = 0"
             " AND status IN ('candidate', 'active', 'stale')",
-            (les.sig_hash, les.kind.value, les.owner_user), limit=20,
+            (les.sig_hash, les.kind.value, les.owner_user),
+            limit=20,
         )
 
     async def endorsement_projects(self, lesson_id: str) -> list[str]:
@@ -315,5 +327,7 @@ class LessonStore:
         return await self.query(
             "status IN ('active', 'candidate') AND quarantined = 0"
             " AND coalesce(verified_at, created_at) + ttl_days * 86400.0 < ?",
-            (now,), limit=limit, order="coalesce(verified_at, created_at)",
+            (now,),
+            limit=limit,
+            order="coalesce(verified_at, created_at)",
         )

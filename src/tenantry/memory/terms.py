@@ -68,14 +68,15 @@ _ALIASES: dict[str, str] = {
     "crashes": "crash",
 }
 
-_STOP = frozenset(
-    """a an and are as at be been but by can could did do does doing for from had has have
-    how i if in into is it its me my no not of on or our so such than that the their then
-    there these they this to too was we were what when where which while who why will with
-    you your after before again also am any because being both each few further here just
-    more most other over own same some only very s t us up out off down should would get got
-    getting keep keeps kept still now try tried trying use used using run ran running""".split()
-)
+_STOP_WORDS = """
+    a an and are as at be been but by can could did do does doing for from had has have how i
+    if in into is it its me my no not of on or our so such than that the their then there these
+    they this to too was we were what when where which while who why will with you your after
+    before again also am any because being both each few further here just more most other over
+    own same some only very s t us up out off down should would get got getting keep keeps kept
+    still now try tried trying use used using run ran running
+"""
+_STOP = frozenset(_STOP_WORDS.split())
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _NUMERIC = re.compile(r"^[0-9]+$")
