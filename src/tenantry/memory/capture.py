@@ -51,6 +51,9 @@ _WRAPPERS = frozenset(
 )
 
 
+_VERBS = frozenset({"run", "exec", "--"})
+
+
 @dataclass(frozen=True, slots=True)
 class Proposal:
     kind: Kind
@@ -74,9 +77,14 @@ class _Failure:
 
 
 def program(argv: tuple[str, ...]) -> str:
-    """The program an argv really runs (skipping wrappers and their flags)."""
+    """The program an argv really runs (skipping wrappers, their verbs and flags)."""
+    prev_short_flag = False
     for tok in argv:
-        if tok.startswith("-") or "=" in tok:
+        after_flag, prev_short_flag = prev_short_flag, False
+        if tok.startswith("-"):
+            prev_short_flag = len(tok) == 2 and tok[1].isalpha()
+            continue
+        if "=" in tok or tok.isdigit() or after_flag or tok in _VERBS:
             continue
         base = PurePath(tok).name
         if base not in _WRAPPERS:

@@ -323,7 +323,7 @@ class MemoryService:
             error_signature=changes.get("error_signature") or old.error_signature,
             evidence=[*old.evidence, *(changes.get("evidence") or [])],
             derived_from=changes.get("derived_from"),
-            claim=changes["claim"] if "claim" in changes else old.claim,
+            claim=changes.get("claim", old.claim),
             ttl_days=changes.get("ttl_days") or old.ttl_days,
         )
         new.supersedes = old.id
