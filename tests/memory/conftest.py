@@ -13,7 +13,9 @@ from tenantry.models import AgentProduct, Principal
 from tenantry.settings import load
 
 
-def principal(user: str, session: str = "s1", *, project: str = "", human: bool = False) -> Principal:
+def principal(
+    user: str, session: str = "s1", *, project: str = "", human: bool = False
+) -> Principal:
     agent = AgentProduct.HUMAN if human else AgentProduct.CLAUDE_CODE
     return Principal(uid=1000, user=user, agent=agent, session=session, project=project)
 

@@ -6,7 +6,16 @@ import time
 
 from tenantry.events import Event, EventType
 from tenantry.gateway.runtime import Runtime
-from tenantry.memory import FakeProber, Kind, MemoryService, PartitionInfo, Scope, Status, SubmitCheck, Trust
+from tenantry.memory import (
+    FakeProber,
+    Kind,
+    MemoryService,
+    PartitionInfo,
+    Scope,
+    Status,
+    SubmitCheck,
+    Trust,
+)
 from tenantry.memory.capture import Capture, is_variant, program
 
 from .conftest import principal
@@ -14,11 +23,24 @@ from .conftest import principal
 ALICE = principal("alice", "a1", project="chem")
 
 
-def finished(key: str, cid: str, argv: list[str], outcome: str, stderr: str = "", ts: float | None = None) -> Event:
+def finished(
+    key: str, cid: str, argv: list[str], outcome: str, stderr: str = "", ts: float | None = None
+) -> Event:
     return Event(
-        EventType.COMMAND_FINISHED, principal=key, subject=cid, outcome=outcome, duration_s=1.0,
-        data={"argv": argv, "cwd": "/w", "exit_code": 1 if outcome == "failed" else 0,
-              "where": "local", "stdout_tail": "", "stderr_tail": stderr, "cpu_s": 0.1},
+        EventType.COMMAND_FINISHED,
+        principal=key,
+        subject=cid,
+        outcome=outcome,
+        duration_s=1.0,
+        data={
+            "argv": argv,
+            "cwd": "/w",
+            "exit_code": 1 if outcome == "failed" else 0,
+            "where": "local",
+            "stdout_tail": "",
+            "stderr_tail": stderr,
+            "cpu_s": 0.1,
+        },
         ts=time.time() if ts is None else ts,
     )
 
@@ -34,25 +56,57 @@ def test_capture_window_and_sessions() -> None:
     cap = Capture(window_s=60)
     t0 = 1000.0
     err = "nvcc fatal   : Unsupported gpu architecture 'compute_90'"
-    assert cap.observe(finished("a/claude-code/1", "c1", ["nvcc", "-arch=sm_90", "k.cu"], "failed", err, t0)) == []
+    assert (
+        cap.observe(
+            finished("a/claude-code/1", "c1", ["nvcc", "-arch=sm_90", "k.cu"], "failed", err, t0)
+        )
+        == []
+    )
     # another session's success is not this session's fix
-    assert cap.observe(finished("a/claude-code/2", "c2", ["nvcc", "-arch=sm_80", "k.cu"], "completed", ts=t0 + 5)) == []
+    assert (
+        cap.observe(
+            finished(
+                "a/claude-code/2", "c2", ["nvcc", "-arch=sm_80", "k.cu"], "completed", ts=t0 + 5
+            )
+        )
+        == []
+    )
     # too late
-    assert cap.observe(finished("a/claude-code/1", "c3", ["nvcc", "-arch=sm_80", "k.cu"], "completed", ts=t0 + 120)) == []
-    cap.observe(finished("a/claude-code/1", "c4", ["nvcc", "-arch=sm_90", "k.cu"], "failed", err, t0 + 200))
-    (p,) = cap.observe(finished("a/claude-code/1", "c5", ["nvcc", "-arch=sm_80", "k.cu"], "completed", ts=t0 + 210))
+    assert (
+        cap.observe(
+            finished(
+                "a/claude-code/1", "c3", ["nvcc", "-arch=sm_80", "k.cu"], "completed", ts=t0 + 120
+            )
+        )
+        == []
+    )
+    cap.observe(
+        finished("a/claude-code/1", "c4", ["nvcc", "-arch=sm_90", "k.cu"], "failed", err, t0 + 200)
+    )
+    (p,) = cap.observe(
+        finished("a/claude-code/1", "c5", ["nvcc", "-arch=sm_80", "k.cu"], "completed", ts=t0 + 210)
+    )
     assert p.kind is Kind.FAILURE_FIX and "added -arch=sm_80" in p.body
     assert p.error_signature.startswith("nvcc fatal")
 
 
-async def test_fail_then_fix_on_the_bus_gives_a_candidate(service: MemoryService, runtime: Runtime) -> None:
+async def test_fail_then_fix_on_the_bus_gives_a_candidate(
+    service: MemoryService, runtime: Runtime
+) -> None:
     err = (
-        "Traceback (most recent call last):\n  File \"/home/alice/t.py\", line 3\n"
+        'Traceback (most recent call last):\n  File "/home/alice/t.py", line 3\n'
         "ModuleNotFoundError: No module named 'mpi4py'\n"
     )
-    await runtime.bus.publish(finished(ALICE.key, "c1", ["python", "train.py", "--mpi"], "failed", err))
     await runtime.bus.publish(
-        finished(ALICE.key, "c2", ["conda", "run", "-n", "mpi", "python", "train.py", "--mpi"], "completed")
+        finished(ALICE.key, "c1", ["python", "train.py", "--mpi"], "failed", err)
+    )
+    await runtime.bus.publish(
+        finished(
+            ALICE.key,
+            "c2",
+            ["conda", "run", "-n", "mpi", "python", "train.py", "--mpi"],
+            "completed",
+        )
     )
     (les,) = await service.store.query("kind = 'failure-fix'")
     assert les.status is Status.CANDIDATE and les.scope is Scope.USER
@@ -63,9 +117,16 @@ async def test_fail_then_fix_on_the_bus_gives_a_candidate(service: MemoryService
     got = await service.lessons_for_failure(other, err.replace("/home/alice", "/scratch/a"))
     assert [d["id"] for d in got] == [les.id]
     # a repeat of the same pattern does not create a duplicate
-    await runtime.bus.publish(finished(ALICE.key, "c3", ["python", "train.py", "--mpi"], "failed", err))
     await runtime.bus.publish(
-        finished(ALICE.key, "c4", ["conda", "run", "-n", "mpi", "python", "train.py", "--mpi"], "completed")
+        finished(ALICE.key, "c3", ["python", "train.py", "--mpi"], "failed", err)
+    )
+    await runtime.bus.publish(
+        finished(
+            ALICE.key,
+            "c4",
+            ["conda", "run", "-n", "mpi", "python", "train.py", "--mpi"],
+            "completed",
+        )
     )
     assert len(await service.store.query("kind = 'failure-fix'")) == 1
 
@@ -78,14 +139,24 @@ async def test_rejected_submission_gives_a_probed_limit(
         message="sbatch: error: Requested time limit is invalid (missing or exceeds some limit)",
     )
     error = "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)"
-    await runtime.bus.publish(Event(
-        EventType.JOB_REJECTED, principal=ALICE.key,
-        data={"error": error, "script": "/w/job.sh", "resources": {"partition": "debug", "time_s": 7200}},
-    ))
+    await runtime.bus.publish(
+        Event(
+            EventType.JOB_REJECTED,
+            principal=ALICE.key,
+            data={
+                "error": error,
+                "script": "/w/job.sh",
+                "resources": {"partition": "debug", "time_s": 7200},
+            },
+        )
+    )
     await service.idle()
     (les,) = await service.store.query("kind = 'limit'")
     assert les.subject == {"tool": "sbatch", "partition": "debug"}
-    assert les.claim == {"probe": "sbatch_rejects", "resources": {"partition": "debug", "time_s": 7200}}
+    assert les.claim == {
+        "probe": "sbatch_rejects",
+        "resources": {"partition": "debug", "time_s": 7200},
+    }
     assert les.status is Status.ACTIVE and les.trust is Trust.PROBE_VERIFIED
     # the limit is raised; the next check finds the lesson stale
     prober.accept = lambda res: SubmitCheck(accepted=True, message="Job 5 to start now")
@@ -96,15 +167,24 @@ async def test_rejected_submission_gives_a_probed_limit(
 
 async def test_probe_marks_a_stale_limit_and_confirms_a_true_one(service: MemoryService) -> None:
     wrong = await service.remember(
-        ALICE, title="debug partition: 1 hour max", body="debug allows one hour", kind=Kind.LIMIT,
+        ALICE,
+        title="debug partition: 1 hour max",
+        body="debug allows one hour",
+        kind=Kind.LIMIT,
         claim={"probe": "partition_limit", "partition": "debug", "max_time_s": 3600},
     )
     right = await service.remember(
-        ALICE, title="gpu partition: 24 h and 4 nodes", body="gpu allows 24 h", kind=Kind.LIMIT,
+        ALICE,
+        title="gpu partition: 24 h and 4 nodes",
+        body="gpu allows 24 h",
+        kind=Kind.LIMIT,
         claim={"probe": "partition_limit", "partition": "gpu", "max_time_s": 86400, "max_nodes": 4},
     )
     gone = await service.remember(
-        ALICE, title="old partition", body="x", kind=Kind.LIMIT,
+        ALICE,
+        title="old partition",
+        body="x",
+        kind=Kind.LIMIT,
         claim={"probe": "partition_limit", "partition": "retired"},
     )
     results = {r["id"]: r for r in [await service.verify_one(x.id) for x in (wrong, right, gone)]}
@@ -120,8 +200,12 @@ async def test_probe_marks_a_stale_limit_and_confirms_a_true_one(service: Memory
 
 async def test_probe_passing_promotes_a_proposed_facility_lesson(service: MemoryService) -> None:
     les = await service.remember(
-        ALICE, title="gcc/12.2.0 module exists", body="module load gcc/12.2.0", kind=Kind.FACT,
-        scope=Scope.FACILITY, claim={"probe": "module_exists", "module": "gcc/12.2.0"},
+        ALICE,
+        title="gcc/12.2.0 module exists",
+        body="module load gcc/12.2.0",
+        kind=Kind.FACT,
+        scope=Scope.FACILITY,
+        claim={"probe": "module_exists", "module": "gcc/12.2.0"},
     )
     await service.idle()
     after = await service.store.require(les.id)
@@ -130,9 +214,15 @@ async def test_probe_passing_promotes_a_proposed_facility_lesson(service: Memory
     assert promoted.scope is Scope.FACILITY and promoted.trust is Trust.PROBE_VERIFIED
 
 
-async def test_sweep_reverifies_expired_and_stales_unverifiable(service: MemoryService, prober: FakeProber) -> None:
+async def test_sweep_reverifies_expired_and_stales_unverifiable(
+    service: MemoryService, prober: FakeProber
+) -> None:
     probed = await service.remember(
-        ALICE, title="gpu limit", body="24 h", kind=Kind.LIMIT, ttl_days=1,
+        ALICE,
+        title="gpu limit",
+        body="24 h",
+        kind=Kind.LIMIT,
+        ttl_days=1,
         claim={"probe": "partition_limit", "partition": "gpu", "max_time_s": 86400},
     )
     plain = await service.remember(ALICE, title="scratch is fast", body="use scratch", ttl_days=1)

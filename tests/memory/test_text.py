@@ -33,7 +33,10 @@ def test_normalize_paths_hex_hosts_and_quotes() -> None:
 
 
 def test_signature_lines_pick_error_lines_last_first() -> None:
-    tail = "compiling\nwarning: x\nld: cannot find -lcudart\ncollect2: error: ld returned 1 exit status\n"
+    tail = (
+        "compiling\nwarning: x\nld: cannot find -lcudart\n"
+        "collect2: error: ld returned 1 exit status\n"
+    )
     lines = signature.signature_lines(tail)
     assert lines[0].startswith("collect2: error")
     assert any("cannot find -lcudart" in ln for ln in lines)
@@ -53,7 +56,7 @@ def test_terms_map_phrasings_onto_one_form() -> None:
 
 
 NASTY = [
-    'sbatch: error: "Batch job submission failed": Invalid account or account/partition combination',
+    'sbatch: error: "Batch job submission failed": Invalid account or account/partition combo',
     "NEAR(foo bar) AND OR NOT * ^ : ( ) { } [ ] ' \" - + col:val",
     'path/to:"/scratch/x y"/*.h5 -- --help',
     "💥 ünïcödé ∑ \x00 \t\n",
@@ -65,7 +68,9 @@ NASTY = [
 def test_fts_query_never_breaks_the_parser(text: str) -> None:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5 (a, tokenize = 'unicode61')")
-    conn.execute("INSERT INTO t VALUES (?)", (terms.index_text("batch job submission account partition"),))
+    conn.execute(
+        "INSERT INTO t VALUES (?)", (terms.index_text("batch job submission account partition"),)
+    )
     words = terms.query_terms(text)
     if not words:
         return

@@ -1,0 +1,106 @@
+"""Probe parsers on recorded Slurm 22.05 output, and the real probes on the dev Slurm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tenantry.memory import Kind, MemoryService, SlurmProber, Status
+from tenantry.memory.probes import (
+    ProbeUnavailable,
+    parse_scontrol_partition,
+    parse_sinfo_json,
+    sbatch_test_argv,
+)
+from tenantry.memory.verify import check
+
+from .conftest import principal
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_scontrol_partition_recorded() -> None:
+    info = parse_scontrol_partition((DATA / "scontrol_partition_debug.txt").read_text())
+    assert info is not None
+    assert (info.name, info.max_time_s, info.default_time_s, info.max_nodes, info.state) == (
+        "debug",
+        3600,
+        600,
+        None,
+        "UP",
+    )
+    assert parse_scontrol_partition("") is None
+
+
+def test_sinfo_22_05_json_has_no_partition_limits() -> None:
+    # Slurm 22.05's `sinfo --json` lists nodes only: the prober falls back to scontrol.
+    data = json.loads((DATA / "sinfo_22.05.json").read_text())
+    assert data["meta"]["Slurm"]["release"].startswith("22.05")
+    assert parse_sinfo_json(data) == {}
+
+
+def test_sbatch_test_argv_is_a_list_of_flags() -> None:
+    argv = sbatch_test_argv(
+        {"partition": "gpu; rm -rf /", "time_s": 7200, "gpus": 2, "mem_mb": 4000}
+    )
+    assert argv[:2] == ["sbatch", "--test-only"]
+    assert "--partition=gpu; rm -rf /" in argv  # one argv element, never a shell string
+    assert "--time=120" in argv and "--gres=gpu:2" in argv and "--mem=4000M" in argv
+
+
+async def test_missing_tools_make_probes_inconclusive() -> None:
+    prober = SlurmProber(env={"PATH": "/nonexistent"})
+    with pytest.raises(ProbeUnavailable):
+        await prober.partition("debug")
+    out = await check({"probe": "module_exists", "module": "gcc"}, prober)
+    assert out.result == "inconclusive"
+
+
+@pytest.mark.slurm
+async def test_real_slurm_partition_and_test_only(slurm: None) -> None:
+    prober = SlurmProber(timeout_s=20)
+    info = await prober.partition("debug")
+    assert info is not None and info.max_time_s and info.max_time_s > 0
+    assert await prober.partition("no-such-partition-xyz") is None
+    too_long = await prober.test_submit(
+        {"partition": "debug", "time_s": info.max_time_s + 3600}, ""
+    )
+    assert not too_long.accepted and "time limit" in too_long.message.lower()
+    fits = await prober.test_submit({"partition": "debug", "time_s": 60}, "")
+    assert fits.accepted, fits.message
+
+
+@pytest.mark.slurm
+async def test_real_probe_marks_a_stale_limit(slurm: None, runtime) -> None:  # type: ignore[no-untyped-def]
+    svc = MemoryService(runtime, prober=SlurmProber(timeout_s=20))
+    await svc.start()
+    try:
+        info = await svc.prober.partition("debug")
+        assert info is not None and info.max_time_s
+        alice = principal("alice")
+        wrong = await svc.remember(
+            alice,
+            title="debug partition allows 2x its real limit",
+            body="old limit",
+            kind=Kind.LIMIT,
+            claim={
+                "probe": "partition_limit",
+                "partition": "debug",
+                "max_time_s": info.max_time_s * 2,
+            },
+        )
+        right = await svc.remember(
+            alice,
+            title="debug partition limit",
+            body="current limit",
+            kind=Kind.LIMIT,
+            claim={"probe": "partition_limit", "partition": "debug", "max_time_s": info.max_time_s},
+        )
+        assert (await svc.verify_one(wrong.id))["result"] == "fail"
+        assert (await svc.verify_one(right.id))["result"] == "pass"
+        assert (await svc.store.require(wrong.id)).status is Status.STALE
+        assert (await svc.store.require(right.id)).trust.value == "probe-verified"
+    finally:
+        await svc.aclose()
