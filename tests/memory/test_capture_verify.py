@@ -138,7 +138,10 @@ async def test_rejected_submission_gives_a_probed_limit(
         accepted=(res.get("time_s") or 0) <= 1800,
         message="sbatch: error: Requested time limit is invalid (missing or exceeds some limit)",
     )
-    error = "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)"
+    error = (
+        "sbatch: error: Batch job submission failed:"
+        " Requested time limit is invalid (missing or exceeds some limit)"
+    )
     await runtime.bus.publish(
         Event(
             EventType.JOB_REJECTED,

@@ -105,8 +105,8 @@ def test_failing_run_gets_the_matching_lesson(daemon: Daemon) -> None:
         "memory.remember",
         {
             "title": "mpi4py missing in the default python",
-            "body": "Use `conda run -n mpi python ...`; the env in /project/envs/mpi has mpi4py built "
-            "against openmpi/4.1.5.",
+            "body": "Use `conda run -n mpi python ...`; the env in /project/envs/mpi has"
+            " mpi4py built against openmpi/4.1.5.",
             "kind": "failure-fix",
             "error_signature": "ModuleNotFoundError: No module named 'mpi4py'",
             "subject": {"package": "mpi4py"},
@@ -120,7 +120,8 @@ def test_failing_run_gets_the_matching_lesson(daemon: Daemon) -> None:
         "--",
         "python3",
         "-c",
-        "import sys; sys.stderr.write(\"ModuleNotFoundError: No module named 'mpi4py'\\n\"); sys.exit(1)",
+        "import sys; sys.stderr.write(\"ModuleNotFoundError: No module named 'mpi4py'\\n\");"
+        " sys.exit(1)",
     )
     assert r.returncode == 1, r.stderr
     result = json.loads(r.stdout)
