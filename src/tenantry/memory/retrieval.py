@@ -34,8 +34,9 @@ _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
 
 MAX_TERMS = 16  # rarest query terms kept
 POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
-POOL = 60  # candidates ranked per source
-PREFETCH = 200  # BM25 hits fetched before visibility filtering
+POOL = 40  # candidates ranked per source
+PREFETCH = 120  # BM25 hits fetched before visibility filtering
+SIG_POOL = 12  # lessons taken per exact signature match
 
 W_SIG_EXACT = 0.9
 W_SIG_NEAR = 0.5
@@ -162,8 +163,9 @@ async def search(
         if sig_hashes:
             rows = conn.execute(
                 f"SELECT {_L_COLUMNS} FROM lessons l"
-                f" WHERE l.sig_hash IN ({','.join('?' * len(sig_hashes))}) AND {cond} LIMIT ?",
-                (*sig_hashes, *args, POOL),
+                f" WHERE l.sig_hash IN ({','.join('?' * len(sig_hashes))}) AND {cond}"
+                " ORDER BY l.trust_rank DESC, l.seq DESC LIMIT ?",
+                (*sig_hashes, *args, SIG_POOL),
             )
             extra += [row_to_lesson(r) for r in rows]
         for key, value in want.items():
@@ -190,14 +192,25 @@ def _bm25(
     scores = {int(r[0]): -float(r[1]) for r in top}
     if scores:
         marks = ",".join("?" * len(scores))
-        rows = conn.execute(
-            f"SELECT l.seq, {_L_COLUMNS} FROM lessons l WHERE l.seq IN ({marks}) AND {cond}",
-            (*scores, *args),
-        ).fetchall()
-        if len(rows) >= POOL or len(top) < PREFETCH:
+        visible = [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT l.seq FROM lessons l WHERE l.seq IN ({marks}) AND {cond}",
+                (*scores, *args),
+            )
+        ]
+        if len(visible) >= POOL or len(top) < PREFETCH:
+            best = sorted(visible, key=scores.__getitem__, reverse=True)[:POOL]
+            if not best:
+                return []
+            rows = conn.execute(
+                f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
+                f" WHERE l.seq IN ({','.join('?' * len(best))})",
+                best,
+            ).fetchall()
             found = [(row_to_lesson(r), scores[int(r["seq"])]) for r in rows]
             found.sort(key=lambda x: x[1], reverse=True)
-            return found[:POOL]
+            return found
     joined = conn.execute(
         f"SELECT {_L_COLUMNS}, {_BM25} AS r FROM lessons_fts"
         " JOIN lessons l ON l.seq = lessons_fts.rowid"

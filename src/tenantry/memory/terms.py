@@ -17,7 +17,7 @@ import re
 _PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), r)
     for p, r in (
-        (r"out[ -]of[ -]memory|oom[-_ ]?kill(?:ed|er)?|oom_kill", " oom "),
+        (r"out[ -]of[ -](?:[a-z]+[ -])?memory|oom[-_ ]?kill(?:ed|er)?|oom_kill", " oom "),
         (r"wall[ -]?time|wall[ -]?clock|time[ -]?limit|timelimit|time_limit", " timelimit "),
         (r"no space left on device|enospc|disk quota|quota exceeded|over quota", " quota "),
         (r"command not found|no such file or directory|not found", " notfound "),
