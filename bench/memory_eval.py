@@ -219,7 +219,14 @@ PARTS = [
     "preempt",
     "interactive",
 ]
-GLUE = ["the", "a", "to", "of", "and", "in", "on", "with", "for", "after", "before", "when", "if", "is", "not", "but", "use", "set", "load", "run", "build", "job", "node", "module", "partition", "error", "fix", "works", "fails", "file", "directory", "path", "version", "library", "env", "variable", "compile", "link", "install", "export", "submit", "queue", "memory", "time", "limit", "quota", "gpu", "cpu", "core", "thread", "rank", "task", "step", "output", "log", "script", "config", "option", "flag", "default", "cache", "scratch", "project", "home", "lustre", "login", "compute", "cluster", "account", "allocation"]
+_GLUE_TEXT = """
+the a to of and in on with for after before when if is not but use set load run build job
+node module partition error fix works fails file directory path version library env
+variable compile link install export submit queue memory time limit quota gpu cpu core
+thread rank task step output log script config option flag default cache scratch project
+home lustre login compute cluster account allocation
+"""
+GLUE = _GLUE_TEXT.split()
 
 
 def _syllables(rng: random.Random, k: int) -> str:
