@@ -24,13 +24,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tenantry.errors import Conflict, NotFound, PermissionDenied, UsageError
+from tenantry.errors import Conflict, NotFound, PermissionDenied
 from tenantry.events import Event, EventType
 from tenantry.gateway.runtime import Runtime
-from tenantry.memory import retrieval, scanner, signature
+from tenantry.memory import retrieval, rules, signature
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
-    DEFAULT_TTL_DAYS,
     LABEL,
     Kind,
     Lesson,
@@ -113,26 +112,13 @@ class MemoryService:
 
     # -- who may do what -----------------------------------------------------------
     def is_staff(self, principal: Principal) -> bool:
-        return principal.agent is AgentProduct.HUMAN and principal.user in self.staff
+        return rules.is_staff(principal, self.staff)
 
     def _may_change(self, principal: Principal, les: Lesson) -> bool:
-        if self.is_staff(principal):
-            return True
-        return les.scope is not Scope.FACILITY and les.owner_user == principal.user
+        return rules.may_change(principal, les, staff=self.is_staff(principal))
 
     def can_see(self, principal: Principal, les: Lesson) -> bool:
-        """``show``/``list`` visibility: what recall may return, plus own and staff views."""
-        if self.is_staff(principal) or les.owner_key == principal.key:
-            return True
-        if les.quarantined or les.trust is Trust.UNTRUSTED:
-            return False
-        if les.scope is Scope.FACILITY:
-            return True
-        if les.scope is Scope.PROJECT:
-            return bool(principal.project) and les.owner_project == principal.project
-        if les.scope is Scope.USER:
-            return les.owner_user == principal.user
-        return les.owner_key == principal.key
+        return rules.can_see(principal, les, staff=self.is_staff(principal))
 
     # -- recall --------------------------------------------------------------------
     async def recall(
@@ -238,66 +224,9 @@ class MemoryService:
             self._spawn(self.verify_one(les.id, actor="probe"))
         return les
 
-    def build(
-        self,
-        principal: Principal,
-        *,
-        title: str,
-        body: str,
-        kind: Kind,
-        scope: Scope,
-        subject: dict[str, str] | None = None,
-        error_signature: str = "",
-        evidence: list[str] | None = None,
-        derived_from: list[Source] | None = None,
-        claim: dict[str, Any] | None = None,
-        ttl_days: float | None = None,
-        status: Status = Status.ACTIVE,
-    ) -> Lesson:
-        """A new lesson as this principal may write it (scope, trust, scan decided here)."""
-        if not title.strip() or not body.strip():
-            raise UsageError("a lesson needs a title and a body")
-        staff = self.is_staff(principal)
-        proposed = ""
-        if scope is Scope.FACILITY and not staff:
-            proposed = Scope.FACILITY.value
-            scope = Scope.PROJECT if principal.project else Scope.USER
-            status = Status.CANDIDATE
-        if scope is Scope.PROJECT and not principal.project:
-            raise UsageError(
-                "project scope needs a project",
-                hint="set TENANTRY_PROJECT or SLURM_ACCOUNT, or use user scope",
-            )
-        own = Source.STAFF if staff else (Source.AGENT if principal.is_agent else Source.HUMAN)
-        sources = [own, *(derived_from or [])]
-        trust = Trust.lowest(*(s.ceiling for s in sources))
-        sig = signature.normalize(error_signature) if error_signature else ""
-        findings = scanner.scan(title, body, " ".join((subject or {}).values()), *(evidence or []))
-        if findings:
-            trust = Trust.UNTRUSTED
-        return Lesson(
-            id=new_id(),
-            kind=kind,
-            scope=scope,
-            title=title.strip()[:300],
-            body=body.strip()[:8000],
-            owner_user=principal.user,
-            owner_key=principal.key,
-            owner_project=principal.project,
-            owner_agent=principal.agent.value,
-            subject=dict(subject or {}),
-            error_signature=sig,
-            sig_hash=signature.signature_hash(sig),
-            evidence=list(evidence or []),
-            sources=sources,
-            claim=claim,
-            trust=trust,
-            status=status,
-            quarantined=bool(findings),
-            findings=findings,
-            proposed_scope=proposed,
-            ttl_days=ttl_days if ttl_days is not None else DEFAULT_TTL_DAYS[kind],
-        )
+    def build(self, principal: Principal, **fields: Any) -> Lesson:
+        """A new lesson as this principal may write it (see ``rules.build``)."""
+        return rules.build(principal, staff=self.is_staff(principal), **fields)
 
     async def supersede(
         self, principal: Principal, lesson_id: str, changes: dict[str, Any]

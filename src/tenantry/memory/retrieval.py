@@ -160,12 +160,11 @@ async def search(
         if words:
             ranked = _bm25(conn, terms.fts_query(words), cond, args)
         extra: list[Lesson] = []
-        if sig_hashes:
+        for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
-                f"SELECT {_L_COLUMNS} FROM lessons l"
-                f" WHERE l.sig_hash IN ({','.join('?' * len(sig_hashes))}) AND {cond}"
+                f"SELECT {_L_COLUMNS} FROM lessons l WHERE l.sig_hash = ? AND {cond}"
                 " ORDER BY l.trust_rank DESC, l.seq DESC LIMIT ?",
-                (*sig_hashes, *args, SIG_POOL),
+                (sig, *args, SIG_POOL),
             )
             extra += [row_to_lesson(r) for r in rows]
         for key, value in want.items():

@@ -30,7 +30,7 @@ CREATE TABLE lessons (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
-CREATE INDEX lessons_sig ON lessons (sig_hash);
+CREATE INDEX lessons_sig ON lessons (sig_hash, trust_rank DESC, seq DESC);
 CREATE INDEX lessons_status ON lessons (status, scope);
 CREATE INDEX lessons_owner ON lessons (owner_user, owner_key);
 
