@@ -162,3 +162,19 @@ async def test_bad_input_is_a_usage_error(service: MemoryService) -> None:
         await service.remember(ALICE, title=" ", body="x")
     with pytest.raises(UsageError):
         await service.remember(principal("eve"), title="t", body="b", scope=Scope.PROJECT)
+
+
+async def test_failure_lessons_only_when_the_error_matches(service: MemoryService) -> None:
+    les = await service.remember(
+        ALICE,
+        title="mpi4py missing in the default python",
+        kind=Kind.FAILURE_FIX,
+        body="use conda run -n mpi",
+        error_signature="ModuleNotFoundError: No module named 'mpi4py'",
+    )
+    text = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'mpi4py'\n"
+    assert [d["id"] for d in await service.lessons_for_failure(ALICE2, text)] == [les.id]
+    # sharing a word or two (python, module) is not enough to attach anything
+    other = "python3: can't open file '/w/train.py': [Errno 2] No such file or directory"
+    assert await service.lessons_for_failure(ALICE2, other) == []
+    assert await service.lessons_for_failure(ALICE2, "   ") == []
