@@ -42,7 +42,7 @@ def test_sigkill_with_jobs_queued_and_running(daemon: Daemon, tmp_path: Path) ->
         what="first jobs running",
     )
     before = {j["id"] for j in c.call("jobs.list", {})["jobs"]}
-    assert set(running + [doomed] + queued) <= before
+    assert {*running, doomed, *queued} <= before
 
     daemon.kill(signal.SIGKILL)
     # while the daemon is down: the running jobs finish on their own

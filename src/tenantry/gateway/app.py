@@ -49,12 +49,25 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.core_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
+<<<<<<< HEAD
     "tenantry.memory.ops",
+=======
+    "tenantry.budgets.ops",
+    "tenantry.kill.ops",
+>>>>>>> main
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime and returns an object with start()/aclose().
+<<<<<<< HEAD
 COMPONENTS: tuple[tuple[str, str], ...] = (("memory", "tenantry.memory.component:create"),)
+=======
+COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("audit", "tenantry.audit.component:create"),
+    ("kill", "tenantry.kill.component:create"),
+    ("budgets", "tenantry.budgets.service:create"),
+)
+>>>>>>> main
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
 MAX_BODY = 8 * 1024 * 1024
@@ -180,7 +193,7 @@ def _internal(exc: Exception) -> TenantryError:
 async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> list[str]:
     """Checks every op passes before it runs (kill switch, policy, budgets)."""
     warnings: list[str] = []
-    for name in ("kill", "policy", "budgets"):
+    for name in ("kill", "policy", "budgets", "audit"):
         comp = rt.components.get(name)
         gate = getattr(comp, "gate", None)
         if gate is not None:
