@@ -16,14 +16,6 @@ from collections.abc import Sequence
 from tenantry import errors
 from tenantry.cli_common import Handler
 
-<<<<<<< HEAD
-# Modules that add subcommands: each defines ``register(sub) -> None`` and sets
-# ``handler=`` on its parsers with ``set_defaults``.
-EXTENSIONS: tuple[str, ...] = (
-    "tenantry.cli_core",
-    "tenantry.memory.cli",
-)
-=======
 # Which module adds each subcommand. A module defines ``register(sub) -> None``
 # and sets ``handler=`` on its parsers with ``set_defaults``. Only the module of
 # the command being run is imported, so the CLI starts fast however many
@@ -52,10 +44,10 @@ COMMANDS: dict[str, str] = {
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",
     "audit": "tenantry.audit.cli",
+    "memory": "tenantry.memory.cli",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_WITH_VALUE = ("--socket", "--state")
->>>>>>> main
 
 DESCRIPTION = """\
 Tenantry: a facility-aware gateway for coding agents on HPC systems.

@@ -49,25 +49,19 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.core_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
-<<<<<<< HEAD
-    "tenantry.memory.ops",
-=======
     "tenantry.budgets.ops",
     "tenantry.kill.ops",
->>>>>>> main
+    "tenantry.memory.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime and returns an object with start()/aclose().
-<<<<<<< HEAD
-COMPONENTS: tuple[tuple[str, str], ...] = (("memory", "tenantry.memory.component:create"),)
-=======
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("audit", "tenantry.audit.component:create"),
     ("kill", "tenantry.kill.component:create"),
     ("budgets", "tenantry.budgets.service:create"),
+    ("memory", "tenantry.memory.component:create"),
 )
->>>>>>> main
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
 MAX_BODY = 8 * 1024 * 1024
