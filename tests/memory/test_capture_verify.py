@@ -134,6 +134,7 @@ async def test_fail_then_fix_on_the_bus_gives_a_candidate(
 async def test_rejected_submission_gives_a_probed_limit(
     service: MemoryService, runtime: Runtime, prober: FakeProber
 ) -> None:
+    service.capture.slurm = True  # as when the daemon's backend is Slurm
     prober.accept = lambda res: SubmitCheck(
         accepted=(res.get("time_s") or 0) <= 1800,
         message="sbatch: error: Requested time limit is invalid (missing or exceeds some limit)",
@@ -235,3 +236,19 @@ async def test_sweep_reverifies_expired_and_stales_unverifiable(
     assert results == {probed.id: "fail", plain.id: "expired"}
     assert (await service.store.require(fresh.id)).status is Status.ACTIVE
     assert (await service.store.require(plain.id)).status is Status.STALE
+
+
+def test_rejections_without_slurm_or_limits() -> None:
+    def rejected(error: str) -> Event:
+        return Event(
+            EventType.JOB_REJECTED,
+            principal="a/claude-code/1",
+            data={"error": error, "resources": {"cpus": 64}},
+        )
+
+    (p,) = Capture().observe(rejected("the job asks for 64 CPUs but the local backend has 2 slots"))
+    assert p.kind is Kind.LIMIT and p.claim is None  # no Slurm to replay it on
+    (p,) = Capture().observe(rejected("the first line must start with #!"))
+    assert p.kind is Kind.WARNING
+    (p,) = Capture(slurm=True).observe(rejected("Requested time limit is invalid"))
+    assert p.claim == {"probe": "sbatch_rejects", "resources": {"cpus": 64}}

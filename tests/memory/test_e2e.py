@@ -216,3 +216,14 @@ def test_cli_add_search_show_supersede_retract(daemon: Daemon) -> None:
     assert json.loads(poison.stdout)["quarantined"] is True
     bad = daemon.cli("memory", "add", "--title", "t", "--body", "b", "--subject", "color=red")
     assert bad.returncode == 2 and "subject key" in bad.stderr
+
+
+def test_rejected_submission_is_captured(daemon: Daemon) -> None:
+    script = Path(daemon.state) / "big.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    r = daemon.cli("submit", "--cpus", "64", str(script))
+    assert r.returncode != 0 and "slots" in r.stderr, r.stderr
+    listed = json.loads(daemon.cli("memory", "list", "--kind", "limit", "--json").stdout)
+    (lesson,) = [x for x in listed["lessons"] if x["title"].startswith("Submission rejected")]
+    assert lesson["status"] == "candidate" and "64" in lesson["body"]
+    assert lesson["provenance"]["sources"] == ["telemetry"]

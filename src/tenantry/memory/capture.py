@@ -7,8 +7,9 @@ Two patterns are recognized in the event stream:
   identical argv) succeeds -> a ``failure-fix`` candidate keyed on the
   failure's error signature, describing what changed;
 - *rejected submission*: the scheduler refused a job -> a ``limit``
-  candidate keyed on the rejection message, with an ``sbatch_rejects`` claim
-  so a probe can later confirm it still holds.
+  candidate keyed on the rejection message (a ``warning`` when the message
+  is not about a limit), with an ``sbatch_rejects`` claim when the backend
+  is Slurm, so a probe can confirm it still holds.
 
 ``Capture.observe`` is synchronous and does no I/O: it returns proposals;
 the service stores them (deduplicated) as candidates in the user's scope.
@@ -16,6 +17,7 @@ the service stores them (deduplicated) as candidates in the user's scope.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import deque
 from dataclasses import dataclass, field
@@ -52,6 +54,13 @@ _WRAPPERS = frozenset(
 
 
 _VERBS = frozenset({"run", "exec", "--"})
+
+# Rejections that are about a limit (as opposed to a malformed submission).
+_LIMITISH = re.compile(
+    r"limit|exceed|too many|too large|not available|invalid (?:qos|account|partition|time|gres)"
+    r"|qos|account|partition|slots|at most|maximum|quota|allocation",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +117,12 @@ def _argv(data: dict[str, Any]) -> tuple[str, ...]:
 class Capture:
     """Per-session memory of recent failures; turns event pairs into proposals."""
 
-    def __init__(self, window_s: float = 1800.0, per_session: int = 8) -> None:
+    def __init__(
+        self, window_s: float = 1800.0, per_session: int = 8, *, slurm: bool = False
+    ) -> None:
         self.window_s = window_s
         self.per_session = per_session
+        self.slurm = slurm  # rejections come from Slurm: sbatch --test-only can replay them
         self._failures: dict[str, deque[_Failure]] = {}
 
     def observe(self, event: Event) -> list[Proposal]:
@@ -192,25 +204,32 @@ class Capture:
         shape = ", ".join(
             f"{k}={v}" for k, v in sorted(resources.items()) if v not in (None, "", 0)
         )
-        subject = {"tool": "sbatch"}
+        limit = bool(_LIMITISH.search(error))
+        subject = {"tool": "sbatch" if self.slurm else "submit"}
         if part:
             subject["partition"] = part
         where = f"partition {part}" if part else "the default partition"
-        body = (
-            f"Slurm refused a submission to {where} asking for {shape or 'default resources'}.\n"
-            f"Scheduler message: {error.strip()[:400]}\n"
-            "Ask for less (time, nodes, memory, GPUs) or pick a partition whose limits fit;"
+        advice = (
+            "Ask for less (time, nodes, memory, GPUs, CPUs) or pick a partition whose limits fit;"
             " `sinfo -p <partition> -o '%P %l %D'` shows the limits."
+            if limit
+            else "Fix the submission as the message says before resubmitting."
         )
+        body = (
+            f"The scheduler refused a submission to {where} asking for"
+            f" {shape or 'default resources'}.\n"
+            f"Scheduler message: {error.strip()[:400]}\n{advice}"
+        )
+        claim = {"probe": "sbatch_rejects", "resources": resources} if self.slurm else None
         return [
             Proposal(
-                kind=Kind.LIMIT,
+                kind=Kind.LIMIT if limit else Kind.WARNING,
                 title=f"Submission rejected on {where}: {sig[:90]}",
                 body=body,
                 error_signature=sig,
                 subject=subject,
                 principal=event.principal,
                 evidence=[f"job.rejected at {event.ts:.0f}"],
-                claim={"probe": "sbatch_rejects", "resources": resources},
+                claim=claim,
             )
         ]

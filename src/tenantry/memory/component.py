@@ -79,7 +79,10 @@ class MemoryService:
         self.runtime = runtime
         self.settings = runtime.settings
         self.prober: Prober = prober or SlurmProber(self.settings.slurm_timeout_s)
-        self.capture = Capture(window_s=self.settings.memory_capture_window_s)
+        backend = getattr(runtime.backend, "name", "")
+        self.capture = Capture(
+            window_s=self.settings.memory_capture_window_s, slurm=backend == "slurm"
+        )
         self.staff = frozenset(
             u.strip() for u in self.settings.memory_staff.split(",") if u.strip()
         )
