@@ -26,6 +26,13 @@ def test_ops_are_registered_with_policy_actions() -> None:
     assert "supersede" in ops.REMEMBER_DESCRIPTION and "quarantined" in ops.REMEMBER_DESCRIPTION
 
 
+def test_tool_schemas_name_real_params() -> None:
+    assert set(ops.RECALL_SCHEMA["required"]) == {"query"}
+    assert set(ops.REMEMBER_SCHEMA["properties"]) >= {"title", "body", "kind", "scope", "claim"}
+    kinds = ops.REMEMBER_SCHEMA["properties"]["kind"]["enum"]
+    assert kinds == [k.value for k in memory.Kind]
+
+
 def test_public_api_is_explicit() -> None:
     for name in memory.__all__:
         assert hasattr(memory, name), name

@@ -47,6 +47,62 @@ privileged flags or instruction-like text are quarantined. To correct a lesson, 
 supersede it (history is kept); never remember secrets."""
 
 
+# JSON Schemas of the MCP tools' arguments (the op params they map to).
+RECALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": "error text (pasted as is) or what you are about to do",
+        },
+        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+        "kinds": {
+            "type": "array",
+            "items": {"enum": ["fact", "recipe", "failure-fix", "limit", "warning"]},
+        },
+        "subject": {
+            "type": "object",
+            "description": "boost lessons about e.g. {'module': 'gcc/12.2.0'}",
+            "additionalProperties": {"type": "string"},
+        },
+        "include_history": {"type": "boolean", "default": False},
+    },
+    "required": ["query"],
+}
+
+REMEMBER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "description": "one line: what the lesson is about"},
+        "body": {"type": "string", "description": "the facts, the fix, how you know"},
+        "kind": {
+            "enum": ["fact", "recipe", "failure-fix", "limit", "warning"],
+            "default": "fact",
+        },
+        "scope": {"enum": ["session", "user", "project", "facility"], "default": "user"},
+        "subject": {
+            "type": "object",
+            "description": "keys: module, package, partition, error, tool, path",
+            "additionalProperties": {"type": "string"},
+        },
+        "error_signature": {"type": "string", "description": "the key error line, verbatim"},
+        "evidence": {"type": "array", "items": {"type": "string"}},
+        "derived_from": {
+            "type": "array",
+            "items": {"enum": ["output", "import", "agent", "human", "telemetry"]},
+            "description": "say 'output' when the text came from command/job/file output",
+        },
+        "claim": {
+            "type": "object",
+            "description": "checkable claim, e.g. {'probe': 'partition_limit', 'partition':"
+            " 'gpu', 'max_time_s': 86400}",
+        },
+        "ttl_days": {"type": "number", "exclusiveMinimum": 0},
+    },
+    "required": ["title", "body"],
+}
+
+
 def _service(ctx: OpContext) -> MemoryService:
     return ctx.runtime.component("memory", MemoryService)
 
