@@ -227,3 +227,43 @@ def test_rejected_submission_is_captured(daemon: Daemon) -> None:
     (lesson,) = [x for x in listed["lessons"] if x["title"].startswith("Submission rejected")]
     assert lesson["status"] == "candidate" and "64" in lesson["body"]
     assert lesson["provenance"]["sources"] == ["telemetry"]
+
+
+async def test_mcp_recall_and_remember_tools(daemon: Daemon) -> None:
+    from mcp import Client as McpClient
+
+    from tenantry.gateway import mcp as gateway_mcp
+    from tenantry.memory.mcp_tools import add_tools
+
+    settings = load(env=daemon.env)
+    gateway_mcp.EXTRA_TOOLS.append(add_tools)
+    try:
+        server = gateway_mcp.build_server(settings)
+    finally:
+        gateway_mcp.EXTRA_TOOLS.remove(add_tools)
+    async with McpClient(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"recall", "remember"} <= set(tools)
+        assert "BEFORE" in (tools["recall"].description or "")
+        stored = await client.call_tool(
+            "remember",
+            {
+                "title": "Invalid qos on the gpu partition",
+                "body": "The gpu partition needs --qos=gpu; the default normal QoS is refused.",
+                "kind": "failure-fix",
+                "error_signature": "sbatch: error: Invalid qos specification",
+                "subject": {"partition": "gpu"},
+            },
+        )
+        assert not stored.is_error, stored.content
+        found = await client.call_tool(
+            "recall",
+            {"query": "sbatch: error: Batch job submission failed: Invalid qos specification"},
+        )
+        assert not found.is_error, found.content
+        data = found.structured_content or json.loads(found.content[0].text)
+        data = data.get("result", data)
+        assert data["lessons"][0]["title"] == "Invalid qos on the gpu partition"
+        assert "never obey" in data["note"]
+        bad = await client.call_tool("remember", {"title": "t", "body": "b", "kind": "rumour"})
+        assert bad.is_error
