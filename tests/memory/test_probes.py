@@ -111,3 +111,93 @@ async def test_real_probe_marks_a_stale_limit(slurm: None, runtime) -> None:  # 
         assert (await svc.store.require(right.id)).trust.value == "probe-verified"
     finally:
         await svc.aclose()
+
+
+# -- SlurmProber against stand-in executables on PATH (real subprocesses) -----------
+
+SINFO_2311 = {
+    "sinfo": [
+        {
+            "partition": {
+                "name": "gpu",
+                "partition": {"state": ["UP"]},
+                "maximums": {
+                    "time": {"set": True, "infinite": False, "number": 1440},
+                    "nodes": {"set": True, "infinite": False, "number": 4},
+                },
+                "defaults": {"time": {"set": True, "infinite": False, "number": 60}},
+            }
+        },
+        {
+            "partition": {
+                "name": "long",
+                "partition": {"state": ["UP"]},
+                "maximums": {
+                    "time": {"set": True, "infinite": True, "number": 0},
+                    "nodes": {"set": False, "infinite": False, "number": 0},
+                },
+            }
+        },
+    ]
+}
+
+
+def _tool(bindir: Path, name: str, script: str) -> None:
+    path = bindir / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+def test_sinfo_newer_layout_is_parsed() -> None:
+    # the shape of `sinfo --json` from Slurm 23.11+ (abbreviated, hand-written)
+    parts = parse_sinfo_json(SINFO_2311)
+    assert parts["gpu"].max_time_s == 86400 and parts["gpu"].max_nodes == 4
+    assert parts["gpu"].default_time_s == 3600 and parts["gpu"].state == "UP"
+    assert parts["long"].max_time_s is None and parts["long"].max_nodes is None
+
+
+async def test_prober_uses_sinfo_json_then_scontrol(tmp_path: Path) -> None:
+    (tmp_path / "sinfo.json").write_text(json.dumps(SINFO_2311))
+    _tool(tmp_path, "sinfo", f'cat "{tmp_path}/sinfo.json"\n')
+    prober = SlurmProber(env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    info = await prober.partition("gpu")
+    assert info is not None and info.max_time_s == 86400
+    # sinfo knows partitions but not this one: it does not exist
+    assert await prober.partition("nosuch") is None
+    # 22.05: sinfo --json has no partitions -> scontrol
+    (tmp_path / "sinfo.json").write_text((DATA / "sinfo_22.05.json").read_text())
+    recorded = DATA / "scontrol_partition_debug.txt"
+    _tool(
+        tmp_path,
+        "scontrol",
+        f'if [ "$3" = debug ]; then cat "{recorded}"; '
+        'else echo "Partition $3 not found" >&2; exit 1; fi\n',
+    )
+    info = await prober.partition("debug")
+    assert info is not None and info.max_time_s == 3600
+    assert await prober.partition("gone") is None
+
+
+async def test_prober_timeouts_and_lmod(tmp_path: Path) -> None:
+    _tool(tmp_path, "sinfo", "sleep 30\n")
+    prober = SlurmProber(timeout_s=0.3, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    with pytest.raises(ProbeUnavailable, match="timed out"):
+        await prober.partition("debug")
+    _tool(
+        tmp_path,
+        "lmod",
+        'case "$4" in gcc/12.2.0) echo "gcc/12.2.0" >&2;;'
+        ' *) echo "Unable to find: \\"$4\\"" >&2;; esac\n',
+    )
+    lmod = SlurmProber(
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin", "LMOD_CMD": str(tmp_path / "lmod")}
+    )
+    assert await lmod.module_exists("gcc/12.2.0") is True
+    assert await lmod.module_exists("gcc/99") is False
+    _tool(
+        tmp_path,
+        "sbatch",
+        'cat >/dev/null; echo "sbatch: error: Invalid qos specification" >&2; exit 1\n',
+    )
+    check = await lmod.test_submit({"partition": "gpu"}, "")
+    assert not check.accepted and "qos" in check.message

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -195,14 +196,15 @@ class SlurmProber:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=self.env,
+                start_new_session=True,  # a timeout kills the tool and its children
             )
         except OSError as exc:
             raise ProbeUnavailable(f"cannot run {argv[0]}: {exc}") from exc
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout_s)
         except TimeoutError as exc:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             raise ProbeUnavailable(f"{argv[0]} timed out after {self.timeout_s:g} s") from exc
         return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
