@@ -178,3 +178,16 @@ async def test_failure_lessons_only_when_the_error_matches(service: MemoryServic
     other = "python3: can't open file '/w/train.py': [Errno 2] No such file or directory"
     assert await service.lessons_for_failure(ALICE2, other) == []
     assert await service.lessons_for_failure(ALICE2, "   ") == []
+
+
+async def test_staff_revision_keeps_a_private_lesson_visible_to_its_owner(
+    service: MemoryService,
+) -> None:
+    les = await service.remember(BOB, title="my scratch layout", body="results in /scratch/b/r")
+    new = await service.supersede(STAFF, les.id, {"body": "results moved to /project/phys/b"})
+    assert new.owner_user == "bob" and new.trust is Trust.STAFF_APPROVED
+    assert new.evidence[-1] == f"revised by {STAFF.key}"
+    got = await service.recall(BOB, "scratch layout results")
+    assert [d["id"] for d in got] == [new.id]
+    history = (await service.show(BOB, new.id))["history"]
+    assert history[0]["actor"] == STAFF.key

@@ -275,6 +275,12 @@ class MemoryService:
             ttl_days=changes.get("ttl_days") or old.ttl_days,
         )
         new.supersedes = old.id
+        if new.scope is not Scope.FACILITY and principal.key != old.owner_key:
+            # staff (or another session of the user) edit: the lesson stays visible to
+            # the same people; who wrote the new text is in its evidence and history
+            new.owner_user, new.owner_key = old.owner_user, old.owner_key
+            new.owner_project, new.owner_agent = old.owner_project, old.owner_agent
+            new.evidence.append(f"revised by {principal.key}")
         await self.store.supersede(old.id, new, principal.key)
         return new
 
