@@ -378,7 +378,10 @@ def _exit_of(value: Any) -> tuple[int | None, int | None]:
     if isinstance(value, Mapping):
         rc = _int(value.get("return_code"))
         sig_obj = value.get("signal")
-        sig = _int(sig_obj.get("id")) if isinstance(sig_obj, Mapping) else _int(sig_obj)
+        if isinstance(sig_obj, Mapping):  # 22.05: signal_id; newer: id
+            sig = _int(sig_obj.get("id", sig_obj.get("signal_id")))
+        else:
+            sig = _int(sig_obj)
         status = state_name(value.get("status"))
         if status == "SIGNALED" and sig is None:
             sig = rc
@@ -697,7 +700,7 @@ def parse_sinfo_json(text: str) -> dict[str, Any]:
                 {
                     "name": str(name),
                     "state": state_name(st).lower(),
-                    "cpus": _int(cpus.get("maximum")),
+                    "cpus": _int(cpus.get("total", cpus.get("maximum"))),
                     "alloc_cpus": _int(cpus.get("allocated")),
                     "memory_mb": _int(mem.get("maximum")),
                     "alloc_memory_mb": _int((mem.get("allocated"))),
@@ -811,7 +814,7 @@ _RULES: tuple[_Rule, ...] = (
         "ask for less memory with --mem; `tenantry info` shows each node's memory",
     ),
     _rule(
-        r"Requested node configuration is not available",
+        r"Requested node configuration is not available|More processors requested",
         errors.SubmissionRejected,
         "node_config",
         "no node in the partition has the CPUs, memory or GPUs asked",
