@@ -606,10 +606,15 @@ def parse_scontrol(text: str) -> list[dict[str, str]]:
     next ``Key=`` that starts a token.
     """
     records: list[dict[str, str]] = []
-    for block in re.split(r"\n\s*\n", text.strip()):
-        if not block.strip():
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.strip():
             continue
-        flat = " ".join(line.strip() for line in block.splitlines())
+        if not line[0].isspace() or not blocks:  # a record starts unindented
+            blocks.append([])
+        blocks[-1].append(line.strip())
+    for block in blocks:
+        flat = " ".join(block)
         matches = list(_KV.finditer(flat))
         rec: dict[str, str] = {}
         for n, m in enumerate(matches):
@@ -695,12 +700,16 @@ def parse_sinfo_json(text: str) -> dict[str, Any]:
         cpus = entry.get("cpus") or {}
         mem = entry.get("memory") or {}
         gres = str((entry.get("gres") or {}).get("total") or "")
+        per_node_cpus = _int(cpus.get("maximum"))
+        if per_node_cpus is None and names:
+            total = _int(cpus.get("total"))
+            per_node_cpus = None if total is None else total // len(names)
         for name in names:
             nodes.append(
                 {
                     "name": str(name),
                     "state": state_name(st).lower(),
-                    "cpus": _int(cpus.get("total", cpus.get("maximum"))),
+                    "cpus": per_node_cpus,
                     "alloc_cpus": _int(cpus.get("allocated")),
                     "memory_mb": _int(mem.get("maximum")),
                     "alloc_memory_mb": _int((mem.get("allocated"))),
