@@ -73,7 +73,9 @@ def test_squeue_22_running_pending_finished() -> None:
 
 def test_squeue_22_array_tasks_are_named_by_master() -> None:
     master = sbatch_id("sbatch-array")
-    tasks = [j for j in sp.parse_squeue_json(read(V22 / "squeue-json.out")) if j.parent_id == master]
+    tasks = [
+        j for j in sp.parse_squeue_json(read(V22 / "squeue-json.out")) if j.parent_id == master
+    ]
     assert sorted(t.job_id for t in tasks) == [f"{master}_0", f"{master}_1", f"{master}_2"]
     assert sp.aggregate_state(t.state for t in tasks) is JobState.COMPLETED
 
@@ -181,7 +183,12 @@ def test_sacct_parsable2_keeps_pipes_inside_the_submit_line() -> None:
     header = "JobID|State|SubmitLine|WorkDir"
     rows = sp.parse_sacct_parsable(f"{header}\n7|COMPLETED|sbatch --wrap=a|b x.sh|/tmp\n")
     assert rows == [
-        {"JobID": "7", "State": "COMPLETED", "SubmitLine": "sbatch --wrap=a|b x.sh", "WorkDir": "/tmp"}
+        {
+            "JobID": "7",
+            "State": "COMPLETED",
+            "SubmitLine": "sbatch --wrap=a|b x.sh",
+            "WorkDir": "/tmp",
+        }
     ]
 
 
@@ -201,7 +208,10 @@ def test_sinfo_json_22_nodes_and_partitions_from_scontrol() -> None:
     (node,) = info["nodes"]
     assert node["name"] == "tnode1" and node["cpus"] == 32 and node["gpus"] == 2
     assert set(node["partitions"]) == {"debug", "gpu"}
-    parts = {p["name"]: p for p in sp.parse_partitions(read(V22 / "scontrol-show-partition-oneliner.out"))}
+    parts = {
+        p["name"]: p
+        for p in sp.parse_partitions(read(V22 / "scontrol-show-partition-oneliner.out"))
+    }
     assert parts["debug"]["default"] and not parts["gpu"]["default"]
     assert parts["debug"]["max_time_s"] == 3600 and parts["gpu"]["max_time_s"] == 1800
     assert parts["gpu"]["default_time_s"] == 300
@@ -306,7 +316,8 @@ def test_partition_error_names_the_partition() -> None:
 
 
 @pytest.mark.parametrize(
-    "fixture", ["down-sbatch", "down-scancel", "down-scontrol", "down-sacct-dbd", "down-sacct-dbd-parsable"]
+    "fixture",
+    ["down-sbatch", "down-scancel", "down-scontrol", "down-sacct-dbd", "down-sacct-dbd-parsable"],
 )
 def test_controller_or_database_down_is_retryable(fixture: str) -> None:
     e = sp.error_from("sbatch", err(fixture), 1)

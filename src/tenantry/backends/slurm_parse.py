@@ -300,8 +300,7 @@ def _check_errors(data: Mapping[str, Any], what: str) -> None:
     if not errs:
         return
     text = "; ".join(
-        str(e.get("description") or e.get("error") or e) + f" ({e.get('error', '')})"
-        for e in errs
+        str(e.get("description") or e.get("error") or e) + f" ({e.get('error', '')})" for e in errs
     )
     if any(_UNAVAILABLE.search(str(e)) for e in errs) or not data.get("jobs"):
         raise errors.BackendUnavailable(
@@ -382,8 +381,8 @@ def _exit_of(value: Any) -> tuple[int | None, int | None]:
             sig = _int(sig_obj.get("id", sig_obj.get("signal_id")))
         else:
             sig = _int(sig_obj)
-        status = state_name(value.get("status"))
-        if status == "SIGNALED" and sig is None:
+        kind = state_name(value.get("status"))
+        if kind == "SIGNALED" and sig is None:
             sig = rc
             rc = None
         return rc, sig or None
@@ -455,9 +454,7 @@ def parse_sacct_json(text: str) -> list[SlurmJob]:
     return [_sacct_job(j) for j in data.get("jobs") or [] if isinstance(j, Mapping)]
 
 
-def parse_sacct_parsable(
-    text: str, fields: Iterable[str] | None = None
-) -> list[dict[str, str]]:
+def parse_sacct_parsable(text: str, fields: Iterable[str] | None = None) -> list[dict[str, str]]:
     """Rows of ``sacct --parsable2`` as dicts.
 
     With ``fields`` the output has no header (``--noheader``); without, the
@@ -479,7 +476,7 @@ def parse_sacct_parsable(
         extra = len(cells) - len(header)
         if extra > 0 and free:
             k = free[0] if "SubmitLine" not in header else header.index("SubmitLine")
-            cells = cells[:k] + ["|".join(cells[k : k + extra + 1])] + cells[k + extra + 1 :]
+            cells = [*cells[:k], "|".join(cells[k : k + extra + 1]), *cells[k + extra + 1 :]]
         rows.append(dict(zip(header, cells, strict=False)))
     return rows
 
@@ -712,7 +709,7 @@ def parse_sinfo_json(text: str) -> dict[str, Any]:
                     "cpus": per_node_cpus,
                     "alloc_cpus": _int(cpus.get("allocated")),
                     "memory_mb": _int(mem.get("maximum")),
-                    "alloc_memory_mb": _int((mem.get("allocated"))),
+                    "alloc_memory_mb": _int(mem.get("allocated")),
                     "gpus": _gres_gpus(gres),
                     "gres": gres,
                     "partitions": [pname] if pname else [],
@@ -772,7 +769,9 @@ class _Rule:
     hint: str
 
 
-def _rule(pattern: str, kind: type[errors.TenantryError], reason: str, message: str, hint: str) -> _Rule:
+def _rule(
+    pattern: str, kind: type[errors.TenantryError], reason: str, message: str, hint: str
+) -> _Rule:
     return _Rule(re.compile(pattern, re.IGNORECASE), kind, reason, message, hint)
 
 
@@ -895,9 +894,7 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
-def error_from(
-    command: str, stderr: str, returncode: int, **context: str
-) -> errors.TenantryError:
+def error_from(command: str, stderr: str, returncode: int, **context: str) -> errors.TenantryError:
     """The Tenantry error for a failed Slurm command (``stderr`` as printed).
 
     ``context`` fills the message: partition, time, account, mem, job.

@@ -1,0 +1,100 @@
+"""Fixtures for the Slurm backend tests (real Slurm from scripts/dev-slurm)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from tenantry.backends.base import JobUpdate
+from tenantry.backends.slurm import SlurmBackend
+from tenantry.models import AgentProduct, JobSpec, Principal, Resources
+from tenantry.settings import load
+
+ROOT = Path(__file__).resolve().parents[2]
+DEV_SLURM = ROOT / "scripts" / "dev-slurm"
+PIDS = Path("/var/lib/tenantry-dev-slurm/pids")
+
+PRINCIPAL = Principal(
+    uid=os.getuid(),
+    user="tester",
+    agent=AgentProduct.CLAUDE_CODE,
+    session="sess-42;x",
+    host="h",
+    project="chem",
+)
+
+
+def settings(**over: object):  # type: ignore[no-untyped-def]
+    base = tempfile.mkdtemp(prefix="tnt-slurm-")
+    return load(env={}, overrides={"state_dir": base, "backend": "slurm", **over})
+
+
+@pytest.fixture
+async def backend(slurm: None) -> AsyncIterator[SlurmBackend]:
+    b = SlurmBackend(settings())
+    await b.start()
+    yield b
+    await b.aclose()
+
+
+@pytest.fixture
+def workdir() -> Path:
+    # /tmp is shared by the job (same host); keep each test's files apart
+    return Path(tempfile.mkdtemp(prefix="tnt-sj-"))
+
+
+def spec(workdir: Path, body: str, **kw: object) -> JobSpec:
+    script = workdir / "job.sh"
+    text = "#!/bin/bash\n" + body + "\n"
+    script.write_text(text)
+    return JobSpec(
+        script=str(script),
+        script_text=text,
+        cwd=str(workdir),
+        resources=kw.pop("resources", Resources(cpus=1, time_s=120)),  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def wait_until(
+    backend: SlurmBackend,
+    backend_id: str,
+    done: Callable[[JobUpdate], bool],
+    timeout: float = 30.0,
+) -> JobUpdate:
+    """Poll the backend until ``done`` holds for the job (deadline, no fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    last: JobUpdate | None = None
+    while time.monotonic() < deadline:
+        got = await backend.query([backend_id])
+        last = got.get(backend_id)
+        if last is not None and done(last):
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"job {backend_id} did not get there in {timeout} s; last: {last}")
+
+
+async def sacct_row(job_id: str, fields: str, timeout: float = 15.0) -> list[str]:
+    """The job's sacct allocation row once its end has been recorded (~0.1-0.25 s)."""
+    import subprocess
+
+    deadline = time.monotonic() + timeout
+    cells: list[str] = []
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["sacct", "-P", "-n", "-X", "-j", job_id, f"--format=State,{fields}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        cells = out.split("|") if out else []
+        if cells and cells[0] not in {"", "PENDING", "RUNNING"} and any(cells[1:]):
+            return cells[1:]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"sacct has no finished record of {job_id}: {cells}")
