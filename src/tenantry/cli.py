@@ -18,7 +18,9 @@ from tenantry.cli_common import Handler
 
 # Modules that add subcommands: each defines ``register(sub) -> None`` and sets
 # ``handler=`` on its parsers with ``set_defaults``.
-EXTENSIONS: tuple[str, ...] = ("tenantry.cli_core",)
+EXTENSIONS: tuple[str, ...] = (
+    "tenantry.cli_core",
+)
 
 DESCRIPTION = """\
 Tenantry: a facility-aware gateway for coding agents on HPC systems.

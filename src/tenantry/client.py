@@ -84,7 +84,9 @@ class Client:
                 ) from exc
             except OSError as exc:
                 conn.close()
-                raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
+                raise errors.DaemonUnavailable(
+                    f"lost the connection to the daemon: {exc}"
+                ) from exc
         raise errors.DaemonUnavailable(
             f"no daemon answers on {self.settings.socket}",
             hint="start one with `tenantry serve` (or let the CLI start it)",

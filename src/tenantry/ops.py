@@ -88,5 +88,7 @@ def param(
     if kind is not object and (
         not isinstance(value, kind) or (kind is int and isinstance(value, bool))
     ):
-        raise UsageError(f"parameter {name!r} must be {kind.__name__}, got {type(value).__name__}")
+        raise UsageError(
+            f"parameter {name!r} must be {kind.__name__}, got {type(value).__name__}"
+        )
     return value  # type: ignore[no-any-return]
