@@ -351,7 +351,7 @@ def _sacct_value(job: ShimJob, field: str, now: float) -> str:
         "elapsedraw": str(int(_elapsed(job, now))),
         "timelimit": _clock(limit, short=False) if limit else "UNLIMITED",
         "timelimitraw": str(math.ceil(limit / 60)) if limit and limit != math.inf else "UNLIMITED",
-        "alloccpus": str(job.cpus),
+        "alloccpus": str(job.cpus) if job.start_time else "0",
         "ncpus": str(job.cpus),
         "reqcpus": str(job.cpus),
         "nnodes": "1",

@@ -132,7 +132,9 @@ def _match_ids(job: fm.ShimJob, ids: list[str]) -> bool:
 def _states(values: list[str]) -> set[str] | None:
     if not values or any(v.lower() == "all" for v in values):
         return None
-    long = {v: k for k, v in fm.SHORT.items()}
+    long: dict[str, str] = {}
+    for state, code in fm.SHORT.items():
+        long.setdefault(code, state)
     return {long.get(v.upper(), v.upper()) for v in values}
 
 
