@@ -1,4 +1,4 @@
-"""PATH shims: formatters against recorded real outputs, dispatch, install, exec of the real binary."""
+"""PATH shims: formatters vs. recorded real outputs, dispatch, install, real-binary exec."""
 
 from __future__ import annotations
 
@@ -217,7 +217,16 @@ def test_squeue_shows_active_jobs_like_squeue(daemon: FakeDaemon) -> None:
     rc, out, err = shim("squeue", [], daemon)
     assert rc == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].split() == "JOBID PARTITION NAME USER ST TIME NODES NODELIST(REASON)".split()
+    assert lines[0].split() == [
+        "JOBID",
+        "PARTITION",
+        "NAME",
+        "USER",
+        "ST",
+        "TIME",
+        "NODES",
+        "NODELIST(REASON)",
+    ]
     assert [ln.split()[0] for ln in lines[1:]] == ["101", "102"]
     assert lines[2].split()[4] == "PD" and lines[2].endswith("(Priority)")
     assert daemon.calls == [("jobs.list", {"all": True})]
@@ -244,8 +253,8 @@ def test_sacct_parsable_and_table(daemon: FakeDaemon) -> None:
     cells = row.split("|")
     assert cells[:3] == ["103", "FAILED", "3:0"]
     assert cells[3].startswith("tenantry:v1;agent=claude-code;session=s-1;user=ana")
-    rc, out, _ = shim("sacct", ["-n", "--brief"], daemon)
-    assert [ln.split()[:2] for ln in out.splitlines()][0] == ["101", "RUNNING"]
+    _rc, out, _ = shim("sacct", ["-n", "--brief"], daemon)
+    assert next(ln.split()[:2] for ln in out.splitlines()) == ["101", "RUNNING"]
 
 
 def test_sbatch_submits_through_the_daemon(daemon: FakeDaemon, tmp_path: Path) -> None:
