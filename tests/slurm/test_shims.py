@@ -248,6 +248,7 @@ def test_sacct_parsable_and_table(daemon: FakeDaemon) -> None:
     rc, out, _ = shim(
         "sacct", ["-P", "-X", "-j", "103", "--format=JobID,State,ExitCode,Comment"], daemon
     )
+    assert rc == 0
     header, row = out.splitlines()
     assert header == "JobID|State|ExitCode|Comment"
     cells = row.split("|")
