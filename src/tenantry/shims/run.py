@@ -73,7 +73,16 @@ def default_call() -> Call:
     from tenantry.settings import load
 
     client = Client(load())
-    return lambda op, params: client.call(op, params)
+
+    def call(op: str, params: dict[str, Any]) -> Any:
+        if op == "jobs.wait":  # streaming: progress chunks, then the result
+            result: Any = None
+            for chunk in client.stream(op, params):
+                result = chunk.get("result", result)
+            return result
+        return client.call(op, params)
+
+    return call
 
 
 def main(
@@ -90,7 +99,7 @@ def main(
     out = out or sys.stdout
     err = err or sys.stderr
     product, _session = detect_agent(env)
-    intercept = product.is_agent and name in NAMES
+    intercept = product != "human" and name in NAMES
     if name == "scontrol" and not _is_show_job(argv):
         intercept = False
     if not intercept:
@@ -288,33 +297,10 @@ def _sacct_json(jobs: list[fm.ShimJob]) -> str:
 # --- sbatch -------------------------------------------------------------------------
 
 
-def _mem_mb(text: str) -> int:
-    m = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip().upper())
-    if not m:
-        raise errors.UsageError(f"sbatch: invalid --mem specification {text!r}")
-    n, unit = int(m.group(1)), m.group(2) or "M"
-    return max(1, {"K": n // 1024, "M": n, "G": n * 1024, "T": n * 1024 * 1024}[unit])
-
-
 def _time_s(text: str) -> int:
-    t = text.strip()
-    days = 0
-    if "-" in t:
-        d, _, t = t.partition("-")
-        days = int(d)
-        parts = [int(x) for x in t.split(":")] if t else [0]
-        while len(parts) < 3:
-            parts.append(0)  # D-HH, D-HH:MM
-        h, m, s = parts[:3]
-    else:
-        parts = [int(x) for x in t.split(":")]
-        if len(parts) == 1:
-            h, m, s = 0, parts[0], 0
-        elif len(parts) == 2:
-            h, (m, s) = 0, parts
-        else:
-            h, m, s = parts[:3]
-    return days * 86400 + h * 3600 + m * 60 + s
+    from tenantry.units import parse_time_s
+
+    return parse_time_s(text)
 
 
 def _gpus(text: str) -> int:
@@ -376,7 +362,9 @@ def sbatch(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[s
     if args.cpus_per_task:
         resources["cpus"] = args.cpus_per_task
     if args.mem:
-        resources["mem_mb"] = _mem_mb(args.mem)
+        from tenantry.units import parse_mem_mb
+
+        resources["mem_mb"] = parse_mem_mb(args.mem)
     gpus = _gpus(args.gres) if args.gres else 0
     if args.gpus:
         gpus = int(args.gpus.split(":")[-1])
@@ -385,7 +373,7 @@ def sbatch(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[s
     if args.time:
         try:
             resources["time_s"] = _time_s(args.time)
-        except ValueError:
+        except (ValueError, errors.UsageError):
             err.write("sbatch: error: Invalid --time specification\n")
             return 1
     if args.partition:
