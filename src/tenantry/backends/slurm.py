@@ -19,7 +19,6 @@ import contextlib
 import getpass
 import os
 import re
-import shutil
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -64,9 +63,13 @@ class SlurmBackend:
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
+        from tenantry.shims.run import find_real
+
+        path = os.environ.get("PATH", os.defpath)
         for cmd in COMMANDS:
             if cmd not in self._bin:
-                self._bin[cmd] = shutil.which(cmd) or cmd
+                # never one of Tenantry's own PATH shims: that would loop back here
+                self._bin[cmd] = find_real(cmd, path) or cmd
         if not self._user:
             self._user = getpass.getuser()
 
@@ -93,7 +96,7 @@ class SlurmBackend:
     ) -> tuple[int, str, str]:
         cmd = argv[0]
         self.calls[cmd] += 1
-        exe = self._bin.get(cmd) or shutil.which(cmd) or cmd
+        exe = self._bin.get(cmd) or cmd
         try:
             proc = await asyncio.create_subprocess_exec(
                 exe,
