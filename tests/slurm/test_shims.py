@@ -17,7 +17,8 @@ from tenantry import errors
 from tenantry.backends import slurm_parse as sp
 from tenantry.models import Job, JobState, Resources
 from tenantry.shims import formats as fm
-from tenantry.shims import install, run
+from tenantry.shims import run
+from tenantry.shims.install import install
 
 V22 = Path(__file__).parent.parent / "fixtures" / "slurm" / "22.05"
 AGENT_ENV = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "s-1", "PATH": "/usr/bin:/bin"}

@@ -15,7 +15,7 @@ import pytest
 
 from tenantry import attribution
 from tenantry.backends import slurm_parse as sp
-from tenantry.shims import install
+from tenantry.shims.install import install
 
 pytestmark = pytest.mark.slurm
 

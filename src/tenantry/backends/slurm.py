@@ -63,7 +63,7 @@ class SlurmBackend:
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
-        from tenantry.shims.run import find_real
+        from tenantry.shims.entry import find_real
 
         path = os.environ.get("PATH", os.defpath)
         for cmd in COMMANDS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tenantry.shims.run import NAMES, main
+from tenantry.shims.entry import NAMES, main
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in NAMES:

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from tenantry import errors
-from tenantry.shims.run import MARKER, NAMES
+from tenantry.shims.entry import MARKER, NAMES
 
-_TEMPLATE = """#!{python} -sE
+_TEMPLATE = """#!{python} -IS
 # {marker} {name} (written by `tenantry shims install`; agents -> Tenantry, humans -> real {name})
 import sys
 sys.path.insert(0, {src!r})
-from tenantry.shims.run import main
+from tenantry.shims.entry import main
 sys.exit(main({name!r}, sys.argv[1:], shim_dir={shim_dir!r}))
 """
 

@@ -12,7 +12,6 @@ Standard library only: it runs on every ``squeue`` an agent types.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -21,48 +20,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tenantry import errors
-from tenantry.principal import detect_agent
 from tenantry.shims import formats as fm
+from tenantry.shims.entry import MARKER, NAMES, exec_real, find_real
+from tenantry.shims.entry import main as entry_main
+
+__all__ = ["MARKER", "NAMES", "dispatch", "exec_real", "find_real", "main"]
 
 Call = Callable[[str, dict[str, Any]], Any]
 
-NAMES = ("squeue", "sacct", "sbatch", "scancel", "scontrol")
-MARKER = "tenantry-shim:"  # in every wrapper's first lines; never exec one of those
-
 _ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "UNKNOWN"}
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION_ID", re.I)
-
-
-# --- the real binary ----------------------------------------------------------------
-
-
-def _is_shim(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            return MARKER.encode() in f.read(400)
-    except OSError:
-        return False
-
-
-def find_real(name: str, path_env: str, shim_dir: str = "") -> str | None:
-    """The first ``name`` on ``path_env`` that is not in ``shim_dir`` and is not a shim."""
-    skip = os.path.realpath(shim_dir) if shim_dir else ""
-    for d in path_env.split(os.pathsep):
-        if not d or (skip and os.path.realpath(d) == skip):
-            continue
-        cand = Path(d) / name
-        if cand.is_file() and os.access(cand, os.X_OK) and not _is_shim(cand):
-            return str(cand)
-    return None
-
-
-def exec_real(name: str, argv: Sequence[str], shim_dir: str, env: Mapping[str, str]) -> int:
-    real = find_real(name, env.get("PATH", os.defpath), shim_dir)
-    if real is None:
-        sys.stderr.write(f"{name}: command not found (no real {name} on PATH besides the shim)\n")
-        return 127
-    os.execve(real, [name, *argv], dict(env))  # noqa: S606 - argv list, no shell
-    return 0  # not reached
 
 
 # --- entry point --------------------------------------------------------------------
@@ -85,25 +52,23 @@ def default_call() -> Call:
     return call
 
 
-def main(
+def main(name: str, argv: Sequence[str], **kw: Any) -> int:
+    """Same as ``entry.main`` (kept for callers that import ``run``)."""
+    return entry_main(name, argv, **kw)
+
+
+def dispatch(
     name: str,
     argv: Sequence[str],
     *,
-    shim_dir: str = "",
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str],
     call: Call | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    env = os.environ if env is None else env
+    """Answer an agent's command from the daemon."""
     out = out or sys.stdout
     err = err or sys.stderr
-    product, _session = detect_agent(env)
-    intercept = product != "human" and name in NAMES
-    if name == "scontrol" and not _is_show_job(argv):
-        intercept = False
-    if not intercept:
-        return exec_real(name, argv, shim_dir, env)
     try:
         handler = HANDLERS[name]
         return handler(list(argv), call or default_call(), out, err, env)
@@ -471,11 +436,6 @@ def scancel(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[
 
 
 # --- scontrol show job ---------------------------------------------------------------
-
-
-def _is_show_job(argv: Sequence[str]) -> bool:
-    words = [a for a in argv if not a.startswith("-")]
-    return len(words) >= 2 and words[0] == "show" and words[1] in {"job", "jobs", "jobid"}
 
 
 def scontrol(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[str, str]) -> int:
