@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +19,7 @@ from tenantry.backends.base import JobUpdate
 from tenantry.backends.slurm import SlurmBackend
 from tenantry.models import AgentProduct, JobSpec, Principal, Resources
 from tenantry.settings import load
+from tenantry.shims.install import install
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_SLURM = ROOT / "scripts" / "dev-slurm"
@@ -98,3 +103,81 @@ async def sacct_row(job_id: str, fields: str, timeout: float = 15.0) -> list[str
             return cells[1:]
         await asyncio.sleep(0.1)
     raise AssertionError(f"sacct has no finished record of {job_id}: {cells}")
+
+
+AGENT_MARKERS = ("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "CURSOR", "OPENHANDS", "TENANTRY_")
+
+
+def _alive(path: str) -> bool:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+class Env:
+    def __init__(self, state: str, shims: Path, work: Path) -> None:
+        self.state, self.shims, self.work = state, shims, work
+        base = {k: v for k, v in os.environ.items() if not k.startswith(AGENT_MARKERS)}
+        base.update(
+            TENANTRY_STATE_DIR=state,
+            TENANTRY_SOCKET=str(Path(state) / "sock"),
+            TENANTRY_BACKEND="slurm",
+            TENANTRY_POLL_FAST_S="0.2",
+            TENANTRY_POLL_SLOW_S="1",
+            TENANTRY_SLURM_TIMEOUT_S="4",
+            PATH=f"{shims}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        )
+        self.human = base
+        self.agent = {**base, "CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "e2e-sess"}
+
+    def client(self) -> Any:
+        """A client of the daemon, as a Claude Code session would be."""
+        from tenantry.client import Client
+
+        claims = {"agent": "claude-code", "session": "e2e-sess", "host": "t", "project": ""}
+        return Client(load(env=self.human), autostart=False, claims=claims)
+
+    def run(self, *argv: str, agent: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(argv),
+            env=self.agent if agent else self.human,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            **kw,  # type: ignore[arg-type]
+        )
+
+
+@pytest.fixture
+def env(slurm: None) -> Iterator[Env]:
+    """A real daemon (slurm backend) and installed shims in a fresh work directory."""
+    state = tempfile.mkdtemp(prefix="tnt-")
+    os.chmod(state, 0o700)
+    work = Path(tempfile.mkdtemp(prefix="tnt-shw-"))
+    shims = work / "shims"
+    install(shims)
+    e = Env(state, shims, work)
+    log = (Path(state) / "daemon.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenantry", "serve"],
+        env={**e.human, "PYTHONPATH": str(Path(install.__code__.co_filename).parents[2])},
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 20
+    while not _alive(str(Path(state) / "sock")):
+        assert proc.poll() is None, (Path(state) / "daemon.log").read_text()
+        assert time.monotonic() < deadline, "daemon did not start"
+        time.sleep(0.05)
+    try:
+        yield e
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

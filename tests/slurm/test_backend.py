@@ -12,6 +12,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,16 @@ from tenantry.backends.base import Backend
 from tenantry.backends.slurm import SlurmBackend
 from tenantry.models import JobState, Resources
 
-from .conftest import DEV_SLURM, PIDS, PRINCIPAL, sacct_row, settings, spec, wait_until
+from .conftest import (
+    DEV_SLURM,
+    PIDS,
+    PRINCIPAL,
+    Env,
+    sacct_row,
+    settings,
+    spec,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -202,30 +212,64 @@ async def test_info(backend: SlurmBackend) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="stopping slurmctld needs root")
-async def test_controller_down_then_back(backend: SlurmBackend, workdir: Path) -> None:
-    """One test so the controller is down once, briefly, and always restored."""
+async def test_controller_down_then_back(backend: SlurmBackend, workdir: Path, env: Env) -> None:
+    """One test, so the controller is down once, briefly, and always restored.
+
+    Backend: BackendUnavailable within its timeout. Daemon: status served from
+    the cache marked stale, submissions refused as retryable, nothing lost,
+    recovery when the controller returns.
+    """
     if not PIDS.is_file() or "slurmctld" not in PIDS.read_text():
         pytest.skip("Slurm was not started by scripts/dev-slurm")
-    sub = await backend.submit(spec(workdir, "sleep 20"), PRINCIPAL, "t-down")
-    await wait_until(backend, sub.backend_id, lambda u: u.state is JobState.RUNNING)
+    client = env.client()
+    script = workdir / "long.sh"
+    script.write_text("#!/bin/bash\nsleep 25\n")
+    job = await asyncio.to_thread(
+        client.call,
+        "jobs.submit",
+        {"script": str(script), "script_text": script.read_text(), "cwd": str(workdir)},
+    )
+    job_id = job["job"]["id"]
+
+    def status() -> dict[str, Any]:
+        return dict(client.call("jobs.status", {"ids": [job_id]})["jobs"][0])
+
+    async def until(cond: Any, what: str, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = await asyncio.to_thread(status)
+            if cond(got):
+                return got
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    await until(lambda j: j["state"] == "RUNNING", "RUNNING")
     quick = SlurmBackend(settings(slurm_timeout_s=3.0))
     await quick.start()
     subprocess.run([str(DEV_SLURM), "ctld", "stop"], check=True, capture_output=True)
     try:
         t0 = time.monotonic()
         with pytest.raises(errors.BackendUnavailable) as info:
-            await quick.query([sub.backend_id])
-        assert time.monotonic() - t0 < 5.0
-        assert info.value.retryable
+            await quick.query([job["job"]["backend_id"]])
+        assert time.monotonic() - t0 < 5.0 and info.value.retryable
         with pytest.raises(errors.BackendUnavailable):
-            await quick.submit(spec(workdir, "true"), PRINCIPAL, "t-down-2")
-        with pytest.raises(errors.BackendUnavailable):
-            await quick.cancel(sub.backend_id)
+            await quick.cancel(job["job"]["backend_id"])
+        stale = await until(lambda j: j["stale"], "stale status")
+        assert stale["state"] == "RUNNING" and stale["stale_reason"]
+        other = workdir / "other.sh"
+        other.write_text("#!/bin/bash\ntrue\n")
+        with pytest.raises(errors.BackendUnavailable) as refused:
+            await asyncio.to_thread(
+                client.call,
+                "jobs.submit",
+                {"script": str(other), "script_text": other.read_text(), "cwd": str(workdir)},
+            )
+        assert refused.value.retryable
     finally:
         subprocess.run([str(DEV_SLURM), "ctld", "start"], check=True, capture_output=True)
-    got = await wait_until(backend, sub.backend_id, lambda u: True, timeout=30)
-    assert got.state in {JobState.RUNNING, JobState.COMPLETED}  # the job survived
-    await backend.cancel(sub.backend_id)
+    back = await until(lambda j: not j["stale"], "fresh status again")
+    assert back["state"] in {"RUNNING", "COMPLETED"}  # the job survived
+    await asyncio.to_thread(client.call, "jobs.cancel", {"id": job_id})
     await quick.aclose()
 
 

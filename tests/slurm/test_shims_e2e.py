@@ -2,90 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tenantry import attribution
 from tenantry.backends import slurm_parse as sp
-from tenantry.shims.install import install
+
+from .conftest import Env
 
 pytestmark = pytest.mark.slurm
-
-AGENT_MARKERS = ("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "CURSOR", "OPENHANDS", "TENANTRY_")
-
-
-def _alive(path: str) -> bool:
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-class Env:
-    def __init__(self, state: str, shims: Path, work: Path) -> None:
-        self.state, self.shims, self.work = state, shims, work
-        base = {k: v for k, v in os.environ.items() if not k.startswith(AGENT_MARKERS)}
-        base.update(
-            TENANTRY_STATE_DIR=state,
-            TENANTRY_SOCKET=str(Path(state) / "sock"),
-            TENANTRY_BACKEND="slurm",
-            TENANTRY_POLL_FAST_S="0.2",
-            TENANTRY_POLL_SLOW_S="1",
-            PATH=f"{shims}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        )
-        self.human = base
-        self.agent = {**base, "CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "e2e-sess"}
-
-    def run(self, *argv: str, agent: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            list(argv),
-            env=self.agent if agent else self.human,
-            cwd=self.work,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            **kw,  # type: ignore[arg-type]
-        )
-
-
-@pytest.fixture
-def env(slurm: None) -> Iterator[Env]:
-    state = tempfile.mkdtemp(prefix="tnt-")
-    os.chmod(state, 0o700)
-    work = Path(tempfile.mkdtemp(prefix="tnt-shw-"))
-    shims = work / "shims"
-    install(shims)
-    e = Env(state, shims, work)
-    log = (Path(state) / "daemon.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tenantry", "serve"],
-        env={**e.human, "PYTHONPATH": str(Path(sp.__file__).parents[2])},
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 20
-    while not _alive(str(Path(state) / "sock")):
-        assert proc.poll() is None, (Path(state) / "daemon.log").read_text()
-        assert time.monotonic() < deadline, "daemon did not start"
-        time.sleep(0.05)
-    try:
-        yield e
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def wait_state(env: Env, job: str, states: set[str], timeout: float = 30) -> str:
