@@ -8,6 +8,7 @@ tests; ``test_timeout`` comes last and waits for it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import time
@@ -206,6 +207,8 @@ async def test_info(backend: SlurmBackend) -> None:
     info = await backend.info()
     parts = {p["name"]: p for p in info["partitions"]}
     assert parts["debug"]["default"] and parts["gpu"]["max_time_s"] == 1800
+    assert parts["gpu"]["max_time"] == "00:30:00" and parts["debug"]["default_time"] == "00:10:00"
+    json.dumps(info, allow_nan=False)  # JSON-safe for every surface
     assert info["defaults"]["partition"] == "debug"
     assert any(n["gpus"] >= 1 for n in info["nodes"])
     assert info["slurm_version"].startswith("2")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import math
 import os
 import re
 from collections import Counter
@@ -278,6 +279,7 @@ class SlurmBackend:
         else:
             raise sp.error_from("scontrol", perr or pout, rc)
         default = next((p["name"] for p in partitions if p.get("default")), "")
+        partitions = [_json_safe_limits(p) for p in partitions]
         return {
             "backend": self.name,
             "slurm_version": facts["version"],
@@ -287,8 +289,24 @@ class SlurmBackend:
                 "partition": self.settings.slurm_partition or default,
                 "account": self.settings.slurm_account,
             },
-            "limits_note": "time limits are in seconds; None = not set, inf = unlimited",
+            "limits_note": "time limits in seconds (max_time_s); null with max_time "
+            "UNLIMITED means no limit",
         }
+
+
+def _json_safe_limits(part: dict[str, Any]) -> dict[str, Any]:
+    """Seconds as JSON numbers (no Infinity) plus Slurm's own spelling of each limit."""
+    out = dict(part)
+    for key in ("max_time", "default_time"):
+        secs = out.get(f"{key}_s")
+        if secs is None:
+            out[key] = "NONE" if key == "default_time" else "UNLIMITED"
+        elif secs == math.inf:
+            out[f"{key}_s"] = None
+            out[key] = "UNLIMITED"
+        else:
+            out[key] = sp.format_duration(secs)
+    return out
 
 
 def _update(job: sp.SlurmJob, backend_id: str, source: str) -> JobUpdate:

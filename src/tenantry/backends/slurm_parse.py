@@ -31,6 +31,7 @@ __all__ = [
     "aggregate_state",
     "error_from",
     "expand_path",
+    "format_duration",
     "map_state",
     "number",
     "parse_duration",
@@ -193,6 +194,16 @@ def parse_time(text: str) -> float | None:
         return datetime.fromisoformat(t).timestamp()
     except ValueError:
         return None
+
+
+def format_duration(seconds: float) -> str:
+    """``[D-]HH:MM:SS`` as Slurm prints limits (``01:00:00``, ``2-00:00:00``)."""
+    s = int(seconds)
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    mins, secs = divmod(s, 60)
+    clock = f"{hours:02d}:{mins:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
 
 
 def slurm_minutes(seconds: float) -> str:
