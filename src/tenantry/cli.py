@@ -40,6 +40,10 @@ COMMANDS: dict[str, str] = {
         ),
         "tenantry.cli_core",
     ),
+    "budgets": "tenantry.budgets.cli",
+    "admin": "tenantry.kill.cli",
+    "guard": "tenantry.guard.cli",
+    "audit": "tenantry.audit.cli",
     "shims": "tenantry.shims.cli",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))

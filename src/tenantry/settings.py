@@ -59,6 +59,10 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
+    Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
+    Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
+    Setting("audit_key_file", "", "HMAC key of the audit chain; empty = <audit_dir>/audit.key."),
 )
 
 
@@ -89,6 +93,10 @@ class Settings:
     login_node_commands: str
     policy_file: str
     http: str
+    budgets_file: str
+    admin_users: str
+    audit_dir: str
+    audit_key_file: str
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}
