@@ -181,3 +181,26 @@ def env(slurm: None) -> Iterator[Env]:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def timeout_job(slurm: None) -> str:
+    """A job with a one-minute limit that sleeps longer, submitted once per session.
+
+    Slurm limits are whole minutes and slurmctld checks them every 30 s, so the
+    job times out 60-90 s after it starts: submitted by the first Slurm test,
+    awaited by the last one (test_timeout.py).
+    """
+
+    async def submit() -> str:
+        b = SlurmBackend(settings())
+        await b.start()
+        s = spec(
+            Path(tempfile.mkdtemp(prefix="tnt-to-")),
+            "sleep 600",
+            name="tnt-timeout",
+            resources=Resources(time_s=60),
+        )
+        return (await b.submit(s, PRINCIPAL, "t-timeout")).backend_id
+
+    return asyncio.run(submit())

@@ -1,8 +1,7 @@
 """SlurmBackend against the real single-node Slurm (scripts/dev-slurm).
 
-The timeout job is submitted when the module starts (Slurm limits are whole
-minutes and slurmctld checks them every 30 s), so its ~90 s overlap the other
-tests; ``test_timeout`` comes last and waits for it.
+The timeout test is in ``test_timeout.py`` (it runs last; its job is
+submitted by the first test here so the wait overlaps the other tests).
 """
 
 from __future__ import annotations
@@ -38,22 +37,6 @@ pytestmark = pytest.mark.slurm
 
 def terminal(u) -> bool:  # type: ignore[no-untyped-def]
     return bool(u.state.terminal)
-
-
-@pytest.fixture(scope="module")
-def timeout_job(slurm: None, tmp_path_factory: pytest.TempPathFactory) -> str:
-    async def submit() -> str:
-        b = SlurmBackend(settings())
-        await b.start()
-        s = spec(
-            tmp_path_factory.mktemp("timeout"),
-            "sleep 600",
-            name="tnt-timeout",
-            resources=Resources(time_s=60),
-        )
-        return (await b.submit(s, PRINCIPAL, "t-timeout")).backend_id
-
-    return asyncio.run(submit())
 
 
 async def test_is_a_backend(backend: SlurmBackend, timeout_job: str) -> None:
@@ -274,10 +257,3 @@ async def test_controller_down_then_back(backend: SlurmBackend, workdir: Path, e
     assert back["state"] in {"RUNNING", "COMPLETED"}  # the job survived
     await asyncio.to_thread(client.call, "jobs.cancel", {"id": job_id})
     await quick.aclose()
-
-
-@pytest.mark.slow
-async def test_timeout(backend: SlurmBackend, timeout_job: str) -> None:
-    done = await wait_until(backend, timeout_job, terminal, timeout=150)
-    assert done.state is JobState.TIMEOUT
-    assert done.reason == "TimeLimit"
