@@ -241,6 +241,8 @@ def test_squeue_filters_and_formats(daemon: FakeDaemon) -> None:
     rc, out, _ = shim("squeue", ["--json"], daemon)
     jobs = {j.job_id: j for j in sp.parse_squeue_json(out)}
     assert jobs["103"].state is JobState.FAILED and jobs["103"].exit_code == 3
+    rc, out, _ = shim("squeue", ["-h", "-O", "JobID:.6,State:10,Name"], daemon)
+    assert out.splitlines()[0] == "   101RUNNING   train" + " " * 15  # as real squeue -O
     rc, out, err = shim("squeue", ["--weird-option", "-h"], daemon)
     assert rc == 0 and "ignored: --weird-option" in err
 

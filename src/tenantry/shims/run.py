@@ -116,6 +116,50 @@ def _states(values: list[str]) -> set[str] | None:
 
 SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 
+# squeue -O/--Format names -> -o letters (the ones Tenantry knows)
+_LONG_NAMES = {
+    "jobid": "i",
+    "jobarrayid": "i",
+    "arrayjobid": "A",
+    "name": "j",
+    "username": "u",
+    "userid": "U",
+    "state": "T",
+    "statecompact": "t",
+    "partition": "P",
+    "account": "a",
+    "timeused": "M",
+    "timelimit": "l",
+    "timeleft": "L",
+    "numnodes": "D",
+    "numcpus": "C",
+    "minmemory": "m",
+    "reason": "r",
+    "reasonlist": "R",
+    "nodelist": "N",
+    "submittime": "V",
+    "starttime": "S",
+    "endtime": "e",
+    "workdir": "Z",
+    "comment": "k",
+    "command": "o",
+    "qos": "q",
+}
+
+
+def long_format(spec: str) -> str:
+    """A ``-o`` format for an ``-O`` spec: ``name[:[.]size]`` fields, 20 wide by default."""
+    parts = []
+    for item in spec.split(","):
+        name, _, size = item.strip().partition(":")
+        letter = _LONG_NAMES.get(name.lower())
+        if letter is None:
+            continue
+        right = size.startswith(".")
+        width = size.lstrip(".") or "20"
+        parts.append(f"%{'.' if right else ''}{width}{letter}")
+    return "".join(parts) if parts else fm.SQUEUE_DEFAULT  # -O puts no separator
+
 
 def squeue(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[str, str]) -> int:
     p = _parser("squeue")
@@ -132,11 +176,14 @@ def squeue(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[s
     p.add_argument("-i", "--iterate", type=int)
     for flag in ("-a", "--all", "-r", "--array", "--local", "-v", "--verbose", "--start"):
         p.add_argument(flag, action="store_true", dest=f"ignored_{flag.strip('-')}")
+    p.add_argument("-O", "--Format")
     p.add_argument("-S", "--sort")
     p.add_argument("-M", "--clusters")
     args, unknown = p.parse_known_args(argv)
     _warn_unknown("squeue", unknown, err)
     fmt = args.format or (SQUEUE_LONG if args.long else fm.SQUEUE_DEFAULT)
+    if args.Format and not args.format:
+        fmt = long_format(args.Format)
     ids, users = _csv(args.jobs), _csv(args.user)
     parts, names = _csv(args.partition), _csv(args.name)
     states = _states(_csv(args.states))
