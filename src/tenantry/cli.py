@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "guard": "tenantry.guard.cli",
     "audit": "tenantry.audit.cli",
     "memory": "tenantry.memory.cli",
+    "shims": "tenantry.shims.cli",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_WITH_VALUE = ("--socket", "--state")
