@@ -53,6 +53,13 @@ DECLARED: tuple[Setting, ...] = (
     Setting("login_node_commands", "", "Comma-separated programs allowed to run on the login node."),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting(
+        "hook_on_unreachable",
+        "closed-dangerous",
+        "Agent hooks when the daemon is down: closed-dangerous (deny the built-in dangerous"
+        " list, allow the rest), closed (deny every shell command) or open (allow all).",
+    ),
+    Setting("hook_redirect", True, "Agent hooks redirect raw squeue/sbatch/find/grep to Tenantry."),
 )
 
 
@@ -79,6 +86,8 @@ class Settings:
     login_node_commands: str = ""
     policy_file: str = "/etc/tenantry/policy.cedar"
     http: str = ""
+    hook_on_unreachable: str = "closed-dangerous"
+    hook_redirect: bool = True
 
     @property
     def state_path(self) -> Path:

@@ -1,0 +1,138 @@
+"""``tenantry install``, ``tenantry uninstall`` and ``tenantry hook``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")
+
+INSTALL_EPILOG = """\
+examples:
+  tenantry install --agent claude-code              this project (.mcp.json, .claude/settings.json, CLAUDE.md)
+  tenantry install --agent codex --user --dry-run   show the diff for ~/.codex, write nothing
+  tenantry install --agent gemini-cli --user --yes  write without asking
+  sudo tenantry install --agent claude-code --system --yes   managed settings for every user
+
+What is written: the `tenantry` MCP server entry in the agent's own format,
+the agent's hook running `tenantry hook` before shell commands and at session
+start/end, and a short site-rules block (CLAUDE.md / AGENTS.md / GEMINI.md)
+between tenantry markers. Every file changed is first backed up next to itself
+as FILE.tenantry-backup-TIMESTAMP. Running it again changes nothing.
+"""
+
+HOOK_EPILOG = """\
+The agent runs this itself (installed by `tenantry install`): the event JSON
+arrives on stdin, the answer goes to stdout in the agent's own protocol.
+
+example:
+  echo '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"squeue -u me"}}' \\
+    | tenantry hook --agent claude-code
+"""
+
+
+def register(sub: Any) -> None:
+    for name, remove in (("install", False), ("uninstall", True)):
+        p: argparse.ArgumentParser = sub.add_parser(
+            name,
+            help=("remove Tenantry from" if remove else "plug Tenantry into") + " a coding agent",
+            description=(
+                "Remove what `tenantry install` wrote (other settings stay)."
+                if remove
+                else "Plug Tenantry into a coding agent: MCP server, hook and site rules."
+            ),
+            epilog=INSTALL_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("--agent", required=True, choices=AGENTS, help="the agent product")
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--project", metavar="DIR", help="a project directory (default: .)")
+        where.add_argument("--user", action="store_true", help="your user-wide agent config")
+        where.add_argument("--system", action="store_true", help="machine-wide managed config")
+        p.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
+        p.add_argument("--yes", "-y", action="store_true", help="write without asking")
+        p.add_argument("--root", help="prefix for --system paths (packaging and tests)")
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        p.set_defaults(handler=_uninstall if remove else _install)
+    h: argparse.ArgumentParser = sub.add_parser(
+        "hook",
+        help="answer an agent's hook event (run by the agent)",
+        description="Answer one agent hook event from stdin in the agent's own protocol.",
+        epilog=HOOK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    h.add_argument("--agent", required=True, choices=AGENTS, help="which agent's protocol")
+    h.set_defaults(handler=_hook)
+
+
+def _hook(args: argparse.Namespace) -> int:
+    from tenantry.integrations.hook import main
+
+    return main(args.agent)
+
+
+def _install(args: argparse.Namespace) -> int:
+    return _run(args, remove=False)
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    return _run(args, remove=True)
+
+
+def _run(args: argparse.Namespace, *, remove: bool) -> int:
+    from tenantry.cli_common import emit
+    from tenantry.errors import UsageError
+    from tenantry.integrations import files, installer
+
+    scope = "system" if args.system else "user" if args.user else "project"
+    t = installer.target(scope, args.project, root=args.root)
+    plan = installer.plan(args.agent, t, remove=remove)
+    pending = plan.pending
+    report: dict[str, Any] = {
+        "agent": args.agent,
+        "scope": scope,
+        "action": "uninstall" if remove else "install",
+        "changes": [
+            {"path": str(c.path), "action": c.action, "diff": c.diff()} for c in pending
+        ],
+        "applied": False,
+    }
+    if not pending:
+        report["note"] = "nothing to do: " + ("not installed" if remove else "already installed")
+        emit(args, report, lambda r: f"tenantry: {r['note']} ({args.agent}, {scope})")
+        return 0
+    if not args.json:
+        sys.stdout.write(plan.diff())
+    if args.dry_run:
+        if args.json:
+            emit(args, report)
+        else:
+            sys.stdout.write(f"(dry run: {len(pending)} file(s) would change)\n")
+        return 0
+    if not args.yes:
+        if args.json or not sys.stdin.isatty():
+            raise UsageError(
+                "refusing to write without confirmation", hint="add --yes (or --dry-run to look first)"
+            )
+        answer = input(f"Apply these changes to {len(pending)} file(s)? [y/N] ")
+        if answer.strip().lower() not in {"y", "yes"}:
+            sys.stdout.write("nothing written\n")
+            return 1
+    done = files.apply(pending)
+    backups = {d["path"]: d["backup"] for d in done}
+    for c in report["changes"]:
+        c["backup"] = backups.get(c["path"], "")
+    report["applied"] = True
+    emit(args, report, _human)
+    return 0
+
+
+def _human(report: dict[str, Any]) -> str:
+    lines = []
+    for c in report["changes"]:
+        extra = f" (backup: {c['backup']})" if c.get("backup") else ""
+        lines.append(f"{c['action']:8} {c['path']}{extra}")
+    verb = "removed from" if report["action"] == "uninstall" else "installed for"
+    lines.append(f"tenantry {verb} {report['agent']} ({report['scope']})")
+    return "\n".join(lines)
