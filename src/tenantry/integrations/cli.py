@@ -10,7 +10,7 @@ AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")
 
 INSTALL_EPILOG = """\
 examples:
-  tenantry install --agent claude-code              this project (.mcp.json, .claude/settings.json, CLAUDE.md)
+  tenantry install --agent claude-code              this project (.mcp.json, .claude/, CLAUDE.md)
   tenantry install --agent codex --user --dry-run   show the diff for ~/.codex, write nothing
   tenantry install --agent gemini-cli --user --yes  write without asking
   sudo tenantry install --agent claude-code --system --yes   managed settings for every user
@@ -26,9 +26,12 @@ HOOK_EPILOG = """\
 The agent runs this itself (installed by `tenantry install`): the event JSON
 arrives on stdin, the answer goes to stdout in the agent's own protocol.
 
-example:
-  echo '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"squeue -u me"}}' \\
-    | tenantry hook --agent claude-code
+examples:
+  tenantry hook --agent claude-code < payload.json     answer one recorded event
+  TENANTRY_HOOK_ON_UNREACHABLE=closed tenantry hook --agent codex < payload.json
+
+Settings: hook_on_unreachable (closed-dangerous | closed | open) and
+hook_redirect (true | false), see `tenantry settings`.
 """
 
 
@@ -93,9 +96,7 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
         "agent": args.agent,
         "scope": scope,
         "action": "uninstall" if remove else "install",
-        "changes": [
-            {"path": str(c.path), "action": c.action, "diff": c.diff()} for c in pending
-        ],
+        "changes": [{"path": str(c.path), "action": c.action, "diff": c.diff()} for c in pending],
         "applied": False,
     }
     if not pending:
@@ -113,7 +114,8 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
     if not args.yes:
         if args.json or not sys.stdin.isatty():
             raise UsageError(
-                "refusing to write without confirmation", hint="add --yes (or --dry-run to look first)"
+                "refusing to write without confirmation",
+                hint="add --yes (or --dry-run to look first)",
             )
         answer = input(f"Apply these changes to {len(pending)} file(s)? [y/N] ")
         if answer.strip().lower() not in {"y", "yes"}:

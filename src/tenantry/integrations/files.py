@@ -107,16 +107,15 @@ def edit_toml(path: Path, fn: Callable[[Any], None]) -> Change:
         try:
             tomllib.loads(before)
         except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path} is not valid TOML ({exc}); Tenantry will not rewrite it") from exc
+            raise UsageError(
+                f"{path} is not valid TOML ({exc}); Tenantry will not rewrite it"
+            ) from exc
     doc = tomlkit.parse(before or "")
     fn(doc)
-    after: str | None = tomlkit.dumps(doc)
-    if before is None and not after.strip():
-        after = None
-    elif before is not None and tomllib.loads(after or "") == tomllib.loads(before):
-        after = before
-    elif after is not None and not after.strip():
-        after = None
+    text = tomlkit.dumps(doc).strip()
+    after: str | None = text + "\n" if text else None
+    if before is not None and tomllib.loads(after or "") == tomllib.loads(before):
+        after = before  # unchanged content: keep the user's bytes
     return Change(path, before, after)
 
 
@@ -189,8 +188,8 @@ def _write(path: Path, text: str, mode: int) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        Path(tmp).chmod(mode)
+        Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

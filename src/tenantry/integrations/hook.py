@@ -18,6 +18,7 @@ block. Standard library only: this runs on every tool call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -310,10 +311,8 @@ def _report_session(inp: HookInput, checker: Checker | None) -> None:
         "cwd": inp.cwd,
         "source": inp.detail,
     }
-    try:
+    with contextlib.suppress(errors.TenantryError):  # telemetry never blocks a session
         checker("telemetry.session", params)
-    except errors.TenantryError:
-        pass  # telemetry never blocks a session
 
 
 def _report_decision(inp: HookInput, verdict: Verdict, checker: Checker) -> None:
@@ -327,10 +326,8 @@ def _report_decision(inp: HookInput, verdict: Verdict, checker: Checker) -> None
         "command": (inp.command or "")[:500],
         "tool": inp.tool,
     }
-    try:
+    with contextlib.suppress(errors.TenantryError):
         checker("telemetry.hook", params)
-    except errors.TenantryError:
-        pass
 
 
 def main(agent: str) -> int:

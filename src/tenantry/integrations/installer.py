@@ -37,7 +37,7 @@ def target(
     return Target(
         scope=scope,
         home=Path(home or os.environ.get("HOME") or Path.home()),
-        project=Path(project or os.getcwd()).resolve(),
+        project=Path(project).resolve() if project else Path.cwd(),
         root=Path(root or "/"),
         exe=exe,
     )

@@ -56,7 +56,9 @@ def _skip_wrapper(argv: list[str]) -> list[str]:
     if name == "timeout" and rest and not rest[0].startswith("-"):
         rest = rest[1:]  # the duration
     while rest and (rest[0].startswith("-") or (name == "env" and "=" in rest[0])):
-        if name in {"watch", "nice", "timeout"} and rest[0] in {"-n", "-d", "-s", "-k"}:
+        if (name in {"watch", "nice", "timeout"} and rest[0] in {"-n", "-d", "-s", "-k"}) or (
+            name == "sudo" and rest[0] in {"-u", "-g", "-C", "-D"}
+        ):
             rest = rest[2:]
             continue
         rest = rest[1:]
@@ -136,9 +138,7 @@ def dangerous(command: str) -> Finding | None:
         short = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
         if name == "scancel":
             return Finding("danger.scancel", "cancels batch jobs")
-        if name == "rm" and (
-            set(short) & {"r", "R"} or "--recursive" in args
-        ):
+        if name == "rm" and (set(short) & {"r", "R"} or "--recursive" in args):
             return Finding("danger.rm-recursive", "deletes a directory tree")
         if name == "sbatch":
             for a in args:

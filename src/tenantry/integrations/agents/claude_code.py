@@ -31,9 +31,17 @@ AGENT = "claude-code"
 
 def _paths(t: Target) -> tuple[Path, Path, Path]:
     if t.scope == "project":
-        return t.project / ".mcp.json", t.project / ".claude" / "settings.json", t.project / "CLAUDE.md"
+        return (
+            t.project / ".mcp.json",
+            t.project / ".claude" / "settings.json",
+            t.project / "CLAUDE.md",
+        )
     if t.scope == "user":
-        return t.home / ".claude.json", t.home / ".claude" / "settings.json", t.home / ".claude" / "CLAUDE.md"
+        return (
+            t.home / ".claude.json",
+            t.home / ".claude" / "settings.json",
+            t.home / ".claude" / "CLAUDE.md",
+        )
     return (
         t.system("/etc/claude-code/managed-mcp.json"),
         t.system("/etc/claude-code/managed-settings.json"),

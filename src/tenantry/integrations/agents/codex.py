@@ -88,7 +88,9 @@ def install(t: Target) -> list[files.Change]:
         files.edit_json(d / "hooks.json", lambda data: set_grouped_hooks(data, hook_groups(t))),
     ]
     if t.scope == "system":
-        out.append(files.edit_toml(d / "requirements.toml", lambda doc: _requirements(doc, t.argv0[0])))
+        out.append(
+            files.edit_toml(d / "requirements.toml", lambda doc: _requirements(doc, t.argv0[0]))
+        )
     else:
         rules = t.project / "AGENTS.md" if t.scope == "project" else d / "AGENTS.md"
         out.append(files.edit_block(rules, SITE_RULES))

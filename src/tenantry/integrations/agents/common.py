@@ -54,9 +54,7 @@ def is_ours(entry: Any) -> bool:
     return False
 
 
-def set_grouped_hooks(
-    data: dict[str, Any], groups: dict[str, dict[str, Any]] | None
-) -> None:
+def set_grouped_hooks(data: dict[str, Any], groups: dict[str, dict[str, Any]] | None) -> None:
     """Claude-style ``hooks: {Event: [{matcher, hooks: [...]}]}``: replace our groups.
 
     ``groups=None`` only removes ours. Other groups are kept in their order.

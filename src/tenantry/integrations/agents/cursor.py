@@ -67,7 +67,12 @@ def install(t: Target) -> list[files.Change]:
     d = _dir(t)
     out = [files.edit_json(d / "hooks.json", lambda data: _hooks(data, t, True))]
     if t.scope != "system":
-        out.insert(0, files.edit_json(d / "mcp.json", lambda data: set_server(data, "mcpServers", server_entry(t))))
+        out.insert(
+            0,
+            files.edit_json(
+                d / "mcp.json", lambda data: set_server(data, "mcpServers", server_entry(t))
+            ),
+        )
     if t.scope == "project":
         out.append(files.whole_file(d / "rules" / "tenantry.mdc", RULE))
     return out
@@ -77,7 +82,9 @@ def uninstall(t: Target) -> list[files.Change]:
     d = _dir(t)
     out = [files.edit_json(d / "hooks.json", lambda data: _hooks(data, t, False))]
     if t.scope != "system":
-        out.insert(0, files.edit_json(d / "mcp.json", lambda data: set_server(data, "mcpServers", None)))
+        out.insert(
+            0, files.edit_json(d / "mcp.json", lambda data: set_server(data, "mcpServers", None))
+        )
     if t.scope == "project":
         out.append(files.whole_file(d / "rules" / "tenantry.mdc", None))
     return out

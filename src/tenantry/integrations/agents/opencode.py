@@ -80,7 +80,11 @@ def _dir(t: Target) -> Path:
 
 def _plugin_path(t: Target) -> Path:
     d = _dir(t)
-    return d / ".opencode" / "plugins" / "tenantry.js" if t.scope == "project" else d / "plugins" / "tenantry.js"
+    return (
+        d / ".opencode" / "plugins" / "tenantry.js"
+        if t.scope == "project"
+        else d / "plugins" / "tenantry.js"
+    )
 
 
 def server_entry(t: Target) -> dict[str, Any]:
