@@ -230,17 +230,33 @@ def render(inp: HookInput, verdict: Verdict) -> tuple[str, int]:
 
 
 def daemon_checker(agent: str, session: str, timeout_s: float = 3.0) -> Checker:
-    """A checker that calls the running daemon (never starts one)."""
-    from tenantry.client import Client
-    from tenantry.principal import client_claims
+    """A checker that calls the running daemon (never starts one).
+
+    The HTTP client is imported on the first call only, and not at all when
+    the socket does not exist: a hook with no daemon stays cheap.
+    """
+    from tenantry import errors
     from tenantry.settings import load
 
-    claims = client_claims()
-    claims["agent"] = agent
-    if session:
-        claims["session"] = session
-    client = Client(load(), autostart=False, timeout=timeout_s, claims=claims)
-    return lambda op, params: client.call(op, params)
+    settings = load()
+    client: Any = None
+
+    def call(op: str, params: dict[str, Any]) -> Any:
+        nonlocal client
+        if client is None:
+            if not os.path.exists(settings.socket):
+                raise errors.DaemonUnavailable(f"no daemon socket at {settings.socket}")
+            from tenantry.client import Client
+            from tenantry.principal import client_claims
+
+            claims = client_claims()
+            claims["agent"] = agent
+            if session:
+                claims["session"] = session
+            client = Client(settings, autostart=False, timeout=timeout_s, claims=claims)
+        return client.call(op, params)
+
+    return call
 
 
 def run(
