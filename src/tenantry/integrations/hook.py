@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from tenantry.integrations import steer
@@ -244,7 +245,7 @@ def daemon_checker(agent: str, session: str, timeout_s: float = 3.0) -> Checker:
     def call(op: str, params: dict[str, Any]) -> Any:
         nonlocal client
         if client is None:
-            if not os.path.exists(settings.socket):
+            if not Path(settings.socket).exists():
                 raise errors.DaemonUnavailable(f"no daemon socket at {settings.socket}")
             from tenantry.client import Client
             from tenantry.principal import client_claims
