@@ -1,0 +1,308 @@
+"""Read-only queries behind the dashboard, over the main store.
+
+Every function takes the store's ``Database`` and a time window and returns
+plain data; nothing here writes. Capabilities that other components add
+(leases, memory, index, policy, budgets) are read from the events they emit,
+so a daemon without them shows zeros, not errors.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from tenantry.store.db import Database
+
+LIVE_S = 15 * 60  # a session seen in the last 15 minutes is live
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    since: float
+    until: float
+    buckets: int
+
+    @classmethod
+    def last(cls, hours: float, buckets: int = 24, now: float | None = None) -> Window:
+        until = now or time.time()
+        return cls(until - hours * 3600, until, buckets)
+
+    @property
+    def width(self) -> float:
+        return (self.until - self.since) / self.buckets
+
+    def index(self, ts: float) -> int:
+        return min(self.buckets - 1, max(0, int((ts - self.since) / self.width)))
+
+    def labels(self) -> list[str]:
+        span = self.until - self.since
+        fmt = "%H:%M" if span <= 2 * 86400 else "%m-%d"
+        return [
+            time.strftime(fmt, time.localtime(self.since + i * self.width))
+            for i in range(self.buckets)
+        ]
+
+
+def _data(raw: str) -> dict[str, Any]:
+    try:
+        d = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+async def events(
+    db: Database, w: Window, types: tuple[str, ...], limit: int = 200_000
+) -> list[dict[str, Any]]:
+    marks = ",".join("?" for _ in types)
+    rows = await db.fetchall(
+        f"SELECT ts, type, principal, subject, outcome, duration_s, data_json FROM events"
+        f" WHERE ts>=? AND ts<=? AND type IN ({marks}) ORDER BY ts LIMIT ?",
+        (w.since, w.until, *types, limit),
+    )
+    return [
+        {
+            "ts": r["ts"],
+            "type": r["type"],
+            "principal": r["principal"],
+            "subject": r["subject"],
+            "outcome": r["outcome"],
+            "duration_s": r["duration_s"],
+            "data": _data(r["data_json"]),
+        }
+        for r in rows
+    ]
+
+
+def series(
+    w: Window, items: list[tuple[float, str, float]], order: list[str] | None = None
+) -> list[tuple[str, list[float]]]:
+    """Bucket (ts, key, amount) into one series per key."""
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0] * w.buckets)
+    for ts, key, amount in items:
+        acc[key][w.index(ts)] += amount
+    keys = [k for k in (order or []) if k in acc] + sorted(k for k in acc if k not in (order or []))
+    return [(k, acc[k]) for k in keys]
+
+
+# --- pages ------------------------------------------------------------------------------
+
+
+async def sessions(db: Database, now: float | None = None) -> dict[str, Any]:
+    now = now or time.time()
+    rows = [
+        dict(r)
+        for r in await db.fetchall("SELECT * FROM sessions ORDER BY last_seen DESC LIMIT 200")
+    ]
+    live = [r for r in rows if r["last_seen"] >= now - LIVE_S and r["agent"] != "human"]
+    by_agent = Counter(r["agent"] for r in live)
+    humans = sum(1 for r in rows if r["agent"] == "human" and r["last_seen"] >= now - LIVE_S)
+    return {"rows": rows, "live": live, "by_agent": by_agent.most_common(), "humans_live": humans}
+
+
+async def activity(db: Database, w: Window) -> dict[str, Any]:
+    cmds = await db.fetchall(
+        "SELECT id, principal, argv_json, where_run, started_at, ended_at, exit_code, state"
+        " FROM commands WHERE started_at>=? AND started_at<=? ORDER BY started_at DESC LIMIT 50000",
+        (w.since, w.until),
+    )
+    jobs = await db.fetchall(
+        "SELECT id, backend_id, name, principal, state, submitted_at, started_at, ended_at"
+        " FROM jobs WHERE submitted_at>=? AND submitted_at<=?"
+        " ORDER BY submitted_at DESC LIMIT 50000",
+        (w.since, w.until),
+    )
+    cmd_series = series(
+        w,
+        [(r["started_at"], r["state"] or "running", 1.0) for r in cmds],
+        ["completed", "failed", "timeout", "running", "error", "lost"],
+    )
+    job_series = series(
+        w,
+        [(r["submitted_at"], r["state"], 1.0) for r in jobs],
+        ["COMPLETED", "RUNNING", "PENDING", "FAILED", "CANCELLED", "TIMEOUT"],
+    )
+    return {
+        "commands": [dict(r) for r in cmds[:30]],
+        "jobs": [dict(r) for r in jobs[:30]],
+        "command_series": cmd_series,
+        "job_series": job_series,
+        "n_commands": len(cmds),
+        "n_jobs": len(jobs),
+    }
+
+
+async def scheduler(db: Database, w: Window) -> dict[str, Any]:
+    evs = await events(db, w, ("status.query", "backend.poll"))
+    items: list[tuple[float, str, float]] = []
+    poll_s: list[float] = []
+    for e in evs:
+        if e["type"] == "status.query":
+            where = str(e["data"].get("served_from") or "cache")
+            items.append(
+                (
+                    e["ts"],
+                    "answered from cache" if where == "cache" else f"answered by {where}",
+                    1.0,
+                )
+            )
+        else:
+            calls = float(e["data"].get("calls") or 1)
+            items.append((e["ts"], "passed to the scheduler", calls))
+            if e["duration_s"] is not None:
+                poll_s.append(float(e["duration_s"]))
+    s = series(w, items, ["answered from cache", "passed to the scheduler"])
+    totals = {k: sum(v) for k, v in s}
+    cached = totals.get("answered from cache", 0.0)
+    backend = totals.get("passed to the scheduler", 0.0)
+    poll_s.sort()
+    return {
+        "series": s,
+        "cached": cached,
+        "backend": backend,
+        "ratio": cached / backend if backend else None,
+        "poll_p50": poll_s[len(poll_s) // 2] if poll_s else None,
+        "poll_max": poll_s[-1] if poll_s else None,
+    }
+
+
+async def leases(db: Database, w: Window) -> dict[str, Any]:
+    evs = await events(db, w, ("lease.requested", "lease.ready", "lease.released", "lease.lost"))
+    current: dict[str, dict[str, Any]] = {}
+    ended: list[dict[str, Any]] = []
+    idle_core_s = 0.0
+    for e in evs:
+        lid = e["subject"]
+        d = e["data"]
+        if e["type"] == "lease.requested":
+            current[lid] = {
+                "id": lid,
+                "principal": e["principal"],
+                "state": "requested",
+                "since": e["ts"],
+                **_shape(d),
+            }
+        elif e["type"] == "lease.ready":
+            entry = current.setdefault(lid, {"id": lid, "principal": e["principal"], **_shape(d)})
+            entry.update(state="ready", since=e["ts"])
+        else:
+            entry = current.pop(lid, {"id": lid, "principal": e["principal"], **_shape(d)})
+            idle = float(d.get("idle_s") or 0.0)
+            cpus = float(d.get("cpus") or entry.get("cpus") or 1)
+            idle_core_s += idle * cpus
+            entry.update(
+                state=e["type"].split(".")[1],
+                ended=e["ts"],
+                idle_s=idle,
+                commands=d.get("commands"),
+            )
+            ended.append(entry)
+    items = [(e["ts"], e["type"].split(".")[1], 1.0) for e in evs]
+    return {
+        "active": list(current.values()),
+        "ended": ended[-30:][::-1],
+        "idle_core_hours": idle_core_s / 3600,
+        "series": series(w, items, ["requested", "ready", "released", "lost"]),
+    }
+
+
+def _shape(d: dict[str, Any]) -> dict[str, Any]:
+    inner = d.get("resources")
+    res: dict[str, Any] = inner if isinstance(inner, dict) else d
+    return {"cpus": res.get("cpus"), "gpus": res.get("gpus"), "mem_mb": res.get("mem_mb")}
+
+
+async def policy(db: Database, w: Window) -> dict[str, Any]:
+    evs = await events(
+        db, w, ("policy.decision", "hook.decision", "request.denied", "budget.warning")
+    )
+    denials = [
+        e
+        for e in evs
+        if e["type"] != "budget.warning" and e["outcome"] in ("deny", "denied", "ask", "")
+    ]
+    denials = [
+        e
+        for e in denials
+        if e["type"] == "request.denied" or e["outcome"] in ("deny", "denied", "ask")
+    ]
+    rules = Counter(
+        str(e["data"].get("rule") or e["data"].get("action") or e["type"]) for e in denials
+    )
+    items = [(e["ts"], "hook" if e["type"] == "hook.decision" else "policy", 1.0) for e in denials]
+    warnings = [e for e in evs if e["type"] == "budget.warning"]
+    return {
+        "denials": denials[-50:][::-1],
+        "by_rule": rules.most_common(10),
+        "series": series(w, items, ["policy", "hook"]),
+        "warnings": warnings[-20:][::-1],
+    }
+
+
+async def burn(db: Database, w: Window) -> dict[str, Any]:
+    """Core-hours used by finished jobs and commands, per principal."""
+    rows = await db.fetchall(
+        "SELECT principal, resources_json, started_at, ended_at FROM jobs"
+        " WHERE ended_at>=? AND started_at IS NOT NULL",
+        (w.since,),
+    )
+    per: Counter[str] = Counter()
+    items: list[tuple[float, str, float]] = []
+    for r in rows:
+        res = _data(r["resources_json"])
+        cpus = float(res.get("cpus") or 1)
+        hours = max(0.0, (r["ended_at"] - r["started_at"])) * cpus / 3600
+        per[r["principal"]] += hours
+        items.append((r["ended_at"], "batch jobs", hours))
+    crow = await db.fetchall(
+        "SELECT principal, cpu_s, ended_at FROM commands WHERE ended_at>=? AND cpu_s>0", (w.since,)
+    )
+    for r in crow:
+        per[r["principal"]] += r["cpu_s"] / 3600
+        items.append((r["ended_at"], "commands", r["cpu_s"] / 3600))
+    return {
+        "per_principal": per.most_common(12),
+        "series": series(w, items, ["batch jobs", "commands"]),
+    }
+
+
+def _hit(e: dict[str, Any]) -> bool:
+    d = e["data"]
+    if e["outcome"] in ("hit", "index"):
+        return True
+    if e["outcome"] in ("miss", "fallback", "fs"):
+        return False
+    if d.get("served_from"):
+        return bool(d["served_from"] == "index")
+    n = d.get("hits", d.get("results", d.get("lessons", d.get("count"))))
+    return bool(n) if n is not None else e["outcome"] == "ok"
+
+
+async def hit_rates(db: Database, w: Window) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, etype in (("memory", "memory.recall"), ("index", "index.query")):
+        evs = await events(db, w, (etype,))
+        hits = sum(1 for e in evs if _hit(e))
+        out[name] = {
+            "total": len(evs),
+            "hits": hits,
+            "rate": hits / len(evs) if evs else None,
+            "series": series(
+                w, [(e["ts"], "hit" if _hit(e) else "miss", 1.0) for e in evs], ["hit", "miss"]
+            ),
+            "latest": evs[-15:][::-1],
+        }
+    return out
+
+
+async def overview(db: Database, w: Window) -> dict[str, Any]:
+    s = await sessions(db)
+    a = await activity(db, w)
+    sch = await scheduler(db, w)
+    pol = await policy(db, w)
+    hr = await hit_rates(db, w)
+    le = await leases(db, w)
+    return {"sessions": s, "activity": a, "scheduler": sch, "policy": pol, "hits": hr, "leases": le}
