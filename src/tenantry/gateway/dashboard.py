@@ -240,7 +240,8 @@ async def page_sessions(request: Request, rt: Runtime, w: data.Window) -> str:
         [
             pill(r["agent"]),
             e(r["user"]),
-            f"<code>{e(r['session'][:12] or '-')}</code>",
+            f'<a href="/session?key={quote(r["principal"], safe="")}">'
+            f"<code>{e(r['session'][:12] or '-')}</code></a>",
             e(r["host"]),
             e(r["project"]),
             e(r["requests"]),
@@ -254,11 +255,63 @@ async def page_sessions(request: Request, rt: Runtime, w: data.Window) -> str:
         f"{s['humans_live']} human session(s) are live too."
     )
     return card("Live sessions by agent product", chart, note) + card(
-        "Sessions",
+        "All sessions, latest first",
         table(
             ["agent", "user", "session", "host", "project", "requests", "first seen", "last seen"],
             rows,
         ),
+    )
+
+
+def _detail(ev: dict[str, Any]) -> str:
+    d = ev["data"]
+    if ev["type"].startswith("command."):
+        argv = d.get("argv") or []
+        text = " ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv)
+        tail = f" → exit {d['exit_code']}" if d.get("exit_code") is not None else ""
+        return f"<code>{e(text)}</code>{e(tail)}"
+    if ev["type"] == "hook.decision":
+        return f"{e(d.get('rule'))}: <code>{e(d.get('command'))}</code>"
+    if ev["type"] == "session.seen":
+        return e(" ".join(str(x) for x in (d.get("event"), d.get("source"), d.get("cwd")) if x))
+    if ev["type"].startswith("job."):
+        name = d.get("name") or (d.get("script") and Path(str(d["script"])).name) or ""
+        extra = f" ({name})" if name else ""
+        return e(f"job {ev['subject']}{extra} {d.get('reason') or ''}".strip())
+    if ev["type"] == "status.query":
+        return e(f"{d.get('jobs', '')} job(s), from the {d.get('served_from', 'cache')}")
+    return e(", ".join(f"{k}={v}" for k, v in list(d.items())[:4]))
+
+
+async def page_session(request: Request, rt: Runtime, w: data.Window) -> str:
+    key = request.query_params.get("key", "")
+    t = await data.session_timeline(rt.journal.db, key, w)
+    now = time.time()
+    s = t["session"]
+    if s is None:
+        return card("Session", f'<p class="empty">No session {e(key)} in the store.</p>')
+    k = t["kinds"]
+    tiles = "".join(
+        [
+            tile(s["agent"], "agent product", f"{s['user']} on {s['host'] or '?'}"),
+            tile(k.get("command.finished", 0), "commands through Tenantry"),
+            tile(k.get("job.submitted", 0), "batch jobs submitted"),
+            tile(k.get("status.query", 0), "status queries from the cache"),
+            tile(k.get("hook.decision", 0), "commands redirected or denied"),
+        ]
+    )
+    rows = [
+        [
+            e(ago(ev["ts"], now)),
+            pill(ev["type"]),
+            pill(ev["outcome"]) if ev["outcome"] else "",
+            _detail(ev),
+        ]
+        for ev in t["events"]
+    ]
+    return f'<div class="tiles">{tiles}</div>' + card(
+        f"Timeline of {key}",
+        table(["when", "event", "outcome", "detail"], rows, "no event in the window"),
     )
 
 
@@ -510,12 +563,18 @@ def _render(request: Request, rt: Runtime, title: str, body: str, hours: int) ->
         f'<a href="{href}?hours={hours}" class="{"on" if href == path else ""}">{e(name)}</a>'
         for href, name in PAGES
     )
+    keep = "".join(
+        f'<input type="hidden" name="{e(k)}" value="{e(v)}">'
+        for k, v in request.query_params.items()
+        if k != "hours"
+    )
     options = "".join(
         f'<option value="{h}"{" selected" if h == hours else ""}>{e(label)}</option>'
         for h, label in WINDOWS
     )
     window = (
-        f'<select name="hours" aria-label="time window">{options}</select> <button>show</button>'
+        f'{keep}<select name="hours" aria-label="time window">{options}</select> '
+        "<button>show</button>"
     )
     return _template("base.html").substitute(
         title=e(title),
@@ -612,6 +671,7 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
         )
     ]
     routes += [
+        Route("/session", page("Session", page_session), methods=["GET"]),
         Route("/login", login_form, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["GET"]),

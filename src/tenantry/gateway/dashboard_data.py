@@ -306,3 +306,26 @@ async def overview(db: Database, w: Window) -> dict[str, Any]:
     hr = await hit_rates(db, w)
     le = await leases(db, w)
     return {"sessions": s, "activity": a, "scheduler": sch, "policy": pol, "hits": hr, "leases": le}
+
+
+async def session_timeline(db: Database, key: str, w: Window) -> dict[str, Any]:
+    """Everything one principal (``user/agent/session``) did in the window."""
+    row = await db.fetchone("SELECT * FROM sessions WHERE principal=?", (key,))
+    rows = await db.fetchall(
+        "SELECT ts, type, subject, outcome, duration_s, data_json FROM events"
+        " WHERE principal=? AND ts>=? AND ts<=? ORDER BY ts DESC LIMIT 500",
+        (key, w.since, w.until),
+    )
+    evs = [
+        {
+            "ts": r["ts"],
+            "type": r["type"],
+            "subject": r["subject"],
+            "outcome": r["outcome"],
+            "duration_s": r["duration_s"],
+            "data": _data(r["data_json"]),
+        }
+        for r in rows
+    ]
+    kinds = Counter(e["type"] for e in evs)
+    return {"session": dict(row) if row else None, "events": evs, "kinds": kinds}

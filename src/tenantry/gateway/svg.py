@@ -26,7 +26,17 @@ def nice_max(value: float) -> float:
 
 
 def _fmt(v: float) -> str:
-    return f"{v:.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
+    if v == int(v) or abs(v) >= 10:
+        return f"{v:.0f}"
+    return f"{v:.2g}"
+
+
+def _axis(top_value: float, integer: bool) -> float:
+    """An axis maximum whose quarter is a round step (whole for counts)."""
+    step = nice_max(top_value / 4) if top_value > 0 else 0.25
+    if integer:
+        step = max(1.0, math.ceil(step))
+    return 4 * step
 
 
 def bars(
@@ -43,7 +53,8 @@ def bars(
     plot_w, plot_h = width - left - right, height - top - bottom
     n = max(len(labels), 1)
     totals = [sum(s[1][i] for s in series if i < len(s[1])) for i in range(n)]
-    ymax = nice_max(max(totals, default=0.0))
+    integer = all(float(v).is_integer() for _, values in series for v in values)
+    ymax = _axis(max(totals, default=0.0), integer)
     slot = plot_w / n
     bar_w = max(slot * 0.72, 1.0)
     out = [
@@ -97,7 +108,7 @@ def hbars(items: Sequence[tuple[str, float]], *, title: str, width: int = 520) -
     height = max(row * len(items), row) + 8
     vmax = nice_max(max((v for _, v in items), default=0.0))
     out = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'<svg class="chart h" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
     ]

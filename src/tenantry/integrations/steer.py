@@ -66,12 +66,13 @@ def _skip_wrapper(argv: list[str]) -> list[str]:
 
 
 _SCHEDULER = {
-    "squeue": "`tenantry jobs` (your jobs, from the shared status cache) or `tenantry status ID`",
-    "sacct": "`tenantry jobs --all` or `tenantry status ID` (finished jobs are kept)",
-    "sbatch": "`tenantry submit SCRIPT` (deduplicated, attributed, policy-checked)",
-    "scancel": "`tenantry cancel ID`",
-    "srun": "`tenantry run -- CMD` (runs on a warm lease, no new job per command)",
-    "salloc": "`tenantry run -- CMD` (leases are managed for you)",
+    "squeue": "`tenantry jobs` or `tenantry status ID` (MCP: list_jobs, job_status), "
+    "answered from the shared status cache",
+    "sacct": "`tenantry jobs --all` or `tenantry status ID` (MCP: list_jobs, job_status)",
+    "sbatch": "`tenantry submit SCRIPT` (MCP: submit_job): deduplicated, attributed, checked",
+    "scancel": "`tenantry cancel ID` (MCP: cancel_job)",
+    "srun": "`tenantry run -- CMD` (MCP: run_command), on a warm lease instead of a new job",
+    "salloc": "`tenantry run -- CMD` (MCP: run_command); leases are managed for you",
 }
 
 
@@ -122,9 +123,8 @@ def redirect(command: str) -> Finding | None:
 
 def _msg(what: str, instead: str) -> str:
     return (
-        f"Tenantry: on this HPC system {what} goes through Tenantry. Use {instead} instead; "
-        "the same operations are tools of the `tenantry` MCP server. "
-        "Set TENANTRY_HOOK_REDIRECT=0 to turn this redirection off."
+        f"Tenantry: on this HPC system {what} goes through Tenantry. Use {instead} instead. "
+        "(An operator can turn this redirection off with hook_redirect = false.)"
     )
 
 
