@@ -375,6 +375,17 @@ class JobService:
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield progress dicts while waiting; the last has ``done`` set."""
         job = await self.get(p, ref)
+        self.served += 1
+        await self.rt.emit(
+            Event(
+                EventType.STATUS_QUERY,
+                p.key,
+                job.id,
+                "ok",
+                None,
+                {"served_from": "cache", "jobs": 1, "kind": "wait"},
+            )
+        )
         deadline = None if timeout is None else time.monotonic() + timeout
         started = time.monotonic()
         while not job.state.terminal:
