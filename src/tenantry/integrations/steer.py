@@ -123,7 +123,7 @@ def redirect(command: str) -> Finding | None:
 
 def _msg(what: str, instead: str) -> str:
     return (
-        f"Tenantry: on this HPC system {what} goes through Tenantry. Use {instead} instead. "
+        f"Tenantry: {what} goes through Tenantry on this HPC system; instead use {instead}. "
         "(An operator can turn this redirection off with hook_redirect = false.)"
     )
 
