@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,50 @@ def test_hook_import_path_is_stdlib_only() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_session_start_starts_the_daemon_and_is_recorded(state_dir: str) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SRC),
+        "TENANTRY_STATE_DIR": state_dir,
+        "TENANTRY_SOCKET": f"{state_dir}/sock",
+    }
+    env.pop("TENANTRY_AGENT", None)
+    payload = (FIXTURES / "claude-code" / "sessionstart.json").read_text()
+    proc = subprocess.run(
+        [sys.executable, "-m", "tenantry", "hook", "--agent", "claude-code"],
+        input=payload,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    pid = int((Path(state_dir) / "daemon.lock").read_text().strip() or 0)
+    try:
+        assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+        ev = subprocess.run(
+            [sys.executable, "-m", "tenantry", "events", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert ev.returncode == 0, ev.stderr
+        events = json.loads(ev.stdout)
+        events = events.get("events", events) if isinstance(events, dict) else events
+        seen = [e for e in events if e["type"] == "session.seen" and e["outcome"] == "start"]
+        assert seen and seen[0]["principal"].endswith(
+            "/claude-code/" + json.loads(payload)["session_id"]
+        )
+        assert seen[0]["data"]["source"] == "startup"
+    finally:
+        if pid:
+            os.kill(pid, 15)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)

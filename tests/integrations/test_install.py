@@ -173,6 +173,7 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     hooks = js(d / "hooks.json")["hooks"]
     assert ours(hooks["PreToolUse"], "codex")[0]["matcher"] == "Bash"
     assert ours(hooks["SessionStart"], "codex")
+    assert ours(hooks["SessionEnd"], "codex")[0]["hooks"][0]["timeout"] <= 3
     if scope == "system":
         req = tomllib.loads((d / "requirements.toml").read_text())
         assert req["mcp_servers"]["tenantry"]["identity"] == {"command": EXE[0]}

@@ -13,7 +13,8 @@ with the event as JSON on stdin. The hook
    so the agent's own permission prompts still apply.
 
 Session start/end events go to the daemon as ``telemetry.session`` and never
-block. Standard library only: this runs on every tool call.
+block; a session start also starts the daemon when none runs (like the CLI),
+so the session's commands find policy up. Pre-tool events never start one. Standard library only: this runs on every tool call.
 """
 
 from __future__ import annotations
@@ -282,6 +283,8 @@ def run(
     if not isinstance(payload, dict):
         return 0
     inp = parse(agent, payload)
+    if inp.event == "session_start" and checker_factory is None:
+        _start_daemon()  # a session is starting: have the daemon ready for its commands
     factory = checker_factory or daemon_checker
     checker: Checker | None
     try:
@@ -300,6 +303,15 @@ def run(
     if text:
         stdout.write(text + "\n")
     return code
+
+
+def _start_daemon() -> None:
+    from tenantry import errors
+    from tenantry.client import ensure_daemon
+    from tenantry.settings import load
+
+    with contextlib.suppress(errors.TenantryError, OSError):
+        ensure_daemon(load(), wait_s=8.0)
 
 
 def _config(env: Mapping[str, str]) -> tuple[bool, str]:

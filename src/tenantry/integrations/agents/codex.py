@@ -8,7 +8,8 @@
   MCP servers, Codex enables only those whose name and identity match.
 - Hooks: ``hooks.json`` beside the active config layer, Claude-style
   ``{"hooks": {Event: [{matcher, hooks: [{type, command, timeout}]}]}}``;
-  ``PreToolUse`` matcher ``Bash``, plus ``SessionStart``. Codex accepts only a
+  ``PreToolUse`` matcher ``Bash``, plus ``SessionStart`` and ``SessionEnd``
+  (whose timeout Codex caps at 3 s). Codex accepts only a
   ``deny`` verdict from PreToolUse (``tenantry hook`` renders asks as denies).
 - Rules: the site-rules block in ``AGENTS.md`` (project root or Codex home).
 """
@@ -73,6 +74,7 @@ def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
     return {
         "PreToolUse": {"matcher": "Bash", "hooks": [handler]},
         "SessionStart": {"hooks": [handler]},
+        "SessionEnd": {"hooks": [{**handler, "timeout": 3}]},  # Codex caps SessionEnd at 3 s
     }
 
 
