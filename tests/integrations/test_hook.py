@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,8 @@ import pytest
 
 from tenantry import errors
 from tenantry.integrations import hook, steer
+
+from .conftest import reap
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -356,7 +357,6 @@ def test_session_start_starts_the_daemon_and_is_recorded(state_dir: str) -> None
         env=env,
         timeout=60,
     )
-    pid = int((Path(state_dir) / "daemon.lock").read_text().strip() or 0)
     try:
         assert proc.returncode == 0 and proc.stdout == "", proc.stderr
         ev = subprocess.run(
@@ -375,12 +375,4 @@ def test_session_start_starts_the_daemon_and_is_recorded(state_dir: str) -> None
         )
         assert seen[0]["data"]["source"] == "startup"
     finally:
-        if pid:
-            os.kill(pid, 15)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.05)
+        reap(state_dir)
