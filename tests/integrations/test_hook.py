@@ -139,10 +139,11 @@ def test_policy_deny_is_rendered(agent: str) -> None:
     assert code == 0
     msg = denied(agent, out)
     assert msg and "no GPU jobs after 22:00" in msg
-    assert daemon.calls[0] == (
-        "policy.check",
-        {"action": "run_command", "command": "python train.py"},
-    )
+    op, params = daemon.calls[0]
+    assert op == "policy.check" and params["action"] == "run_command"
+    # the policy service's shape: the judged op's params, with the agent's cwd
+    assert params["params"]["command"] == "python train.py"
+    assert params["params"]["cwd"] == ("" if agent == "opencode" else "/home/alice/chem")
 
 
 @pytest.mark.parametrize("agent", list(PRE))
@@ -196,6 +197,14 @@ def test_policy_ask_per_agent() -> None:
     assert "Needs approval" in out["hookSpecificOutput"]["permissionDecisionReason"]
     out, _ = run_hook("cursor", with_command("cursor", PRE["cursor"], "x"), daemon)
     assert out["permission"] == "ask"
+
+
+def test_policy_service_down_asks_for_dangerous_only() -> None:
+    daemon = Daemon(exc=errors.Unavailable("the policy service is not running in this daemon"))
+    out, _ = run_hook(
+        "claude-code", with_command("claude-code", PRE["claude-code"], "rm -rf x"), daemon
+    )
+    assert out["hookSpecificOutput"]["permissionDecision"] == "ask"
 
 
 def test_no_policy_op_asks_for_dangerous_only() -> None:

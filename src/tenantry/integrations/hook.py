@@ -14,7 +14,8 @@ with the event as JSON on stdin. The hook
 
 Session start/end events go to the daemon as ``telemetry.session`` and never
 block; a session start also starts the daemon when none runs (like the CLI),
-so the session's commands find policy up. Pre-tool events never start one. Standard library only: this runs on every tool call.
+so the session's commands find policy up. Pre-tool events never start one.
+Standard library only: this runs on every tool call.
 """
 
 from __future__ import annotations
@@ -142,14 +143,19 @@ def decide(
     danger = steer.dangerous(command)
     if checker is None:
         return _unreachable(danger, on_unreachable)
+    query = {
+        "action": "run_command",
+        "command": command,
+        "params": {"command": command, "cwd": inp.cwd},
+    }
     try:
-        result = checker("policy.check", {"action": "run_command", "command": command})
+        result = checker("policy.check", query)
     except errors.PolicyDenied as err:
         return Verdict("deny", f"Tenantry policy: {err.message}", "policy")
     except errors.DaemonUnavailable:
         return _unreachable(danger, on_unreachable)
-    except (errors.NotFound, errors.UsageError):
-        # the daemon runs but has no policy op: local rules only, a person decides
+    except (errors.NotFound, errors.UsageError, errors.Unavailable):
+        # the daemon runs but without a policy service: local rules only, a person decides
         if danger:
             return Verdict("ask", f"Tenantry: this command {danger.message}.", danger.rule)
         return Verdict("none")
