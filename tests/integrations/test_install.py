@@ -354,3 +354,50 @@ def test_cli_dry_run_diff_then_apply_then_noop(tmp_path: Path) -> None:
     assert json.loads(again.stdout)["changes"] == []
     gone = run_cli("uninstall", "--agent", "gemini-cli", "--user", "--yes", home=home, cwd=proj)
     assert gone.returncode == 0 and not (home / ".gemini/settings.json").exists()
+
+
+def test_cli_all_agents(tmp_path: Path) -> None:
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    done = run_cli(
+        "install", "--agent", "all", "--project", str(proj), "--yes", "--json", home=home, cwd=proj
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert {c["agent"] for c in report["changes"]} == {
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "opencode",
+        "cursor",
+    }
+    paths = [c["path"] for c in report["changes"]]
+    assert len(paths) == len(set(paths))  # AGENTS.md is planned once for Codex and OpenCode
+    assert (proj / "AGENTS.md").read_text().count(BEGIN) == 1
+    again = run_cli(
+        "install", "--agent", "all", "--project", str(proj), "--yes", "--json", home=home, cwd=proj
+    )
+    assert json.loads(again.stdout)["changes"] == []
+    system = run_cli(
+        "install",
+        "--agent",
+        "all",
+        "--system",
+        "--root",
+        str(tmp_path / "root"),
+        "--dry-run",
+        "--json",
+        home=home,
+        cwd=proj,
+    )
+    assert system.returncode == 0 and any(
+        "opencode" in s for s in json.loads(system.stdout)["skipped"]
+    )
+    gone = run_cli(
+        "uninstall", "--agent", "all", "--project", str(proj), "--yes", home=home, cwd=proj
+    )
+    assert gone.returncode == 0, gone.stderr
+    assert not (proj / "AGENTS.md").exists() and not (proj / ".mcp.json").exists()
+    left = sorted(p.name for p in proj.iterdir() if ".tenantry-backup-" not in p.name)
+    assert left == []  # directories that only held Tenantry's files are gone too

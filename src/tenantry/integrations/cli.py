@@ -48,7 +48,9 @@ def register(sub: Any) -> None:
             epilog=INSTALL_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("--agent", required=True, choices=AGENTS, help="the agent product")
+        p.add_argument(
+            "--agent", required=True, choices=(*AGENTS, "all"), help="the agent product, or all"
+        )
         where = p.add_mutually_exclusive_group()
         where.add_argument("--project", metavar="DIR", help="a project directory (default: .)")
         where.add_argument("--user", action="store_true", help="your user-wide agent config")
@@ -90,21 +92,43 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
 
     scope = "system" if args.system else "user" if args.user else "project"
     t = installer.target(scope, args.project, root=args.root)
-    plan = installer.plan(args.agent, t, remove=remove)
-    pending = plan.pending
+    agents = list(AGENTS) if args.agent == "all" else [args.agent]
+    skipped: list[str] = []
+    plans = []
+    for agent in agents:
+        try:
+            plans.append(installer.plan(agent, t, remove=remove))
+        except UsageError as err:
+            if args.agent != "all":
+                raise
+            skipped.append(f"{agent}: {err.message}")
+    # agents may share a file (Codex and OpenCode both read AGENTS.md): plan it once
+    seen: set[str] = set()
+    owned: list[tuple[str, files.Change]] = []
+    for plan in plans:
+        for c in plan.pending:
+            if str(c.path) not in seen:
+                seen.add(str(c.path))
+                owned.append((plan.agent, c))
+    pending = [c for _, c in owned]
     report: dict[str, Any] = {
         "agent": args.agent,
         "scope": scope,
         "action": "uninstall" if remove else "install",
-        "changes": [{"path": str(c.path), "action": c.action, "diff": c.diff()} for c in pending],
+        "changes": [
+            {"agent": agent, "path": str(c.path), "action": c.action, "diff": c.diff()}
+            for agent, c in owned
+        ],
         "applied": False,
     }
+    if skipped:
+        report["skipped"] = skipped
     if not pending:
         report["note"] = "nothing to do: " + ("not installed" if remove else "already installed")
         emit(args, report, lambda r: f"tenantry: {r['note']} ({args.agent}, {scope})")
         return 0
     if not args.json:
-        sys.stdout.write(plan.diff())
+        sys.stdout.write("".join(c.diff() for c in pending))
     if args.dry_run:
         if args.json:
             emit(args, report)

@@ -2,8 +2,10 @@
 
 An installer never writes while it plans. It returns ``Change``s (path, text
 before, text after; ``None`` for an absent file); ``apply`` then keeps a
-timestamped backup of every file it modifies or deletes and replaces each
-file atomically, keeping its mode. Planning the same install twice yields no
+timestamped backup of every file it modifies and replaces each file
+atomically, keeping its mode. A file is deleted only when nothing but
+Tenantry's entries was in it (then without a backup, and empty directories
+it leaves are removed). Planning the same install twice yields no
 change the second time: that is how idempotence is checked.
 """
 
@@ -159,7 +161,9 @@ def apply(changes: list[Change]) -> list[dict[str, str]]:
         if not ch.changed:
             continue
         backup = ""
-        if ch.before is not None:
+        # a deletion only ever removes a file that held nothing but Tenantry's entries,
+        # so only modifications need a backup
+        if ch.before is not None and ch.after is not None:
             bp = backup_path(ch.path, stamp)
             n = 1
             while bp.exists():
@@ -169,10 +173,21 @@ def apply(changes: list[Change]) -> list[dict[str, str]]:
             backup = str(bp)
         if ch.after is None:
             ch.path.unlink(missing_ok=True)
+            _prune(ch.path.parent)
         else:
             _write(ch.path, ch.after, _mode(ch.path, 0o644))
         done.append({"path": str(ch.path), "action": ch.action, "backup": backup})
     return done
+
+
+def _prune(directory: Path, levels: int = 2) -> None:
+    """Remove directories left empty by a deletion (``.claude/``, ``.opencode/plugins/``)."""
+    for _ in range(levels):
+        try:
+            directory.rmdir()  # only succeeds when empty
+        except OSError:
+            return
+        directory = directory.parent
 
 
 def _mode(path: Path, default: int) -> int:
