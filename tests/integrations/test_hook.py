@@ -385,3 +385,12 @@ def test_session_start_starts_the_daemon_and_is_recorded(state_dir: str) -> None
         assert seen[0]["data"]["source"] == "startup"
     finally:
         reap(state_dir)
+
+
+def test_internal_error_blocks_only_dangerous(capsys: pytest.CaptureFixture[str]) -> None:
+    rm = json.dumps(with_command("claude-code", PRE["claude-code"], "rm -rf /lustre/x"))
+    ls = json.dumps(with_command("claude-code", PRE["claude-code"], "ls"))
+    assert hook.crash_exit("claude-code", rm) == 2
+    assert "dangerous" in capsys.readouterr().err
+    assert hook.crash_exit("claude-code", ls) == 0
+    assert hook.crash_exit("claude-code", "not json") == 0

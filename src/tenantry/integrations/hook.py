@@ -366,4 +366,24 @@ def _report_decision(inp: HookInput, verdict: Verdict, checker: Checker) -> None
 
 
 def main(agent: str) -> int:
-    return run(agent, sys.stdin, sys.stdout, sys.stderr)
+    """The command. A bug here never bricks the agent, nor opens the dangerous list."""
+    import io
+
+    raw = sys.stdin.read()
+    try:
+        return run(agent, io.StringIO(raw), sys.stdout, sys.stderr)
+    except Exception as exc:  # last resort: decide from the payload alone
+        sys.stderr.write(f"tenantry hook: internal error: {type(exc).__name__}: {exc}\n")
+        return crash_exit(agent, raw)
+
+
+def crash_exit(agent: str, raw: str) -> int:
+    """Exit code after an internal error: 2 (block, every agent's convention) if dangerous."""
+    try:
+        inp = parse(agent, json.loads(raw))
+    except Exception:
+        return 0
+    if inp.event == "pre_tool" and inp.command and steer.dangerous(inp.command):
+        sys.stderr.write("Tenantry: the hook failed and this command is on the dangerous list.\n")
+        return 2
+    return 0
