@@ -38,6 +38,7 @@ from tenantry.gateway.runtime import Runtime
 from tenantry.gateway.svg import bars, hbars
 
 COOKIE = "tenantry_dashboard"
+WIDE = 1120  # SVG width of a chart that spans the page (text keeps its size)
 TOKEN_FILE = "http-token"  # noqa: S105 - a file name, not a secret
 WINDOWS = ((1, "last hour"), (6, "last 6 hours"), (24, "last 24 hours"), (168, "last 7 days"))
 CSP = (
@@ -343,8 +344,13 @@ async def page_activity(request: Request, rt: Runtime, w: data.Window) -> str:
         for r in a["jobs"]
     ]
     return (
-        card("Commands over time", bars(labels, a["command_series"], title="Commands by outcome"))
-        + card("Batch jobs over time", bars(labels, a["job_series"], title="Jobs by state"))
+        card(
+            "Commands over time",
+            bars(labels, a["command_series"], title="Commands by outcome", width=WIDE),
+        )
+        + card(
+            "Batch jobs over time", bars(labels, a["job_series"], title="Jobs by state", width=WIDE)
+        )
         + card(
             "Latest commands",
             table(["when", "who", "command", "where", "state", "exit", "took"], cmds),
@@ -391,7 +397,9 @@ async def page_scheduler(request: Request, rt: Runtime, w: data.Window) -> str:
         if total
         else ""
     )
-    chart = bars(w.labels(), sch["series"], title="Scheduler queries: cache versus scheduler")
+    chart = bars(
+        w.labels(), sch["series"], title="Scheduler queries: cache versus scheduler", width=WIDE
+    )
     note = (
         "Without Tenantry every agent polls <code>squeue</code> itself; here one poller per "
         "backend refreshes the cache and agents read it."
@@ -436,7 +444,11 @@ async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
     )
     return (
         f'<div class="tiles">{tiles}</div>'
-        + card("Lease events", bars(w.labels(), le["series"], title="Lease events over time"), note)
+        + card(
+            "Lease events",
+            bars(w.labels(), le["series"], title="Lease events over time", width=WIDE),
+            note,
+        )
         + card(
             "Held leases",
             table(["lease", "who", "state", "cpus", "gpus", "since"], active, "no lease is held"),
@@ -516,7 +528,11 @@ async def page_memory(request: Request, rt: Runtime, w: data.Window) -> str:
             h["total"], "queries", f"{h['hits']} hits"
         )
         out.append(f'<div class="tiles">{tiles}</div>')
-        out.append(card(title, bars(w.labels(), h["series"], title=f"{title}: hits and misses")))
+        out.append(
+            card(
+                title, bars(w.labels(), h["series"], title=f"{title}: hits and misses", width=WIDE)
+            )
+        )
     return "".join(out)
 
 

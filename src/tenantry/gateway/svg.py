@@ -12,6 +12,42 @@ from collections.abc import Sequence
 from html import escape
 
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#d97706", "#7c3aed", "#0891b2", "#64748b")
+GREEN, RED, BLUE, AMBER, GRAY, PURPLE = (
+    "#16a34a",
+    "#dc2626",
+    "#2563eb",
+    "#d97706",
+    "#64748b",
+    "#7c3aed",
+)
+# series names with a meaning get the colour a reader expects
+MEANING = {
+    "completed": GREEN,
+    "hit": GREEN,
+    "answered from cache": GREEN,
+    "ready": GREEN,
+    "failed": RED,
+    "error": RED,
+    "lost": RED,
+    "miss": RED,
+    "policy": RED,
+    "node_fail": RED,
+    "out_of_memory": RED,
+    "running": BLUE,
+    "requested": BLUE,
+    "batch jobs": BLUE,
+    "pending": AMBER,
+    "timeout": AMBER,
+    "passed to the scheduler": AMBER,
+    "hook": PURPLE,
+    "cancelled": GRAY,
+    "released": GRAY,
+    "commands": PURPLE,
+}
+
+
+def color(name: str, j: int) -> str:
+    return MEANING.get(name.lower(), PALETTE[j % len(PALETTE)])
 
 
 def nice_max(value: float) -> float:
@@ -80,7 +116,7 @@ def bars(
             tip = f"{labels[i] if i < len(labels) else ''}: {name} {_fmt(v)}{unit}"
             out.append(
                 f'<rect x="{x:.1f}" y="{base:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
-                f'fill="{PALETTE[j % len(PALETTE)]}"><title>{escape(tip)}</title></rect>'
+                f'fill="{color(name, j)}"><title>{escape(tip)}</title></rect>'
             )
     every = max(1, math.ceil(n / 8))
     for i in range(0, n, every):
@@ -92,8 +128,7 @@ def bars(
         total = sum(values)
         label = escape(f"{name} ({_fmt(total)})")
         out.append(
-            f'<rect x="{lx}" y="{height + 4}" width="10" height="10" '
-            f'fill="{PALETTE[j % len(PALETTE)]}"/>'
+            f'<rect x="{lx}" y="{height + 4}" width="10" height="10" fill="{color(name, j)}"/>'
             f'<text x="{lx + 14}" y="{height + 13}" class="legend">{label}</text>'
         )
         lx += 24 + 7 * len(f"{name} ({_fmt(total)})")
