@@ -14,12 +14,14 @@ examples:
   tenantry install --agent codex --user --dry-run   show the diff for ~/.codex, write nothing
   tenantry install --agent gemini-cli --user --yes  write without asking
   sudo tenantry install --agent claude-code --system --yes   managed settings for every user
+  tenantry install --agent all --user --yes          every agent at once
 
 What is written: the `tenantry` MCP server entry in the agent's own format,
 the agent's hook running `tenantry hook` before shell commands and at session
 start/end, and a short site-rules block (CLAUDE.md / AGENTS.md / GEMINI.md)
-between tenantry markers. Every file changed is first backed up next to itself
-as FILE.tenantry-backup-TIMESTAMP. Running it again changes nothing.
+between tenantry markers. A file that is modified is first backed up next to
+itself as FILE.tenantry-backup-TIMESTAMP; uninstall deletes only files that
+held nothing but Tenantry's entries. Running it again changes nothing.
 """
 
 HOOK_EPILOG = """\
