@@ -17,12 +17,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 from tenantry import errors
 from tenantry.principal import client_claims
 from tenantry.settings import Settings
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 API = "/v1"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
@@ -148,6 +151,8 @@ def _alive(path: str) -> bool:
 
 def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     """Start a daemon for these settings unless one answers; never two at once."""
+    from pathlib import Path
+
     state = Path(settings.state_dir)
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     with (state / "spawn.lock").open("a") as lock:

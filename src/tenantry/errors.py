@@ -30,7 +30,10 @@ This module imports only the standard library: the CLI client uses it.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 
 class TenantryError(Exception):

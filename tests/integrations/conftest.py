@@ -33,6 +33,7 @@ class Daemon:
             env["TENANTRY_SESSION"] = session or f"{agent}-session-1"
         return subprocess.run(
             [sys.executable, "-m", "tenantry", *args],
+            cwd=self.state,  # job output files land here, not in the checkout
             input=stdin,
             capture_output=True,
             text=True,
