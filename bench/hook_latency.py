@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -30,10 +31,17 @@ def payload(command: str) -> str:
     return json.dumps(p)
 
 
-def measure(env: dict[str, str], command: str, n: int) -> tuple[float, float]:
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(env: dict[str, str], command: str, n: int) -> tuple[float, float, float]:
+    """(median wall ms, p90 wall ms, median CPU ms of the hook process)."""
     data = payload(command)
-    times = []
+    times, cpus = [], []
     for _ in range(n):
+        c0 = _cpu()
         t0 = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "tenantry", "hook", "--agent", "claude-code"],
@@ -45,17 +53,24 @@ def measure(env: dict[str, str], command: str, n: int) -> tuple[float, float]:
             timeout=30,
         )
         times.append(time.perf_counter() - t0)
+        cpus.append(_cpu() - c0)
     times.sort()
-    return statistics.median(times) * 1000, times[int(0.9 * (n - 1))] * 1000
+    return (
+        statistics.median(times) * 1000,
+        times[int(0.9 * (n - 1))] * 1000,
+        statistics.median(cpus) * 1000,
+    )
 
 
-def baseline(n: int) -> float:
-    times = []
+def baseline(n: int) -> tuple[float, float]:
+    times, cpus = [], []
     for _ in range(n):
+        c0 = _cpu()
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+        cpus.append(_cpu() - c0)
+    return statistics.median(times) * 1000, statistics.median(cpus) * 1000
 
 
 def main() -> None:
@@ -67,14 +82,16 @@ def main() -> None:
         "TENANTRY_STATE_DIR": state,
         "TENANTRY_SOCKET": f"{state}/sock",
     }
-    print(f"python -c pass (interpreter start): {baseline(n):.1f} ms median")
+    wall, cpu = baseline(n)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'python -c pass (interpreter start)':40} {wall:6.1f} ms wall  {cpu:6.1f} ms CPU")
     rows = [
         ("no daemon, squeue (redirected)", env, "squeue -u alice"),
         ("no daemon, make (fail-open)", env, "make -j4"),
     ]
     for name, e, cmd in rows:
-        med, p90 = measure(e, cmd, n)
-        print(f"{name:40} {med:6.1f} ms median  {p90:6.1f} ms p90")
+        med, p90, cpu = measure(e, cmd, n)
+        print(f"{name:40} {med:6.1f} ms wall  {cpu:6.1f} ms CPU  (p90 wall {p90:.1f} ms)")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tenantry", "serve"],
         env=env,
@@ -90,8 +107,8 @@ def main() -> None:
             ("daemon up, make (policy asked)", "make -j4"),
             ("daemon up, squeue (redirect reported)", "squeue -u alice"),
         ):
-            med, p90 = measure(env, cmd, n)
-            print(f"{name:40} {med:6.1f} ms median  {p90:6.1f} ms p90")
+            med, p90, cpu = measure(env, cmd, n)
+            print(f"{name:40} {med:6.1f} ms wall  {cpu:6.1f} ms CPU  (p90 wall {p90:.1f} ms)")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

@@ -20,42 +20,66 @@ Standard library only: this runs on every tool call.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TextIO
 
 from tenantry.integrations import steer
 
+TYPE_CHECKING = False  # the hook's path avoids importing typing (and dataclasses)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, TextIO
+
+    # A checker calls one daemon op: (op name, params) -> result. It raises
+    # tenantry.errors.TenantryError (DaemonUnavailable when nothing answers).
+    Checker = Callable[[str, dict[str, Any]], Any]
+
 AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")
 
-# A checker calls one daemon op: (op name, params) -> result. It raises
-# tenantry.errors.TenantryError (DaemonUnavailable when nothing answers).
-Checker = Callable[[str, dict[str, Any]], Any]
 
-
-@dataclass(frozen=True, slots=True)
 class HookInput:
-    agent: str
-    event: str  # pre_tool | session_start | session_end | other
-    command: str | None = None  # the shell command, for pre_tool on a shell tool
-    tool: str = ""
-    native_event: str = ""
-    session: str = ""
-    cwd: str = ""
-    detail: str = ""  # session source/reason
-    raw: dict[str, Any] = field(default_factory=dict)
+    """The agent-neutral view of one hook payload (plain class: no dataclasses import)."""
+
+    __slots__ = (
+        "agent",
+        "command",
+        "cwd",
+        "detail",
+        "event",
+        "native_event",
+        "raw",
+        "session",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        agent: str,
+        event: str,  # pre_tool | session_start | session_end | other
+        command: str | None = None,  # the shell command, for pre_tool on a shell tool
+        tool: str = "",
+        native_event: str = "",
+        session: str = "",
+        cwd: str = "",
+        detail: str = "",  # session source/reason
+        raw: dict[str, Any] | None = None,
+    ) -> None:
+        self.agent, self.event, self.command, self.tool = agent, event, command, tool
+        self.native_event, self.session, self.cwd, self.detail = native_event, session, cwd, detail
+        self.raw = raw or {}
 
 
-@dataclass(frozen=True, slots=True)
 class Verdict:
-    decision: str  # allow | deny | ask | none (no opinion: let the agent decide)
-    message: str = ""
-    rule: str = ""
+    """allow | deny | ask | none (no opinion: the agent decides), why, and which rule."""
+
+    __slots__ = ("decision", "message", "rule")
+
+    def __init__(self, decision: str, message: str = "", rule: str = "") -> None:
+        self.decision, self.message, self.rule = decision, message, rule
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.decision!r}, {self.message!r}, {self.rule!r})"
 
 
 # --- parsing ------------------------------------------------------------------
@@ -252,7 +276,7 @@ def daemon_checker(agent: str, session: str, timeout_s: float = 3.0) -> Checker:
     def call(op: str, params: dict[str, Any]) -> Any:
         nonlocal client
         if client is None:
-            if not Path(settings.socket).exists():
+            if not os.path.exists(settings.socket):
                 raise errors.DaemonUnavailable(f"no daemon socket at {settings.socket}")
             from tenantry.client import Client
             from tenantry.principal import client_claims
@@ -316,8 +340,10 @@ def _start_daemon() -> None:
     from tenantry.client import ensure_daemon
     from tenantry.settings import load
 
-    with contextlib.suppress(errors.TenantryError, OSError):
+    try:  # noqa: SIM105
         ensure_daemon(load(), wait_s=8.0)
+    except (errors.TenantryError, OSError):
+        pass
 
 
 def _config(env: Mapping[str, str]) -> tuple[bool, str]:
@@ -346,8 +372,10 @@ def _report_session(inp: HookInput, checker: Checker | None) -> None:
         "cwd": inp.cwd,
         "source": inp.detail,
     }
-    with contextlib.suppress(errors.TenantryError):  # telemetry never blocks a session
+    try:  # noqa: SIM105 - contextlib costs the hook an import
         checker("telemetry.session", params)
+    except errors.TenantryError:
+        pass  # telemetry never blocks a session
 
 
 def _report_decision(inp: HookInput, verdict: Verdict, checker: Checker) -> None:
@@ -361,8 +389,10 @@ def _report_decision(inp: HookInput, verdict: Verdict, checker: Checker) -> None
         "command": (inp.command or "")[:500],
         "tool": inp.tool,
     }
-    with contextlib.suppress(errors.TenantryError):
+    try:  # noqa: SIM105
         checker("telemetry.hook", params)
+    except errors.TenantryError:
+        pass
 
 
 def main(agent: str) -> int:

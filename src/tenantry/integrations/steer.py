@@ -16,17 +16,26 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 
 _SPLIT = re.compile(r"\|\||&&|[|;&\n]")
 _WRAPPERS = {"sudo", "env", "time", "nice", "nohup", "command", "exec", "watch", "timeout", "xargs"}
 _LOOP = re.compile(r"\b(for|while|until)\b.*\bdo\b", re.S)
 
 
-@dataclass(frozen=True, slots=True)
 class Finding:
-    rule: str  # stable id, e.g. "redirect.squeue" or "danger.rm-recursive"
-    message: str  # what the agent should do instead, or why it is dangerous
+    """A matched rule: a stable id (``redirect.squeue``) and a message for the agent.
+
+    (A plain class: ``dataclasses`` costs the hook milliseconds on every call.)
+    """
+
+    __slots__ = ("message", "rule")
+
+    def __init__(self, rule: str, message: str) -> None:
+        self.rule = rule
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"Finding({self.rule!r}, {self.message!r})"
 
 
 def simple_commands(command: str) -> list[list[str]]:
