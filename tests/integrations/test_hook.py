@@ -394,3 +394,20 @@ def test_internal_error_blocks_only_dangerous(capsys: pytest.CaptureFixture[str]
     assert "dangerous" in capsys.readouterr().err
     assert hook.crash_exit("claude-code", ls) == 0
     assert hook.crash_exit("claude-code", "not json") == 0
+
+
+def test_call_op_speaks_the_daemon_protocol(daemon: Any) -> None:
+    sock = daemon.env["TENANTRY_SOCKET"]
+    claims = {"agent": "codex", "session": "s-42", "host": "h", "project": ""}
+    out = hook.call_op(sock, "telemetry.session", {"event": "start"}, claims, 5.0)
+    assert out["principal"].endswith("/codex/s-42")
+    with pytest.raises(errors.UsageError, match="decision must be one of"):
+        hook.call_op(sock, "telemetry.hook", {"decision": "maybe"}, claims, 5.0)
+    with pytest.raises(errors.NotFound):
+        hook.call_op(sock, "no.such.op", {}, claims, 5.0)
+    with pytest.raises(errors.DaemonUnavailable):
+        hook.call_op(sock + ".missing", "telemetry.session", {"event": "start"}, claims, 5.0)
+
+
+def test_dechunk() -> None:
+    assert hook._dechunk(b"4\r\nWiki\r\n5;x=1\r\npedia\r\n0\r\n\r\n") == b"Wikipedia"
