@@ -112,33 +112,88 @@ async def fill(rt: Runtime) -> None:
             data={"rule": "redirect.squeue", "command": "squeue -u alice"},
         )
     )
+    # the shapes the policy, lease, budget, memory and index components emit
     await emit(
         Event(
             EventType.POLICY_DECISION,
             BOB.key,
-            "",
+            "submit_job",
             "deny",
-            data={"rule": "no-gpu-at-night", "action": "submit_job"},
+            data={
+                "rule": "no-gpu-at-night",
+                "source": "facility",
+                "message": "GPU jobs after 22:00 need approval",
+                "checks": 3,
+            },
         )
     )
-    await emit(Event(EventType.LEASE_REQUESTED, ALICE.key, "L1", "", data={"cpus": 8}))
-    await emit(Event(EventType.LEASE_READY, ALICE.key, "L1", "ok", data={"cpus": 8}))
-    await emit(Event(EventType.LEASE_REQUESTED, BOB.key, "L2", "", data={"cpus": 2}))
-    await emit(Event(EventType.LEASE_READY, BOB.key, "L2", "ok", data={"cpus": 2}))
+    await emit(
+        Event(
+            EventType.BUDGET_WARNING,
+            BOB.key,
+            "submit_job",
+            "warning",
+            data={
+                "scope": "user",
+                "scope_key": "bob",
+                "window": "day",
+                "metric": "core_hours",
+                "used": 90,
+                "limit": 100,
+                "fraction": 0.9,
+            },
+        )
+    )
+    await rt.journal.db.execute(  # budget.exceeded: a type the budgets component adds
+        "INSERT INTO events (ts, type, principal, subject, outcome, data_json)"
+        " VALUES (?,?,?,?,?,?)",
+        (
+            time.time(),
+            "budget.exceeded",
+            BOB.key,
+            "submit_job",
+            "denied",
+            json.dumps({"metric": "gpu_hours", "used": 8, "limit": 8, "window": "day"}),
+        ),
+    )
+    lease = {"backend_id": "77", "pool": "alice/cpu8", "slots": 8}
+    await emit(Event(EventType.LEASE_REQUESTED, ALICE.key, "L1", "", data=lease))
+    await emit(
+        Event(EventType.LEASE_READY, ALICE.key, "L1", "", 41.0, {"host": "node17", "slots": 8})
+    )
+    await emit(Event(EventType.LEASE_REQUESTED, BOB.key, "L2", "", data={**lease, "slots": 2}))
+    await emit(Event(EventType.LEASE_READY, BOB.key, "L2", "", 12.0, {"host": "node3", "slots": 2}))
     await emit(
         Event(
             EventType.LEASE_RELEASED,
             BOB.key,
             "L2",
-            "idle",
-            900.0,
-            {"cpus": 2, "idle_s": 1800, "commands": 7},
+            "released",
+            data={"reason": "idle for 180 s", "served": 7, "idle_core_s": 3600.0},
         )
     )
-    for outcome in ("hit", "hit", "miss"):
-        await emit(Event(EventType.MEMORY_RECALL, ALICE.key, "", outcome, data={}))
-    for served in ("index", "index", "index", "fs"):
-        await emit(Event(EventType.INDEX_QUERY, ALICE.key, "", "ok", data={"served_from": served}))
+    for returned in (["m1", "m2"], ["m3"], []):
+        await emit(
+            Event(
+                EventType.MEMORY_RECALL,
+                ALICE.key,
+                "",
+                str(len(returned)),
+                0.002,
+                {"returned": returned},
+            )
+        )
+    for outcome in ("ok", "ok", "ok", "error"):
+        await emit(
+            Event(
+                EventType.INDEX_QUERY,
+                ALICE.key,
+                "find",
+                outcome,
+                0.001,
+                {"path": "/w", "results": 3},
+            )
+        )
     await emit(
         Event(
             EventType.SESSION_SEEN, ALICE.key, ALICE.session, "start", data={"agent": "claude-code"}
@@ -195,11 +250,14 @@ async def test_pages_show_the_store(rt: Runtime) -> None:
         "/sessions": ["Live sessions by agent product", "alice", "bob", "login2"],
         "/activity": ["pytest -x t0", "sim2", "FAILED"],
         "/scheduler": ["30", "calls passed to the scheduler", "10.0×"],
-        "/leases": ["L1", "idle core-hours", "1.00"],
+        "/leases": ["L1", "node17", "idle core-hours", "1.00", "idle for 180 s"],
         "/policy": [
             "redirect.squeue",
             "no-gpu-at-night",
+            "submit_job: GPU jobs after 22:00 need approval",
             "squeue -u alice",
+            "gpu_hours 8 / 8",
+            "core_hours 90 / 100 (90 %) of user bob per day",
             "Core-hours by principal",
         ],
         "/memory": ["memory hit rate", "67 %", "index hit rate", "75 %"],
@@ -256,3 +314,37 @@ def test_svg_chart_escapes_and_scales() -> None:
     svg = bars(["<a>", "b"], [("x<y", [1.0, 3.0])], title="t & t")
     assert "<a>" not in svg.replace("<title>", "") and "&lt;a&gt;" in svg and "t &amp; t" in svg
     assert nice_max(0) == 1.0 and nice_max(7) == 10.0 and nice_max(230) == 250.0
+
+
+async def test_report_page_uses_the_report_op(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tenantry.ops import REGISTRY, Op
+
+    calls: list[dict[str, Any]] = []
+
+    async def latest(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        calls.append(params)
+        share = {"agent": 55.8, "unknown": 1.2, "human": 43.0}
+        return {
+            "window": {"since": "2026-11-23", "until": "2026-11-30"},
+            "headline": {
+                "users": {
+                    "share_pct": {"agent": 19.5, "unknown": 0, "human": 80.5},
+                    "agent_bounds_pct": [19.5, 19.5],
+                    "total": 41,
+                },
+                "submissions": {
+                    "share_pct": share,
+                    "agent_bounds_pct": [55.8, 57.0],
+                    "total": 1234,
+                },
+            },
+            "command_rate": {"ratio_pooled": 20.8, "ratio_of_medians": 11.5},
+        }
+
+    monkeypatch.setitem(REGISTRY, "report.latest", Op("report.latest", latest, "test"))
+    c = await client(rt)
+    r = await c.get("/report?hours=168")
+    body = text(r.text)
+    assert "55.8 %" in body and "19.5 %" in body and "1,234" in body and "20.8×" in body
+    assert calls == [{"days": 7.0}]
+    await c.aclose()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import socket
@@ -36,6 +37,7 @@ from starlette.routing import BaseRoute, Route
 from tenantry.gateway import dashboard_data as data
 from tenantry.gateway.runtime import Runtime
 from tenantry.gateway.svg import bars, hbars
+from tenantry.models import AgentProduct, Principal
 
 COOKIE = "tenantry_dashboard"
 WIDE = 1120  # SVG width of a chart that spans the page (text keeps its size)
@@ -362,8 +364,6 @@ async def page_activity(request: Request, rt: Runtime, w: data.Window) -> str:
 
 
 def _argv(raw: str) -> list[str]:
-    import json
-
     try:
         v = json.loads(raw)
     except ValueError:
@@ -417,6 +417,7 @@ async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
             pill(x["state"]),
             e(x.get("cpus")),
             e(x.get("gpus")),
+            e(x.get("host", "")),
             e(ago(x.get("since"), now)),
         ]
         for x in le["active"]
@@ -428,8 +429,9 @@ async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
             pill(x["state"]),
             e(x.get("cpus")),
             e(x.get("commands")),
-            e(f"{x.get('idle_s') or 0:.0f} s"),
+            e(f"{(x.get('idle_core_s') or 0) / 3600:.2f}"),
             e(ago(x.get("ended"), now)),
+            e(x.get("reason", "")),
         ]
         for x in le["ended"]
     ]
@@ -451,13 +453,41 @@ async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
         )
         + card(
             "Held leases",
-            table(["lease", "who", "state", "cpus", "gpus", "since"], active, "no lease is held"),
+            table(
+                ["lease", "who", "state", "cpus", "gpus", "host", "since"],
+                active,
+                "no lease is held",
+            ),
         )
         + card(
             "Released leases and their idle cost",
-            table(["lease", "who", "end", "cpus", "commands", "idle", "ended"], ended),
+            table(
+                ["lease", "who", "end", "cpus", "commands", "idle core-h", "ended", "reason"],
+                ended,
+            ),
         )
     )
+
+
+def _denial_detail(x: dict[str, Any]) -> str:
+    d = x["data"]
+    if d.get("command"):
+        return f"<code>{e(d['command'])}</code>"
+    if x["type"] == "budget.exceeded":
+        return e(_budget_text(d) or d.get("message") or "")
+    text = d.get("message") or d.get("resource") or ""
+    action = x["subject"] if x["type"] == "policy.decision" else ""
+    return e(f"{action}: {text}" if action and text else text or action)
+
+
+def _budget_text(d: dict[str, Any]) -> str:
+    if "metric" not in d:
+        return str(d.get("message") or "")
+    used, limit = d.get("used"), d.get("limit")
+    frac = d.get("fraction")
+    share = f" ({100 * float(frac):.0f} %)" if isinstance(frac, int | float) else ""
+    scope = f" of {d.get('scope')} {d.get('scope_key') or ''}".rstrip() if d.get("scope") else ""
+    return f"{d['metric']} {used} / {limit}{share}{scope} per {d.get('window', '?')}"
 
 
 async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
@@ -469,14 +499,14 @@ async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
             e(ago(x["ts"], now)),
             who(x["principal"]),
             pill(x["outcome"] or "deny"),
-            e("hook" if x["type"] == "hook.decision" else x["type"].split(".")[0]),
-            e(x["data"].get("rule") or x["data"].get("action") or ""),
-            f"<code>{e(x['data'].get('command') or x['data'].get('resource') or '')}</code>",
+            e(data._denier(x["type"])),
+            e(x["data"].get("rule") or x["data"].get("metric") or x["subject"] or ""),
+            _denial_detail(x),
         ]
         for x in pol["denials"]
     ]
     warn = [
-        [e(ago(x["ts"], now)), who(x["principal"]), e(x["data"].get("message") or x["outcome"])]
+        [e(ago(x["ts"], now)), who(x["principal"]), e(_budget_text(x["data"]) or x["outcome"])]
         for x in pol["warnings"]
     ]
     per = hbars(
@@ -497,7 +527,7 @@ async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
         + card(
             "Latest denials",
             table(
-                ["when", "who", "decision", "by", "rule", "command"],
+                ["when", "who", "decision", "by", "rule", "what"],
                 rows,
                 "no denial in the window",
             ),
@@ -544,7 +574,93 @@ def latest_report(state_dir: str) -> Path | None:
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
+REPORT_METRICS = (
+    ("users", "Users"),
+    ("submissions", "Job submissions"),
+    ("core_hours", "CPU core-hours"),
+    ("gpu_hours", "GPU-hours"),
+)
+
+
+def _viewer() -> Principal:
+    import pwd
+
+    uid = os.getuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    return Principal(uid, user, AgentProduct.HUMAN, "dashboard", socket.gethostname())
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "–"
+    f = float(v)
+    return f"{f:,.0f}" if abs(f) >= 100 else f"{f:,.2f}".rstrip("0").rstrip(".")
+
+
+def _pctv(v: Any) -> str:
+    return "–" if v is None else f"{float(v):.1f} %"
+
+
+def render_report(rep: dict[str, Any]) -> str:
+    """The characterization's headline (the paper's table) and command rate."""
+    w = rep.get("window") or {}
+    head = rep.get("headline") or {}
+    rows, shares = [], []
+    for key, label in REPORT_METRICS:
+        h = head.get(key)
+        if not isinstance(h, dict):
+            continue
+        share = h.get("share_pct") or {}
+        lo, hi = [*(h.get("agent_bounds_pct") or []), None, None][:2]
+        rows.append(
+            [
+                e(label),
+                e(_pctv(share.get("agent"))),
+                e(_pctv(share.get("unknown"))),
+                e(_pctv(share.get("human"))),
+                e(f"{_pctv(lo)} – {_pctv(hi)}"),
+                e(_num(h.get("total"))),
+            ]
+        )
+        if share.get("agent") is not None:
+            shares.append((label, float(share["agent"])))
+    out = [
+        f'<p class="note">Window {e(w.get("since", "?"))} to {e(w.get("until", "?"))}, '
+        "from this daemon's store (the <code>report.latest</code> op).</p>",
+        table(["metric", "agent", "unknown", "human", "agent bounds", "total"], rows, "no jobs"),
+    ]
+    if shares:
+        out.append(hbars(shares, title="Agent share of the facility, percent"))
+    cr = rep.get("command_rate") or {}
+    if cr.get("ratio_pooled") is not None:
+        out.append(
+            f'<p class="note">Agents issue commands at <strong>{e(_num(cr["ratio_pooled"]))}×'
+            f"</strong> the human rate (pooled; {e(_num(cr.get('ratio_of_medians')))}× "
+            "ratio of medians).</p>"
+        )
+    return "".join(out)
+
+
 async def page_report(request: Request, rt: Runtime, w: data.Window) -> str:
+    from tenantry.errors import TenantryError
+    from tenantry.ops import REGISTRY, OpContext
+
+    op = REGISTRY.get("report.latest")
+    if op is not None:
+        days = max(1.0, (w.until - w.since) / 86400)
+        try:
+            rep = await op.fn(OpContext(_viewer(), rt), {"days": days})
+        except TenantryError as err:
+            inner = f'<p class="empty">{e(err.message)}</p>'
+        else:
+            try:
+                inner = render_report(rep)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                inner = f"<pre>{e(json.dumps(rep, indent=2, default=str)[:100_000])}</pre>"
+        return card("Characterization of this daemon's activity", inner)
     path = latest_report(rt.settings.state_dir)
     if path is None:
         return card(

@@ -187,17 +187,22 @@ async def leases(db: Database, w: Window) -> dict[str, Any]:
             }
         elif e["type"] == "lease.ready":
             entry = current.setdefault(lid, {"id": lid, "principal": e["principal"], **_shape(d)})
-            entry.update(state="ready", since=e["ts"])
+            entry.update(state="ready", since=e["ts"], host=d.get("host", ""))
+            entry.update({k: v for k, v in _shape(d).items() if v is not None})
         else:
             entry = current.pop(lid, {"id": lid, "principal": e["principal"], **_shape(d)})
-            idle = float(d.get("idle_s") or 0.0)
-            cpus = float(d.get("cpus") or entry.get("cpus") or 1)
-            idle_core_s += idle * cpus
+            cpus = float(entry.get("cpus") or d.get("cpus") or d.get("slots") or 1)
+            if d.get("idle_core_s") is not None:  # the lease manager's own accounting
+                idle_cs = float(d["idle_core_s"])
+            else:
+                idle_cs = float(d.get("idle_s") or 0.0) * cpus
+            idle_core_s += idle_cs
             entry.update(
                 state=e["type"].split(".")[1],
                 ended=e["ts"],
-                idle_s=idle,
-                commands=d.get("commands"),
+                idle_core_s=idle_cs,
+                commands=d.get("served", d.get("commands")),
+                reason=d.get("reason", ""),
             )
             ended.append(entry)
     items = [(e["ts"], e["type"].split(".")[1], 1.0) for e in evs]
@@ -212,32 +217,38 @@ async def leases(db: Database, w: Window) -> dict[str, Any]:
 def _shape(d: dict[str, Any]) -> dict[str, Any]:
     inner = d.get("resources")
     res: dict[str, Any] = inner if isinstance(inner, dict) else d
-    return {"cpus": res.get("cpus"), "gpus": res.get("gpus"), "mem_mb": res.get("mem_mb")}
+    return {
+        "cpus": res.get("cpus", d.get("slots")),
+        "gpus": res.get("gpus"),
+        "mem_mb": res.get("mem_mb"),
+    }
 
 
 async def policy(db: Database, w: Window) -> dict[str, Any]:
-    evs = await events(
-        db, w, ("policy.decision", "hook.decision", "request.denied", "budget.warning")
+    kinds = (
+        "policy.decision",
+        "hook.decision",
+        "request.denied",
+        "budget.warning",
+        "budget.exceeded",
     )
+    evs = await events(db, w, kinds)
     denials = [
         e
         for e in evs
-        if e["type"] != "budget.warning" and e["outcome"] in ("deny", "denied", "ask", "")
-    ]
-    denials = [
-        e
-        for e in denials
-        if e["type"] == "request.denied" or e["outcome"] in ("deny", "denied", "ask")
+        if e["type"] in ("request.denied", "budget.exceeded")
+        or (e["type"] != "budget.warning" and e["outcome"] in ("deny", "denied", "ask"))
     ]
     rules = Counter(
-        str(e["data"].get("rule") or e["data"].get("action") or e["type"]) for e in denials
+        str(e["data"].get("rule") or e["data"].get("metric") or e["subject"] or e["type"])
+        for e in denials
     )
-    items = [(e["ts"], "hook" if e["type"] == "hook.decision" else "policy", 1.0) for e in denials]
+    items = [(e["ts"], _denier(e["type"]), 1.0) for e in denials]
     warnings = [e for e in evs if e["type"] == "budget.warning"]
     return {
         "denials": denials[-50:][::-1],
         "by_rule": rules.most_common(10),
-        "series": series(w, items, ["policy", "hook"]),
+        "series": series(w, items, ["policy", "hook", "budget", "kill switch"]),
         "warnings": warnings[-20:][::-1],
     }
 
@@ -269,29 +280,46 @@ async def burn(db: Database, w: Window) -> dict[str, Any]:
     }
 
 
-def _hit(e: dict[str, Any]) -> bool:
-    d = e["data"]
-    if e["outcome"] in ("hit", "index"):
-        return True
-    if e["outcome"] in ("miss", "fallback", "fs"):
-        return False
+def _denier(etype: str) -> str:
+    return {
+        "hook.decision": "hook",
+        "budget.exceeded": "budget",
+        "request.denied": "kill switch",
+    }.get(etype, "policy")
+
+
+def _memory_hit(e: dict[str, Any]) -> bool:
+    """A recall that returned at least one lesson (the outcome is the count)."""
+    d, outcome = e["data"], str(e["outcome"])
+    if outcome.isdigit():
+        return int(outcome) > 0
+    if isinstance(d.get("returned"), list):
+        return bool(d["returned"])
+    return outcome == "hit"
+
+
+def _index_hit(e: dict[str, Any]) -> bool:
+    """A query answered from the index (not by walking the file system)."""
+    d, outcome = e["data"], str(e["outcome"])
     if d.get("served_from"):
         return bool(d["served_from"] == "index")
-    n = d.get("hits", d.get("results", d.get("lessons", d.get("count"))))
-    return bool(n) if n is not None else e["outcome"] == "ok"
+    return outcome in ("ok", "hit", "index")
 
 
 async def hit_rates(db: Database, w: Window) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, etype in (("memory", "memory.recall"), ("index", "index.query")):
+    for name, etype, hit in (
+        ("memory", "memory.recall", _memory_hit),
+        ("index", "index.query", _index_hit),
+    ):
         evs = await events(db, w, (etype,))
-        hits = sum(1 for e in evs if _hit(e))
+        hits = sum(1 for e in evs if hit(e))
         out[name] = {
             "total": len(evs),
             "hits": hits,
             "rate": hits / len(evs) if evs else None,
             "series": series(
-                w, [(e["ts"], "hit" if _hit(e) else "miss", 1.0) for e in evs], ["hit", "miss"]
+                w, [(e["ts"], "hit" if hit(e) else "miss", 1.0) for e in evs], ["hit", "miss"]
             ),
             "latest": evs[-15:][::-1],
         }
