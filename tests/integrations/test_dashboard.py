@@ -300,6 +300,8 @@ async def test_metrics_endpoint(rt: Runtime) -> None:
     assert 'tenantry_queue_depth{state="PENDING"} 1.0' in m
     assert 'tenantry_queue_depth{state="RUNNING"} 1.0' in m
     assert "tenantry_backend_poll_duration_seconds_bucket" in m
+    assert 'tenantry_memory_recalls_total{outcome="hit"} 2.0' in m
+    assert 'tenantry_memory_recalls_total{outcome="miss"} 1.0' in m
     assert "_created" not in m
     await c.aclose()
 

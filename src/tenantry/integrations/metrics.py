@@ -136,6 +136,8 @@ class Metrics:
         handler = _HANDLERS.get(e.type)
         if handler is not None:
             handler(self, e)
+        elif e.type.value == "budget.exceeded":  # added by the budgets component
+            self.decisions.labels("budget", "deny").inc()
 
     async def refresh(self) -> None:
         """Update gauges that come from the store (called at scrape time)."""
@@ -180,6 +182,13 @@ def _command(m: Metrics, e: Event) -> None:
     m.command_seconds.labels(where).observe(e.duration_s or 0.0)
 
 
+def _recall(e: Event) -> str:
+    """hit or miss: the memory's recall events carry the number of lessons as outcome."""
+    if e.outcome.isdigit():
+        return "hit" if int(e.outcome) > 0 else "miss"
+    return e.outcome or "ok"
+
+
 def _data(e: Event, key: str, default: Any = "") -> Any:
     value = e.data.get(key, default) if isinstance(e.data, dict) else default
     return default if value is None else value
@@ -206,7 +215,7 @@ _HANDLERS: dict[EventType, Callable[[Metrics, Event], None]] = {
     EventType.SESSION_SEEN: lambda m, e: m.sessions.labels(
         str(_data(e, "agent", "?")), e.outcome or "seen"
     ).inc(),
-    EventType.MEMORY_RECALL: lambda m, e: m.memory.labels(e.outcome or "ok").inc(),
+    EventType.MEMORY_RECALL: lambda m, e: m.memory.labels(_recall(e)).inc(),
     EventType.INDEX_QUERY: lambda m, e: m.index.labels(e.outcome or "ok").inc(),
 }
 
