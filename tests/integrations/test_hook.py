@@ -199,6 +199,16 @@ def test_policy_ask_per_agent() -> None:
     assert out["permission"] == "ask"
 
 
+def test_a_stopped_session_is_denied_everything() -> None:
+    stopped = errors.PermissionDenied("this agent session was stopped by alice", hint="ask them")
+    out, _ = run_hook(
+        "claude-code", with_command("claude-code", PRE["claude-code"], "ls"), Daemon(exc=stopped)
+    )
+    reason = out["hookSpecificOutput"]["permissionDecisionReason"]
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "stopped by alice" in reason and "ask them" in reason
+
+
 def test_policy_service_down_asks_for_dangerous_only() -> None:
     daemon = Daemon(exc=errors.Unavailable("the policy service is not running in this daemon"))
     out, _ = run_hook(

@@ -174,8 +174,9 @@ def decide(
     }
     try:
         result = checker("policy.check", query)
-    except errors.PolicyDenied as err:
-        return Verdict("deny", f"Tenantry policy: {err.message}", "policy")
+    except errors.PermissionDenied as err:  # policy, budget, a stopped session (kill switch)
+        hint = f" ({err.hint})" if err.hint else ""
+        return Verdict("deny", f"Tenantry: {err.message}{hint}", err.code)
     except errors.DaemonUnavailable:
         return _unreachable(danger, on_unreachable)
     except (errors.NotFound, errors.UsageError, errors.Unavailable):
