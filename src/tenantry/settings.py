@@ -66,6 +66,10 @@ DECLARED: tuple[Setting, ...] = (
         " list, allow the rest), closed (deny every shell command) or open (allow all).",
     ),
     Setting("hook_redirect", True, "Agent hooks redirect raw squeue/sbatch/find/grep to Tenantry."),
+    Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
+    Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
+    Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
+    Setting("audit_key_file", "", "HMAC key of the audit chain; empty = <audit_dir>/audit.key."),
 )
 
 
@@ -98,6 +102,10 @@ class Settings:
     http: str
     hook_on_unreachable: str
     hook_redirect: bool
+    budgets_file: str
+    admin_users: str
+    audit_dir: str
+    audit_key_file: str
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}
