@@ -731,6 +731,9 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
             if not auth.ok(request):
                 return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
             w, hours = _window(request)
+            flush = getattr(rt.journal, "flush", None)
+            if flush is not None:  # the journal batches telemetry: read everything emitted
+                await flush()
             body = await fn(request, rt, w)
             return _secure(HTMLResponse(_render(request, rt, title, body, hours)))
 
