@@ -109,7 +109,12 @@ def test_dashboard_in_chromium(daemon: Daemon) -> None:
                 "calls passed to the scheduler",
             ],
             "Leases": ["leases held now", "idle core-hours"],
-            "Policy & budgets": ["redirect.squeue", "redirect.grep", "squeue -u alice"],
+            "Policy & budgets": [
+                "redirect.squeue",
+                "redirect.grep",
+                "squeue -u alice",
+                "Budgets in force",
+            ],
             "Memory & index": ["memory hit rate", "index hit rate"],
             "Report": ["No report yet"],
         }

@@ -350,3 +350,30 @@ async def test_report_page_uses_the_report_op(rt: Runtime, monkeypatch: pytest.M
     assert "55.8 %" in body and "19.5 %" in body and "1,234" in body and "20.8×" in body
     assert calls == [{"days": 7.0}]
     await c.aclose()
+
+
+async def test_budgets_in_force_from_the_component(rt: Runtime) -> None:
+    asked: list[str] = []
+
+    class Budgets:
+        async def status(self, p: Principal) -> list[dict[str, Any]]:
+            asked.append(p.key)
+            return [
+                {
+                    "scope": "user",
+                    "scope_key": p.user,
+                    "window": "day",
+                    "metric": "core_hours",
+                    "used": 45.5,
+                    "limit": 100,
+                    "fraction": 0.455,
+                },
+            ]
+
+    c = await client(rt)
+    assert "budgets service is not running" in text((await c.get("/policy")).text)
+    rt.components["budgets"] = Budgets()
+    body = text((await c.get("/policy")).text)
+    assert "user alice" in body and "45.5 / 100" in body and "46 %" in body
+    assert ALICE.key in asked and BOB.key in asked
+    await c.aclose()

@@ -490,6 +490,48 @@ def _budget_text(d: dict[str, Any]) -> str:
     return f"{d['metric']} {used} / {limit}{share}{scope} per {d.get('window', '?')}"
 
 
+async def budgets_in_force(rt: Runtime, limit: int = 12, shown: int = 10) -> str:
+    """Budget use of the most recently seen principals, from the budgets component."""
+    status = getattr(rt.components.get("budgets"), "status", None)
+    if status is None:
+        return '<p class="empty">The budgets service is not running in this daemon.</p>'
+    rows = await rt.journal.db.fetchall(
+        "SELECT * FROM sessions ORDER BY last_seen DESC LIMIT ?", (limit,)
+    )
+    usages: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        try:
+            agent = AgentProduct(r["agent"])
+        except ValueError:
+            agent = AgentProduct.OTHER_AGENT
+        p = Principal(r["uid"], r["user"], agent, r["session"], r["host"], r["project"])
+        for u in await status(p):
+            usages[(str(u.get("scope_key")), str(u.get("metric")), str(u.get("window")))] = u
+    ranked = sorted(usages.values(), key=lambda u: -float(u.get("fraction") or 0.0))
+    out: list[list[str]] = []
+    for u in ranked[:shown]:
+        frac = float(u.get("fraction") or 0.0)
+        out.append(
+            [
+                e(f"{u.get('scope')} {u.get('scope_key')}"),
+                e(u.get("metric")),
+                e(u.get("window")),
+                e(f"{u.get('used')} / {u.get('limit')}"),
+                f'<progress max="100" value="{min(100.0, 100 * frac):.0f}" '
+                f'aria-label="share used"></progress> {e(f"{100 * frac:.0f} %")}',
+            ]
+        )
+    note = (
+        f'<p class="note">The {len(out)} budgets closest to their limit, of {len(usages)} that '
+        f"apply to the {len(rows)} most recent sessions.</p>"
+        if usages
+        else ""
+    )
+    return note + table(
+        ["scope", "metric", "window", "used / limit", "share"], out, "no budget applies"
+    )
+
+
 async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
     pol = await data.policy(rt.journal.db, w)
     burn = await data.burn(rt.journal.db, w)
@@ -539,6 +581,7 @@ async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
         )
         + card("Core-hours by principal", per)
         + "</div>"
+        + card("Budgets in force", await budgets_in_force(rt))
         + card(
             "Budget warnings",
             table(["when", "who", "warning"], warn, "no budget warning in the window"),

@@ -62,9 +62,15 @@ def nice_max(value: float) -> float:
 
 
 def _fmt(v: float) -> str:
+    if 0 < abs(v) < 0.01:
+        return "<0.01"
     if v == int(v) or abs(v) >= 10:
         return f"{v:.0f}"
     return f"{v:.2g}"
+
+
+def _tick(v: float) -> str:
+    return f"{v:.0e}" if 0 < abs(v) < 0.01 else _fmt(v)
 
 
 def _axis(top_value: float, integer: bool) -> float:
@@ -102,7 +108,7 @@ def bars(
         y = top + plot_h - plot_h * k / 4
         out.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" class="grid"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" class="ytick">{_fmt(ymax * k / 4)}</text>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" class="ytick">{_tick(ymax * k / 4)}</text>'
         )
     for i in range(n):
         x = left + i * slot + (slot - bar_w) / 2
