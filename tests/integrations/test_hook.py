@@ -421,3 +421,29 @@ def test_call_op_speaks_the_daemon_protocol(daemon: Any) -> None:
 
 def test_dechunk() -> None:
     assert hook._dechunk(b"4\r\nWiki\r\n5;x=1\r\npedia\r\n0\r\n\r\n") == b"Wikipedia"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["tenantry jobs; rm -rf ~", "tenantry jobs && squeue", "tenantry run -- x $(scancel 1)"],
+)
+def test_a_tenantry_prefix_does_not_smuggle_commands(command: str) -> None:
+    daemon = Daemon(policy={"decision": "deny", "message": "no"})
+    out, _ = run_hook(
+        "claude-code", with_command("claude-code", PRE["claude-code"], command), daemon
+    )
+    assert denied("claude-code", out)
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("bash -c 'squeue -u me'", "redirect.squeue"),
+        ('sh -lc "cd /w && find . -name x"', "redirect.find"),
+        ("eval squeue", "redirect.squeue"),
+    ],
+)
+def test_shell_wrappers_are_looked_into(command: str, rule: str) -> None:
+    found = steer.redirect(command)
+    assert found is not None and found.rule == rule
+    assert steer.dangerous("bash -c 'rm -rf /scratch/x'") is not None

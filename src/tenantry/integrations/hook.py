@@ -157,8 +157,7 @@ def decide(
     if inp.event != "pre_tool" or not inp.command:
         return Verdict("none")
     command = inp.command
-    stripped = command.lstrip()
-    if stripped.startswith("tenantry ") or stripped == "tenantry":
+    if steer.only_tenantry(command):  # the daemon applies policy to what it runs
         return Verdict("none", rule="tenantry")
     if redirect:
         found = steer.redirect(command)

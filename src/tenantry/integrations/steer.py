@@ -38,8 +38,26 @@ class Finding:
         return f"Finding({self.rule!r}, {self.message!r})"
 
 
-def simple_commands(command: str) -> list[list[str]]:
-    """Each simple command as argv, wrappers and assignments stripped."""
+_SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
+_META = set(";|&$`<>()\n")
+
+
+def only_tenantry(command: str) -> bool:
+    """A single plain ``tenantry ...`` call: no chaining, substitution or redirection."""
+    if _META & set(command):
+        return False
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    return bool(argv) and _base(argv[0]) == "tenantry"
+
+
+def simple_commands(command: str, depth: int = 0) -> list[list[str]]:
+    """Each simple command as argv, wrappers and assignments stripped.
+
+    ``bash -c '...'`` (and ``sh``, ``zsh``, ``eval``) is looked into, two levels deep.
+    """
     out: list[list[str]] = []
     for part in _SPLIT.split(command):
         try:
@@ -50,9 +68,25 @@ def simple_commands(command: str) -> list[list[str]]:
             argv = argv[1:]
         while argv and _base(argv[0]) in _WRAPPERS:
             argv = _skip_wrapper(argv)
-        if argv:
-            out.append(argv)
+        if not argv:
+            continue
+        out.append(argv)
+        if depth < 2:
+            inner = _inner_script(argv)
+            if inner is not None:
+                out.extend(simple_commands(inner, depth + 1))
     return out
+
+
+def _inner_script(argv: list[str]) -> str | None:
+    name = _base(argv[0])
+    if name == "eval":
+        return " ".join(argv[1:])
+    if name in _SHELLS:
+        for i, a in enumerate(argv[1:], start=1):
+            if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+                return argv[i + 1] if i + 1 < len(argv) else None
+    return None
 
 
 def _base(word: str) -> str:
