@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
         ),
         "tenantry.cli_core",
     ),
+    **dict.fromkeys(("install", "uninstall", "hook"), "tenantry.integrations.cli"),
     "budgets": "tenantry.budgets.cli",
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",

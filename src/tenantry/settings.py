@@ -59,6 +59,13 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting(
+        "hook_on_unreachable",
+        "closed-dangerous",
+        "Agent hooks when the daemon is down: closed-dangerous (deny the built-in dangerous"
+        " list, allow the rest), closed (deny every shell command) or open (allow all).",
+    ),
+    Setting("hook_redirect", True, "Agent hooks redirect raw squeue/sbatch/find/grep to Tenantry."),
     Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
     Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
     Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
@@ -101,6 +108,8 @@ class Settings:
     login_node_commands: str
     policy_file: str
     http: str
+    hook_on_unreachable: str
+    hook_redirect: bool
     budgets_file: str
     admin_users: str
     audit_dir: str
