@@ -77,7 +77,7 @@ def make_backend(settings: Settings) -> Backend:
 
         return LocalBackend(settings.state_dir, settings.local_slots)
     if settings.backend == "slurm":
-        from tenantry.backends.slurm import SlurmBackend  # type: ignore[import-not-found]
+        from tenantry.backends.slurm import SlurmBackend
 
         backend: Backend = SlurmBackend(settings)
         return backend
