@@ -40,10 +40,13 @@ COMMANDS: dict[str, str] = {
         ),
         "tenantry.cli_core",
     ),
+    **dict.fromkeys(("install", "uninstall", "hook"), "tenantry.integrations.cli"),
     "budgets": "tenantry.budgets.cli",
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",
     "audit": "tenantry.audit.cli",
+    "memory": "tenantry.memory.cli",
+    "shims": "tenantry.shims.cli",
     **dict.fromkeys(("report", "simulate"), "tenantry.report.cli"),
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
