@@ -52,3 +52,14 @@ async def test_report_latest_reads_the_store(tmp_path: Path) -> None:
 async def test_report_latest_without_store(tmp_path: Path) -> None:
     with pytest.raises(IngestError):
         await report_ops.latest(_ctx(tmp_path / "none"), {})
+
+
+async def test_dashboard_renders_the_real_op_result(tmp_path: Path) -> None:
+    """The dashboard's report page understands what report.latest returns."""
+    from tenantry.gateway.dashboard import render_report
+
+    await test_report_latest_reads_the_store(tmp_path)
+    report_ops._cache.clear()
+    out = await report_ops.latest(_ctx(tmp_path), {"days": 1.0})
+    html = render_report(out)
+    assert "100.0 %" in html and "Users" in html and "agent bounds" in html
