@@ -53,6 +53,7 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.integrations.ops",
     "tenantry.budgets.ops",
     "tenantry.kill.ops",
+    "tenantry.report.ops",
     "tenantry.memory.ops",
 )
 
