@@ -1,0 +1,213 @@
+"""Facility facts the policy judges against: users, accounts, partitions, limits, jobs.
+
+Dry runs (``tenantry policy test --facts FACTS.json``) read them from a JSON
+file so a corpus can be judged anywhere; the daemon builds them live from the
+password database and, with the Slurm backend, ``sinfo --json``.
+
+File format (every key optional)::
+
+    {"users": {"alice": {"home": "/home/alice", "groups": ["chem"],
+                         "accounts": ["chem"], "admin": false}},
+     "partitions": {"gpu": {"max_time_s": 172800, "gpus_per_node": 4,
+                            "nodes": 16, "qos": ["normal"], "default": false}},
+     "qos": {"normal": {}, "admin": {"admin_only": true}},
+     "jobs": [{"id": "1001", "principal": "alice/claude-code/s1"},
+              {"id": "1002", "user": "alice"}],
+     "limits": {"agent_max_gpus": 8},
+     "homes_root": "/home"}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tenantry.errors import UsageError
+
+DEFAULT_LIMITS: dict[str, int] = {
+    "agent_max_gpus": 8,  # GPUs one agent job may ask for
+    "agent_max_nodes": 8,
+    "agent_max_time_s": 2 * 86400,
+    "agent_max_array": 1000,
+    "agent_max_cpus": 1024,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UserFacts:
+    name: str
+    home: str
+    groups: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFacts:
+    name: str
+    max_time_s: int = 0  # 0 = no limit known
+    default_time_s: int = 0
+    gpus_per_node: int = 0
+    nodes: int = 0
+    qos: tuple[str, ...] = ()  # allowed QoS; empty = any
+    default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    users: dict[str, UserFacts] = field(default_factory=dict)
+    partitions: dict[str, PartitionFacts] = field(default_factory=dict)
+    admin_qos: frozenset[str] = frozenset({"admin", "root", "system", "maint"})
+    known_qos: frozenset[str] = frozenset()
+    jobs: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (user, principal)
+    limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
+    homes_root: str = "/home"
+
+    def user(self, name: str) -> UserFacts:
+        found = self.users.get(name)
+        if found is not None:
+            return found
+        return UserFacts(name=name, home=_home_of(name, self.homes_root))
+
+    def job_owner(self, job_id: str) -> tuple[str, str] | None:
+        return self.jobs.get(job_id.split("_")[0].split(".")[0])
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Facts:
+        homes_root = str(d.get("homes_root", "/home"))
+        users = {
+            name: UserFacts(
+                name=name,
+                home=str(u.get("home") or f"{homes_root}/{name}"),
+                groups=tuple(str(g) for g in u.get("groups", ())),
+                accounts=tuple(str(a) for a in u.get("accounts", ())),
+                admin=bool(u.get("admin", False)),
+            )
+            for name, u in (d.get("users") or {}).items()
+        }
+        parts = {
+            name: PartitionFacts(
+                name=name,
+                max_time_s=int(p.get("max_time_s", 0)),
+                default_time_s=int(p.get("default_time_s", 0)),
+                gpus_per_node=int(p.get("gpus_per_node", 0)),
+                nodes=int(p.get("nodes", 0)),
+                qos=tuple(str(q) for q in p.get("qos", ())),
+                default=bool(p.get("default", False)),
+            )
+            for name, p in (d.get("partitions") or {}).items()
+        }
+        qos = d.get("qos") or {}
+        admin_qos = frozenset(q for q, v in qos.items() if (v or {}).get("admin_only"))
+        jobs: dict[str, tuple[str, str]] = {}
+        for j in d.get("jobs") or ():
+            principal = str(j.get("principal", ""))
+            user = str(j.get("user") or principal.split("/")[0])
+            jobs[str(j["id"])] = (user, principal)
+        limits = dict(DEFAULT_LIMITS)
+        limits.update({k: int(v) for k, v in (d.get("limits") or {}).items()})
+        return cls(
+            users=users,
+            partitions=parts,
+            admin_qos=admin_qos or cls.admin_qos,
+            known_qos=frozenset(qos),
+            jobs=jobs,
+            limits=limits,
+            homes_root=homes_root,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> Facts:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(
+                f"cannot read facts file {path}: {exc}",
+                hint="a facts file is JSON with users, partitions, qos, jobs, limits",
+            ) from exc
+        if not isinstance(data, dict):
+            raise UsageError(f"facts file {path} must hold a JSON object")
+        return cls.from_dict(data)
+
+    def with_partitions(self, parts: dict[str, PartitionFacts]) -> Facts:
+        return Facts(
+            users=self.users,
+            partitions=parts,
+            admin_qos=self.admin_qos,
+            known_qos=self.known_qos,
+            jobs=self.jobs,
+            limits=self.limits,
+            homes_root=self.homes_root,
+        )
+
+
+def _home_of(name: str, homes_root: str) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwnam(name).pw_dir
+    except KeyError:
+        return f"{homes_root}/{name}"
+
+
+def local_user(name: str) -> UserFacts:
+    """The user as the password and group databases describe them."""
+    import grp
+    import pwd
+
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        return UserFacts(name=name, home=f"/home/{name}")
+    groups = tuple(g.gr_name for g in grp.getgrall() if name in g.gr_mem)
+    try:
+        primary = grp.getgrgid(pw.pw_gid).gr_name
+        groups = (primary, *groups)
+    except KeyError:
+        pass
+    return UserFacts(name=name, home=pw.pw_dir, groups=groups)
+
+
+def parse_sinfo_json(data: dict[str, Any]) -> dict[str, PartitionFacts]:
+    """Partitions from ``sinfo --json`` (Slurm 23.02+ shape), tolerant of versions."""
+    out: dict[str, PartitionFacts] = {}
+    for row in data.get("sinfo") or ():
+        part = row.get("partition") or {}
+        name = str(part.get("name") or "")
+        if not name:
+            continue
+        maximums = part.get("maximums") or {}
+        max_time = _number(maximums.get("time"))
+        defaults = part.get("defaults") or {}
+        default_time = _number(defaults.get("time"))
+        gres = str((row.get("gres") or {}).get("total") or "")
+        gpn = 0
+        for item in gres.split(","):
+            bits = item.split("(")[0].split(":")
+            if bits[0] == "gpu" and bits[-1].isdigit():
+                gpn = max(gpn, int(bits[-1]))
+        nodes = int(_number((row.get("nodes") or {}).get("total")) or 0)
+        flags = (part.get("partition") or {}).get("state") or []
+        prev = out.get(name)
+        out[name] = PartitionFacts(
+            name=name,
+            max_time_s=int(max_time * 60) if max_time else 0,
+            default_time_s=int(default_time * 60) if default_time else 0,
+            gpus_per_node=max(gpn, prev.gpus_per_node if prev else 0),
+            nodes=nodes + (prev.nodes if prev else 0),
+            default="DEFAULT" in [str(f).upper() for f in flags] or bool(prev and prev.default),
+        )
+    return out
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, dict):
+        if not v.get("set", True) or v.get("infinite"):
+            return 0.0
+        v = v.get("number", 0)
+    try:
+        return float(v or 0)
+    except (TypeError, ValueError):
+        return 0.0
