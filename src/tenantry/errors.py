@@ -157,6 +157,14 @@ class MemoryError_(TenantryError):  # noqa: N801 - avoid shadowing builtin Memor
 # --- policy -----------------------------------------------------------------
 
 
+class PolicyInvalid(UsageError):
+    """A policy file does not parse, does not match the schema, or widens where it may not."""
+
+    code = "policy_invalid"
+    exit_code = 78
+
+
+
 # --- leases -----------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.errors import PolicyInvalid
 
 NO_BASELINE = "// tenantry: no-baseline"
 
@@ -65,10 +65,6 @@ class Outcome:
     errors: tuple[str, ...] = ()
 
 
-class PolicyLoadError(UsageError):
-    code = "policy_invalid"
-
-
 def baseline_text() -> str:
     return (resources.files("tenantry.policy") / "baseline.cedar").read_text()
 
@@ -79,13 +75,13 @@ def _check(text: str, where: str, schema: str) -> Any:
     try:
         pst = cedarpy.policies_to_pst(text)
     except ValueError as exc:
-        raise PolicyLoadError(
+        raise PolicyInvalid(
             f"cannot parse policy {where}: {exc}", hint="fix the Cedar syntax"
         ) from exc
     result = cedarpy.validate_policies(text, schema)
     if not result.validation_passed:
         first = "; ".join(str(e) for e in result.errors[:3])
-        raise PolicyLoadError(
+        raise PolicyInvalid(
             f"policy {where} does not match Tenantry's schema: {first}",
             hint="see docs/policy.md for entity types, attributes and actions",
         )
@@ -120,7 +116,7 @@ class Engine:
                 if p.effect != "forbid"
             ]
             if permits or pst.templates:
-                raise PolicyLoadError(
+                raise PolicyInvalid(
                     f"user policy {user[0]} may only add forbid rules; found {permits}",
                     hint="a user policy narrows the facility's; permits belong to the facility",
                 )
@@ -144,7 +140,7 @@ class Engine:
             self.sources.append(source)
         self.policies = cedarpy.PolicySet.from_str(text)
         if len(self.rules) != offset or len(self.policies) != offset:
-            raise PolicyLoadError("policy ids did not line up after parsing; refusing to run")
+            raise PolicyInvalid("policy ids did not line up after parsing; refusing to run")
 
     @classmethod
     def from_files(cls, facility_path: str | None, user_path: str | None) -> Engine:
@@ -157,7 +153,7 @@ class Engine:
             try:
                 return (str(path), path.read_text())
             except OSError as exc:
-                raise PolicyLoadError(f"cannot read policy {path}: {exc}") from exc
+                raise PolicyInvalid(f"cannot read policy {path}: {exc}") from exc
 
         return cls(facility=read(facility_path), user=read(user_path))
 

@@ -64,6 +64,7 @@ class Facts:
     jobs: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (user, principal)
     limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     homes_root: str = "/home"
+    protected: tuple[str, ...] = ()  # Tenantry state paths agents may not write
 
     def user(self, name: str) -> UserFacts:
         found = self.users.get(name)
@@ -116,6 +117,7 @@ class Facts:
             jobs=jobs,
             limits=limits,
             homes_root=homes_root,
+            protected=tuple(str(x) for x in d.get("protected") or ()),
         )
 
     @classmethod
@@ -140,6 +142,7 @@ class Facts:
             jobs=self.jobs,
             limits=self.limits,
             homes_root=self.homes_root,
+            protected=self.protected,
         )
 
 

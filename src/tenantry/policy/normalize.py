@@ -34,7 +34,7 @@ _WRITE_ALL = frozenset({"rm", "rmdir", "unlink", "shred", "touch", "truncate", "
 _WRITE_LAST = frozenset({"cp", "ln", "install", "rsync", "scp", "sftp"})
 _NO_PATH_ARGS = frozenset({"echo", "printf", "true", "false", "test", "[", "expr", "seq",
                            "sleep", "kill", "pkill", "killall", "scancel", "scontrol",
-                           "squeue", "sacct", "sinfo", "sacctmgr", "git", "grep", "rg"})  # fmt: skip
+                           "squeue", "sacct", "sinfo", "sacctmgr"})  # fmt: skip
 _STARTUP = re.compile(
     r"/\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zprofile|zshenv|zlogin|"
     r"cshrc|tcshrc|kshrc|inputrc|config/fish/config\.fish|xinitrc|xsession)$"
@@ -82,7 +82,7 @@ class _Builder:
             home=self.user.home,
             user=principal.user,
             homes_root=env.facts.homes_root,
-            protected=env.protected,
+            protected=env.protected + env.facts.protected,
         )
         self.out = Built()
         self.n = 0
@@ -135,6 +135,8 @@ class _Builder:
         if a.uncertain and worst == "variable" and source == "script":
             self.out.warnings.append(f"job script: {reason}")
         cmds = a.commands or [Effective([raw[:200] or "?"], [False])]
+        if a.assigned and source != "script":
+            spec_env = {**{n: "" for n in a.assigned}, **spec_env}
         for eff in cmds:
             ctx = self.ctx(
                 source=eff.source if eff.source != "command" else source,
@@ -208,6 +210,8 @@ class _Builder:
             values.append((a.removeprefix("@"), d))
             if a.startswith(("if=", "of=")):
                 values[-1] = (a[3:], d)
+            elif "=" in a:
+                values.append((a.split("=", 1)[1].removeprefix("@"), d))
         nonopt = [a for a in args if not a.startswith("-")]
         writes: set[str] = set()
         if prog in _WRITE_ALL:

@@ -61,6 +61,7 @@ class Parsed:
     # (kind, reason): kind "syntax" | "name" | "variable" | "depth"
     uncertain: list[tuple[str, str]] = field(default_factory=list)
     functions: dict[str, str] = field(default_factory=dict)
+    assigned: set[str] = field(default_factory=set)  # shell variables set or exported
 
 
 @lru_cache(maxsize=1)
@@ -92,6 +93,7 @@ class _Walker:
     def __init__(self, out: Parsed, variables: dict[str, str]) -> None:
         self.out = out
         self.vars = variables
+        self.quoted = 0
 
     # --- statements -------------------------------------------------------
 
@@ -160,6 +162,7 @@ class _Walker:
         value = node.child_by_field_name("value")
         name = _text(name_node) if name_node is not None else ""
         w = self.word(value) if value is not None else Word("")
+        self.out.assigned.add(name)
         if name:
             if w.dynamic:
                 self.vars.pop(name, None)
@@ -201,6 +204,7 @@ class _Walker:
         if not cmd.words:
             # bare assignments: they set shell variables for later commands
             for name, w in cmd.assigns.items():
+                self.out.assigned.add(name)
                 if w.dynamic:
                     self.vars.pop(name, None)
                 else:
@@ -282,7 +286,11 @@ class _Walker:
         if t == "ansi_c_string":
             return Word(_ansi_c(_text(node)[2:-1]))
         if t in ("string", "translated_string"):
-            return self.join(node.named_children, quoted=True)
+            self.quoted += 1
+            try:
+                return self.join(node.named_children, quoted=True)
+            finally:
+                self.quoted -= 1
         if t == "string_content":
             return Word(re.sub(r'\\([\\"$`])', r"\1", _text(node).replace("\\\n", "")))
         if t == "concatenation":
@@ -339,8 +347,11 @@ class _Walker:
         simple = len(node.named_children) == 1 and len(names) == 1
         if simple:
             name = _text(names[0])
-            if name in self.vars:
-                return Word(self.vars[name])
+            value = self.vars.get(name)
+            # unquoted expansions are split on IFS: only a plain word is static
+            if value is not None and (self.quoted or not re.search(r"\s", value)):
+                if "IFS" not in self.out.assigned:
+                    return Word(value)
             return Word(_text(node), dynamic=True, dynamic_kind="variable")
         for c in node.named_children:
             if c.type != "variable_name":

@@ -350,7 +350,7 @@ def parse_argv(tool: str, argv: list[str]) -> ParsedArgv:
 
 def _unique_prefix(name: str, longs: dict[str, OptSpec]) -> OptSpec | None:
     """Slurm accepts unambiguous abbreviations of long options (getopt_long)."""
-    if len(name) < 3:
+    if not name:
         return None
     hits = [s for n, s in longs.items() if n.startswith(name)]
     return hits[0] if len(hits) == 1 else None

@@ -108,6 +108,7 @@ class Analysis:
     uncertain: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
+    assigned: set[str] = field(default_factory=set)
 
     def add_uncertain(self, kind: str, reason: str) -> None:
         if (kind, reason) not in self.uncertain:
@@ -167,6 +168,7 @@ class _Unwrapper:
         parsed = shell.parse(text, self.vars, depth)
         for kind, reason in parsed.uncertain:
             self.out.add_uncertain(kind, reason)
+        self.out.assigned |= parsed.assigned
         for name, body in parsed.functions.items():
             self.out.aliases.setdefault(name, "")
             del body
