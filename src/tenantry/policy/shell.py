@@ -81,6 +81,8 @@ def parse(text: str, variables: dict[str, str] | None = None, depth: int = 0) ->
     if "\x00" in text:
         out.uncertain.append(("syntax", "NUL byte in a shell string"))
         return out
+    if "\\\n" in text:
+        text = join_continuations(text)
     tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
     root = tree.root_node
     if root.has_error:
@@ -361,6 +363,32 @@ class _Walker:
     def substitution(self, node: Any) -> None:
         for c in node.named_children:
             self.stmt(c)
+
+
+def join_continuations(text: str) -> str:
+    """Drop backslash-newline outside single quotes, as bash does before splitting words."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    single = False
+    while i < n:
+        ch = text[i]
+        if single:
+            out.append(ch)
+            single = ch != "'"
+        elif ch == "'":
+            single = True
+            out.append(ch)
+        elif ch == "\\" and i + 1 < n:
+            if text[i + 1] == "\n":
+                i += 2
+                continue
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _ansi_c(body: str) -> str:

@@ -31,8 +31,8 @@ INTERPRETERS = frozenset({"python", "python2", "python3", "perl", "ruby", "node"
 _INLINE_FLAGS = frozenset({"-c", "-e", "-E", "--eval", "-r", "--command", "-x"})
 SENSITIVE = re.compile(
     r"\b(sudo|su|doas|pkexec|scancel|scontrol|sacctmgr|munge|shadow|netrc|id_rsa|id_ed25519|"
-    r"authorized_keys|b64decode|base64|rot13|fromCharCode|chr\(|exec\(|eval\(|os\.system|"
-    r"\.ssh|\.aws|kill -9 -1)\b|\\x[0-9a-f]{2}",
+    r"authorized_keys|b64decode|base64|rot13|fromCharCode|chr|exec|eval|system|popen|"
+    r"subprocess|spawn\w*|execv\w*|child_process|pty|\.ssh|\.aws|kill -9 -1)\b|\\x[0-9a-f]{2}|`",
     re.I,
 )
 MAX_SCRIPT_BYTES = 1 << 20
@@ -42,6 +42,7 @@ MAX_COMMANDS = 2000
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "nice": (frozenset({"-n", "--adjustment"}), 0),
     "nohup": (frozenset(), 0),
+    "coproc": (frozenset(), 0),
     "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
     "time": (frozenset({"-f", "--format", "-o", "--output"}), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
@@ -163,6 +164,49 @@ class _Unwrapper:
         self.vars = variables
         self.cwd = cwd
         self.read = read
+        # files this same command line writes: path -> text if known, else None
+        self.written: dict[str, str | None] = {}
+
+    def abspath(self, p: str) -> str:
+        if p.startswith("~/") and "HOME" in self.vars:
+            p = self.vars["HOME"] + p[1:]
+        return posixpath.normpath(p if p.startswith("/") else posixpath.join(self.cwd, p))
+
+    def note_writes(self, eff: Effective, prog: str, args: list[str]) -> None:
+        for op, word in eff.redirects:
+            if op in ("<", "<<<") or word.dynamic:
+                continue
+            text = None
+            if prog in ("echo", "printf", "cat", "tee"):
+                fake = SimpleCommand(words=[Word(a) for a in eff.argv])
+                fake.stdin_text = eff.stdin_text
+                text = _static_output(fake)
+            key = self.abspath(word.text)
+            self.written[key] = (self.written.get(key) or "") + text if text is not None else None
+        targets: list[str] = []
+        if prog == "tee":
+            targets = [a for a in args if not a.startswith("-")]
+        elif prog in ("cp", "mv", "install", "rsync", "scp") and args:
+            targets = [args[-1]]
+        elif prog in ("curl", "wget"):
+            for i, a in enumerate(args[:-1]):
+                if a in ("-o", "-O", "--output", "--output-document"):
+                    targets.append(args[i + 1])
+        for t in targets:
+            content = eff.stdin_text if prog == "tee" else None
+            self.written[self.abspath(t)] = content
+
+    def run_written(self, path: str, via: list[str], source: str, d: int) -> bool:
+        """Judge a file written earlier in this same line, if it is one. True if handled."""
+        key = self.abspath(path)
+        if key not in self.written:
+            return False
+        text = self.written[key]
+        if text is None:
+            self.out.add_uncertain("name", f"{path} is written by this same command, then run")
+        else:
+            self.shell_text(text, via, source, d)
+        return True
 
     def shell_text(self, text: str, via: list[str], source: str, depth: int) -> None:
         parsed = shell.parse(text, self.vars, depth)
@@ -240,6 +284,15 @@ class _Unwrapper:
         args, adyn = argv[1:], dyn[1:]
         inner_via = [*via, prog]
         d = depth + 1
+        self.note_writes(eff, prog, args)
+        if "/" in argv[0] and not dyn[0]:
+            if self.run_written(argv[0], inner_via, source, d):
+                return
+            text = _read_small(self.abspath(argv[0])) if self.read else None
+            if text is not None and text.startswith("#!") and re.match(
+                r"#!\S*/(env\s+)?(ba|da|z|k)?sh\b", text
+            ):
+                self.shell_text(text, inner_via, "script", d)
 
         def again(start: int, extra_env: dict[str, str] | None = None) -> None:
             if start < len(args):
@@ -270,7 +323,7 @@ class _Unwrapper:
                 self.out.add_uncertain("dynamic", "eval of text computed at run time")
             self.shell_text(" ".join(args), inner_via, source, d)
         elif prog in ("source", "."):
-            self.script_file(args, adyn, inner_via, source, d)
+            self.script_file(args, adyn, inner_via, source, d, stdin)
         elif prog == "env":
             self.env_cmd(args, adyn, env, inner_via, source, d)
         elif prog in ("su", "runuser") and "-c" in args:
@@ -364,6 +417,24 @@ class _Unwrapper:
                 self.out.aliases[posixpath.basename(args[-1].rstrip("/"))] = target
         elif prog in INTERPRETERS:
             self.interpreter(prog, args, adyn)
+        elif prog == "git":
+            for i, a in enumerate(args[:-1]):
+                if a == "-c" and "=" in args[i + 1]:
+                    key, _, value = args[i + 1].partition("=")
+                    if key.lower() in _GIT_COMMAND_KEYS or value.startswith("!"):
+                        self.shell_text(value.lstrip("!"), inner_via, source, d)
+        elif prog == "tmux":
+            verbs = {"new", "new-session", "new-window", "neww", "split-window", "splitw",
+                     "run-shell", "run", "send-keys", "send", "respawn-pane", "respawn-window"}
+            if any(a in verbs for a in args):
+                start = next(i for i, a in enumerate(args) if a in verbs) + 1
+                rest = args[_skip_options(args[start:], _TMUX_VALUED, 0) + start :]
+                rest = [a for a in rest if a not in ("Enter", "C-m")]
+                if rest:
+                    self.shell_text(" ".join(rest), inner_via, source, d)
+        elif prog == "screen":
+            again(_skip_options(args, frozenset({"-S", "-c", "-t", "-p", "-X", "-L", "-Logfile",
+                                                 "-h", "-T", "-e"}), 0))  # fmt: skip
 
     def shell_cmd(
         self,
@@ -402,7 +473,7 @@ class _Unwrapper:
             self.shell_text(args[i], via, source, d)
             return
         if i < len(args):
-            self.script_file(args[i:], adyn[i:], via, "script", d)
+            self.script_file(args[i:], adyn[i:], via, "script", d, stdin)
             return
         if stdin is not None:
             self.shell_text(stdin, via, source, d)
@@ -410,16 +481,30 @@ class _Unwrapper:
             self.out.add_uncertain("name", f"{prog} reads commands from a pipe or file")
 
     def script_file(
-        self, args: list[str], adyn: list[bool], via: list[str], source: str, d: int
+        self,
+        args: list[str],
+        adyn: list[bool],
+        via: list[str],
+        source: str,
+        d: int,
+        stdin: str | None = None,
     ) -> None:
         if not args:
             return
         if adyn[0]:
             self.out.add_uncertain("name", "script path computed at run time")
             return
-        path = args[0]
-        if not path.startswith("/"):
-            path = posixpath.join(self.cwd, path)
+        if self.run_written(args[0], via, source, d):
+            return
+        path = self.abspath(args[0])
+        if path in ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0") or path.startswith(
+            ("/dev/", "/proc/")
+        ):
+            if stdin is not None and path != "/dev/null":
+                self.shell_text(stdin, via, source, d)
+            elif path != "/dev/null":
+                self.out.add_uncertain("name", f"commands read from {path}")
+            return
         text = _read_small(path) if self.read else None
         if text is None:
             self.out.notes.append(f"script {args[0]} was not readable; only its name was judged")
@@ -509,6 +594,11 @@ class _Unwrapper:
                 )
 
 
+_GIT_COMMAND_KEYS = frozenset({"core.pager", "core.editor", "core.sshcommand", "core.fsmonitor",
+                               "core.hookspath", "sequence.editor", "diff.external",
+                               "credential.helper", "pager.log", "pager.diff", "gpg.program",
+                               "core.askpass", "uploadpack.packobjectshook"})  # fmt: skip
+_TMUX_VALUED = frozenset({"-s", "-n", "-c", "-t", "-x", "-y", "-e", "-F", "-f", "-L", "-S"})
 _XARGS_VALUED = frozenset({"-n", "-I", "-L", "-P", "-d", "-a", "-E", "-s", "--max-args",
                            "--max-procs", "--delimiter", "--arg-file", "--max-chars",
                            "--max-lines", "--replace", "--process-slot-var"})  # fmt: skip
@@ -535,6 +625,8 @@ def _skip_options(
             name = a.split("=", 1)[0]
             if name in valued and "=" not in a and not (len(name) == 2 and len(a) > 2):
                 i += 2
+            elif not a.startswith("--") and len(a) > 2 and "-" + a[-1] in valued:
+                i += 2  # combined short flags ending in one that takes a value: -dmS name
             else:
                 i += 1
             continue
