@@ -49,11 +49,12 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.core_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
+    "tenantry.policy.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime and returns an object with start()/aclose().
-COMPONENTS: tuple[tuple[str, str], ...] = ()
+COMPONENTS: tuple[tuple[str, str], ...] = (("policy", "tenantry.policy.component:create"),)
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
 MAX_BODY = 8 * 1024 * 1024

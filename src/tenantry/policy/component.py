@@ -172,6 +172,8 @@ class PolicyService:
                 },
             )
         )
+        if not decision.allowed and decision.error is not None:
+            raise decision.error  # malformed params: denied, reported as the usage error
         if not decision.allowed:
             raise PolicyDenied(
                 decision.message,
@@ -181,6 +183,16 @@ class PolicyService:
                 source=decision.source,
             )
         return decision
+
+
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        """The gateway's hook: judge ops that declare an action; return warnings."""
+        if action is None:
+            return []
+        decision = await self.authorize(principal, action, params)
+        return list(decision.warnings)
 
 
 def create(runtime: Runtime) -> PolicyService:

@@ -29,6 +29,7 @@ class Decision:
     warnings: list[str] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     duration_us: float = 0.0
+    error: TenantryError | None = None  # bad input: the caller sees this error itself
 
     @property
     def decision(self) -> str:
@@ -117,7 +118,7 @@ class Judge:
             built = build(principal, action, params, self.env)
         except TenantryError as err:
             return Decision(False, action, "invalid-request", err.message, "tenantry",
-                            duration_us=_us(t0))  # fmt: skip
+                            duration_us=_us(t0), error=err)  # fmt: skip
         except Exception as exc:  # fail closed on any normalizer bug
             return Decision(
                 False,

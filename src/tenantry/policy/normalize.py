@@ -514,7 +514,7 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
     cwd = str(params.get("cwd") or "")
     b = _Builder(principal, env, cwd)
     if action == "run_command":
-        spec_env = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
+        spec_env = ambient_env({str(k): str(v) for k, v in (params.get("env") or {}).items()})
         command = params.get("command")
         argv = params.get("argv")
         if isinstance(command, str):
@@ -545,6 +545,27 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
         name = str(params.get("name") or params.get("op") or params.get("query") or action)
         b.target(action, name[:200], b.ctx())
     return b.out
+
+
+def ambient_env(env: dict[str, str]) -> dict[str, str]:
+    """The suspicious part of the environment a client forwards with a command.
+
+    Clients forward their whole environment (PATH, module systems' BASH_ENV,
+    profilers' LD_PRELOAD), so only entries that point somewhere anyone can
+    plant a program count: relative entries and world-writable temp dirs.
+    """
+    out: dict[str, str] = {}
+    for name, sep in (("PATH", ":"), ("LD_PRELOAD", ":"), ("LD_AUDIT", ":")):
+        value = env.get(name)
+        if not value:
+            continue
+        for entry in value.replace(" ", sep).split(sep):
+            if entry and (
+                not entry.startswith("/") or entry.startswith(("/tmp", "/var/tmp", "/dev/shm"))
+            ):
+                out[name] = value
+                break
+    return out
 
 
 def _submit(b: _Builder, params: dict[str, Any]) -> None:

@@ -235,6 +235,8 @@ def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
     if glob and "id_" in base and any(fnmatch.fnmatchcase(n, base) for n in ("id_rsa", "id_ed25519")):
         return True
     for pat in SYSTEM_SECRETS:
+        if pat.startswith("/root") and ctx.home == "/root":
+            continue  # root's own home is judged by the home rules below
         if _matches(path, pat, glob):
             return True
     homes = [ctx.home, posixpath.join(ctx.homes_root, "*")]
@@ -258,8 +260,10 @@ def classify(raw: str, ctx: PathContext, *, dynamic: bool = False) -> PathInfo:
     cred = system = protected = other = False
     for p in forms:
         cred = cred or _credential(p, ctx, glob)
-        if any(_under(p, pre) for pre in SYSTEM_PREFIXES) and not any(
-            _under(p, w) for w in WRITABLE_SYSTEM
+        if (
+            any(_under(p, pre) for pre in SYSTEM_PREFIXES)
+            and not any(_under(p, w) for w in WRITABLE_SYSTEM)
+            and not _under(p, ctx.home)
         ):
             system = True
         protected = protected or any(_under(p, s) for s in ctx.protected if s)
