@@ -439,7 +439,7 @@ def _count(value: str) -> int | None:
     return int(v) if v.isdigit() else None
 
 
-def _gpu_count(value: str) -> int | None:
+def _gpu_count(value: str, gres: bool = False) -> int | None:
     """GPUs in a ``--gpus``/``--gres``/``--tres-per-task`` value (``gpu:a100:2,nvme:1``)."""
     total = 0
     found = False
@@ -462,7 +462,7 @@ def _gpu_count(value: str) -> int | None:
         elif bits[0].isdigit() and len(bits) == 1:  # --gpus=4
             total += int(bits[0])
             found = True
-        elif len(bits) == 2 and bits[1].isdigit() and "gres" not in item:
+        elif not gres and len(bits) == 2 and bits[1].isdigit():
             total += int(bits[1])  # --gpus=a100:2
             found = True
     return total if found else 0
@@ -607,7 +607,7 @@ class JobShape:
             ("gpus-per-socket", self.nodes * max(1, num("sockets-per-node", 2))),
         ):
             if name in last:
-                g = _gpu_count(last[name])
+                g = _gpu_count(last[name], gres=name in ("gres", "tres-per-task"))
                 if g is None:
                     self.bad_values.append(f"--{name}={last[name]}")
                     continue
