@@ -76,7 +76,7 @@ def test_no_baseline_marker_replaces_the_baseline(facts: Facts, agent: Principal
     ("text", "match"),
     [
         ("permit (principal, action, resource", "cannot parse"),
-        ('forbid (principal, action, resource is Job) when { resource.gpu > 1 };', "schema"),
+        ("forbid (principal, action, resource is Job) when { resource.gpu > 1 };", "schema"),
         ('forbid (principal, action == Action::"launch_rocket", resource);', "schema"),
     ],
 )
@@ -97,7 +97,9 @@ when { resource.gpus * 9223372036854775807 > 1000 };
     assert "fail closed" in d.message
 
 
-def test_normalizer_bug_denies(facts: Facts, agent: Principal, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_normalizer_bug_denies(
+    facts: Facts, agent: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tenantry.policy.judge as judge_mod
 
     def boom(*a: object, **k: object) -> None:

@@ -85,7 +85,7 @@ def test_wrappers_and_nesting_reach_the_real_program(text: str) -> None:
         "s{c,}ancel 1",
         "eval $X",
         "base64 -d f | bash",
-        "bash -c \"$X\"",
+        'bash -c "$X"',
         "ls (",
         "python3 -c 'import os; os.system(\"id\")'",
         "curl -o x.sh u && sh x.sh",

@@ -18,7 +18,8 @@ examples:
   tenantry policy check --action run_command --argv bash -c 'sudo id'
   tenantry policy check --action submit_job --script job.sh --json
   tenantry policy check --action read_path --path ~/.ssh/id_ed25519
-  tenantry policy check --local --facts facts.json --action run_command --command "sbatch -G 16 x.sh"
+  tenantry policy check --local --facts facts.json --action run_command \\
+      --command "sbatch -G 16 x.sh"
 """
 
 TEST_EPILOG = """\
@@ -74,7 +75,11 @@ def register(sub: Any) -> None:
     t.add_argument("--user-policy", help="user policy file (forbid rules only)")
     t.add_argument("--json", action="store_true", help="print machine-readable JSON")
     t.set_defaults(handler=_test)
-    p.set_defaults(handler=lambda _a: (p.print_help(), 2)[1])
+    def _usage(_args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(handler=_usage)
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
@@ -108,7 +113,9 @@ def _human(d: dict[str, Any]) -> str:
     for w in d.get("warnings") or ():
         lines.append(f"  warning: {w}")
     for chk in d.get("checks") or ():
-        lines.append(f"  - {chk['decision']:5} {chk['action']:16} {chk['rule']:32} {chk['resource']}")
+        lines.append(
+            f"  - {chk['decision']:5} {chk['action']:16} {chk['rule']:32} {chk['resource']}"
+        )
     return "\n".join(lines)
 
 
@@ -122,10 +129,10 @@ def _check(args: argparse.Namespace) -> int:
 
         judge = _judge(args.facts, args.policy, None)
         claims = client_claims()
-        from tenantry.models import AgentProduct, Principal
-
         import getpass
         import os
+
+        from tenantry.models import AgentProduct, Principal
 
         agent = args.agent or claims["agent"]
         if agent == "human" and not args.agent:

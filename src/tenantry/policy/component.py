@@ -105,7 +105,9 @@ class PolicyService:
             if not path.exists():
                 return None
             try:
-                self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+                self._db = sqlite3.connect(
+                    f"file:{path}?mode=ro", uri=True, check_same_thread=False
+                )
             except sqlite3.Error:
                 return None
         base = job_id.split("_")[0].split(".")[0]
@@ -155,7 +157,9 @@ class PolicyService:
             )
         )
 
-    async def authorize(self, principal: Principal, action: str, params: dict[str, Any]) -> Decision:
+    async def authorize(
+        self, principal: Principal, action: str, params: dict[str, Any]
+    ) -> Decision:
         decision = self.check(principal, action, params)
         await self.runtime.emit(
             Event(
@@ -183,7 +187,6 @@ class PolicyService:
                 source=decision.source,
             )
         return decision
-
 
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]

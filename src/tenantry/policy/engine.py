@@ -157,7 +157,9 @@ class Engine:
 
         return cls(facility=read(facility_path), user=read(user_path))
 
-    def decide(self, principal: dict[str, Any], entities: list[dict[str, Any]], req: Request) -> Outcome:
+    def decide(
+        self, principal: dict[str, Any], entities: list[dict[str, Any]], req: Request
+    ) -> Outcome:
         import cedarpy
 
         ents = [
@@ -173,7 +175,9 @@ class Engine:
         try:
             result = cedarpy.is_authorized(request, self.policies, json.dumps(ents))
         except Exception as exc:  # any engine failure denies
-            return Outcome(False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry")
+            return Outcome(
+                False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
+            )
         diag = result.diagnostics
         if diag.errors:
             return Outcome(

@@ -35,6 +35,9 @@ DEFAULT_LIMITS: dict[str, int] = {
 }
 
 
+DEFAULT_ADMIN_QOS = frozenset({"admin", "root", "system", "maint"})
+
+
 @dataclass(frozen=True, slots=True)
 class UserFacts:
     name: str
@@ -59,7 +62,7 @@ class PartitionFacts:
 class Facts:
     users: dict[str, UserFacts] = field(default_factory=dict)
     partitions: dict[str, PartitionFacts] = field(default_factory=dict)
-    admin_qos: frozenset[str] = frozenset({"admin", "root", "system", "maint"})
+    admin_qos: frozenset[str] = field(default_factory=lambda: DEFAULT_ADMIN_QOS)
     known_qos: frozenset[str] = frozenset()
     jobs: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (user, principal)
     limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
@@ -112,7 +115,7 @@ class Facts:
         return cls(
             users=users,
             partitions=parts,
-            admin_qos=admin_qos or cls.admin_qos,
+            admin_qos=admin_qos or DEFAULT_ADMIN_QOS,
             known_qos=frozenset(qos),
             jobs=jobs,
             limits=limits,

@@ -50,7 +50,7 @@ _SYSTEMCTL_READ = frozenset({"status", "show", "cat", "is-active", "is-enabled",
                              "list-units", "list-unit-files", "list-timers", "help"})  # fmt: skip
 _TOP_LEVEL = frozenset({"/", "/home", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var",
                         "/opt", "/boot", "/root", "/srv", "/scratch", "/work", "/project",
-                        "/projects", "/tmp"})  # fmt: skip
+                        "/projects", "/tmp"})  # fmt: skip  # noqa: S108
 
 
 @dataclass(slots=True)
@@ -136,7 +136,7 @@ class _Builder:
             self.out.warnings.append(f"job script: {reason}")
         cmds = a.commands or [Effective([raw[:200] or "?"], [False])]
         if a.assigned and source != "script":
-            spec_env = {**{n: "" for n in a.assigned}, **spec_env}
+            spec_env = {**dict.fromkeys(a.assigned, ""), **spec_env}
         for eff in cmds:
             ctx = self.ctx(
                 source=eff.source if eff.source != "command" else source,
@@ -153,7 +153,9 @@ class _Builder:
         tags = _tags(prog, args, eff, self)
         sub = next((x for x in args if not x.startswith("-")), "")
         hijack = [
-            n for n in env_names if n in ("PATH", "LD_PRELOAD", "LD_AUDIT", "SLURM_CONF", "BASH_ENV")
+            n
+            for n in env_names
+            if n in ("PATH", "LD_PRELOAD", "LD_AUDIT", "SLURM_CONF", "BASH_ENV")
         ]
         if eff.argv:
             self.add(
@@ -225,9 +227,9 @@ class _Builder:
         elif prog == "dd":
             writes = {a[3:] for a in args if a.startswith("of=")}
         for i, a in enumerate(args):
-            if prog in ("curl", "wget") and a in ("-o", "-O", "--output", "--output-document"):
-                if i + 1 < len(args):
-                    writes.add(args[i + 1])
+            output_flag = a in ("-o", "-O", "--output", "--output-document")
+            if prog in ("curl", "wget") and output_flag and i + 1 < len(args):
+                writes.add(args[i + 1])
         for v, d in values:
             if not v or len(v) > 4096:
                 continue
@@ -315,7 +317,12 @@ class _Builder:
             attrs.update({"id": label, "owner": owner})
             text = "scancel by filter or user" if scope == "user" else "user filter"
             self.add(
-                "cancel_job", "Job", attrs, ctx, label=label, extras={"owner_text": text, "what": label}
+                "cancel_job",
+                "Job",
+                attrs,
+                ctx,
+                label=label,
+                extras={"owner_text": text, "what": label},
             )
 
     def scontrol(self, args: list[str], ctx: dict[str, Any]) -> None:
@@ -484,14 +491,13 @@ def _tags(prog: str, args: list[str], eff: Effective, b: _Builder) -> set[str]:
                 if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
                     tags.add("rm-root")
     elif prog == "crontab":
-        if not args or any(a not in ("-l", "-u") for a in args if a.startswith("-")) or any(
-            not a.startswith("-") for a in args
-        ):
-            if args != ["-l"]:
-                tags.add("persistence")
-    elif prog in ("at", "batch", "systemd-run"):
-        tags.add("persistence")
-    elif prog == "loginctl" and "enable-linger" in args:
+        if (
+            not args
+            or any(a not in ("-l", "-u") for a in args if a.startswith("-"))
+            or any(not a.startswith("-") for a in args)
+        ) and args != ["-l"]:
+            tags.add("persistence")
+    elif prog in ("at", "batch", "systemd-run") or (prog == "loginctl" and "enable-linger" in args):
         tags.add("persistence")
     elif prog == "chmod":
         mode = next((a for a in args if not a.startswith("-") or re.match(r"^-[rwxXst]", a)), "")
@@ -521,9 +527,7 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
             a = analyze_shell(command, variables=b.vars, cwd=b.cwd, read_scripts=env.read_files)
             b.analysis(a, spec_env, "command", command)
         elif isinstance(argv, list) and argv and all(isinstance(x, str) for x in argv):
-            a = analyze_argv(
-                argv, env={}, variables=b.vars, cwd=b.cwd, read_scripts=env.read_files
-            )
+            a = analyze_argv(argv, env={}, variables=b.vars, cwd=b.cwd, read_scripts=env.read_files)
             b.analysis(a, spec_env, "command", " ".join(argv))
         else:
             raise UsageError("run_command needs 'command' (a string) or 'argv' (a list)")
@@ -561,7 +565,7 @@ def ambient_env(env: dict[str, str]) -> dict[str, str]:
             continue
         for entry in value.replace(" ", sep).split(sep):
             if entry and (
-                not entry.startswith("/") or entry.startswith(("/tmp", "/var/tmp", "/dev/shm"))
+                not entry.startswith("/") or entry.startswith(("/tmp", "/var/tmp", "/dev/shm"))  # noqa: S108
             ):
                 out[name] = value
                 break

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 # Look-alikes NFKC does not fold (Cyrillic, Greek, slashes, dots).
 _CONFUSABLES = str.maketrans(
     {
-        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x",  # noqa: E501
+        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x",
         "ѕ": "s", "і": "i", "ј": "j", "ԁ": "d", "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w",
         "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
         "С": "C", "Т": "T", "Х": "X", "Ѕ": "S", "І": "I", "Ј": "J",
@@ -104,7 +104,7 @@ SYSTEM_SECRETS = (
     "/dev/mem",
     "/dev/kmem",
     "/etc/krb5.keytab",
-    "/tmp/krb5cc_*",
+    "/tmp/krb5cc_*",  # noqa: S108
     "/etc/pki/tls/private/*",
     "/etc/ssl/private/*",
 )
@@ -114,7 +114,7 @@ SECRET_NAMES = re.compile(
 )
 SYSTEM_PREFIXES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/opt", "/var",
                    "/sys", "/proc", "/dev", "/srv", "/root")  # fmt: skip
-WRITABLE_SYSTEM = ("/var/tmp", "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/shm",
+WRITABLE_SYSTEM = ("/var/tmp", "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/shm",  # noqa: S108
                    "/dev/tty", "/proc/self/fd")  # fmt: skip
 _PROC_ROOT = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/root(?=/|$)")
 _PROC_CWD = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/cwd(?=/|$)")
@@ -232,7 +232,11 @@ def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
     base = posixpath.basename(path)
     if SECRET_NAMES.match(base) and not glob:
         return True
-    if glob and "id_" in base and any(fnmatch.fnmatchcase(n, base) for n in ("id_rsa", "id_ed25519")):
+    if (
+        glob
+        and "id_" in base
+        and any(fnmatch.fnmatchcase(n, base) for n in ("id_rsa", "id_ed25519"))
+    ):
         return True
     for pat in SYSTEM_SECRETS:
         if pat.startswith("/root") and ctx.home == "/root":

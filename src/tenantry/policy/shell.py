@@ -184,7 +184,7 @@ class _Walker:
             elif t == "command_name":
                 inner = c.named_children[0] if c.named_children else c
                 w = self.word(inner)
-                if w.glob or _BRACE.search(w.text) and not w.dynamic:
+                if w.glob or (_BRACE.search(w.text) and not w.dynamic):
                     self.out.uncertain.append(
                         ("name", f"command name {w.text!r} is expanded by the shell")
                     )
@@ -269,7 +269,7 @@ class _Walker:
             w = self.word(target)
             if op in ("<", "<>") and w.dynamic:
                 cmd.stdin_dynamic = True
-            if op.endswith("&") and w.text.isdigit() or w.text == "-":
+            if (op.endswith("&") and w.text.isdigit()) or w.text == "-":
                 return
             cmd.redirects.append((op, w))
 
@@ -316,9 +316,7 @@ class _Walker:
         for c in node.named_children:
             if self.word(c).dynamic:
                 dynamic = True
-        return Word(
-            _text(node), dynamic=dynamic, dynamic_kind="substitution" if dynamic else ""
-        )
+        return Word(_text(node), dynamic=dynamic, dynamic_kind="substitution" if dynamic else "")
 
     def join(self, children: list[Any], *, quoted: bool) -> Word:
         parts: list[str] = []
@@ -351,9 +349,9 @@ class _Walker:
             name = _text(names[0])
             value = self.vars.get(name)
             # unquoted expansions are split on IFS: only a plain word is static
-            if value is not None and (self.quoted or not re.search(r"\s", value)):
-                if "IFS" not in self.out.assigned:
-                    return Word(value)
+            static = value is not None and (self.quoted or not re.search(r"\s", value))
+            if static and value is not None and "IFS" not in self.out.assigned:
+                return Word(value)
             return Word(_text(node), dynamic=True, dynamic_kind="variable")
         for c in node.named_children:
             if c.type != "variable_name":

@@ -358,7 +358,8 @@ def _unique_prefix(name: str, longs: dict[str, OptSpec]) -> OptSpec | None:
 
 def script_directives(text: str, tool: str = "sbatch") -> list[str]:
     """Options from ``#SBATCH`` lines, up to the first command (as sbatch reads them)."""
-    prefix = "#SBATCH" if tool == "sbatch" else "#SBATCH"
+    del tool  # salloc/srun read no directives; kept for symmetry
+    prefix = "#SBATCH"
     argv: list[str] = []
     for n, line in enumerate(text.splitlines()):
         s = line.strip()
@@ -390,9 +391,7 @@ def env_options(tool: str, env: dict[str, str]) -> tuple[list[tuple[str, str]], 
         if tool == "srun" and _SLURM_OUTPUTS.match(key):
             continue
         name = _ENV_MAP.get(key[len(prefix) :])
-        if name is None:
-            unknown.append(key)
-        elif name == "conf":
+        if name is None or name == "conf":
             unknown.append(key)
         elif name != "plain":
             opts.append((name, value))
@@ -619,8 +618,8 @@ class JobShape:
                 if mb is None:
                     self.bad_values.append(f"--{name}={last[name]}")
                     continue
-                mult = {"mem": self.nodes, "mem-per-cpu": self.cpus, "mem-per-gpu": self.gpus}
-                self.mem_mb = max(self.mem_mb, mb * max(1, mult[name]))
+                per = {"mem": self.nodes, "mem-per-cpu": self.cpus, "mem-per-gpu": self.gpus}
+                self.mem_mb = max(self.mem_mb, mb * max(1, per[name]))
                 if mb == 0 and name == "mem":
                     self.exclusive = True  # --mem=0: all memory of each node
         if "time" in last:

@@ -50,13 +50,54 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "ionice": (frozenset({"-c", "-n", "--class", "--classdata"}), 0),
     "chrt": (frozenset(), 1),
     "taskset": (frozenset({"-c", "--cpu-list"}), 0),
-    "numactl": (frozenset({"-C", "-N", "-m", "-p", "-i", "-P", "--physcpubind", "--cpunodebind",
-                           "--membind", "--preferred", "--interleave"}), 0),  # fmt: skip
+    "numactl": (
+        frozenset(
+            {
+                "-C",
+                "-N",
+                "-m",
+                "-p",
+                "-i",
+                "-P",
+                "--physcpubind",
+                "--cpunodebind",
+                "--membind",
+                "--preferred",
+                "--interleave",
+            }
+        ),
+        0,
+    ),
     "doas": (frozenset({"-u", "-C"}), 0),
-    "sudo": (frozenset({"-u", "-g", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R", "-h",
-                        "--user", "--group", "--prompt", "--close-from", "--chdir", "--role",
-                        "--type", "--other-user", "--command-timeout", "--chroot", "--host"}),
-             0),  # fmt: skip
+    "sudo": (
+        frozenset(
+            {
+                "-u",
+                "-g",
+                "-p",
+                "-C",
+                "-D",
+                "-r",
+                "-t",
+                "-U",
+                "-T",
+                "-R",
+                "-h",
+                "--user",
+                "--group",
+                "--prompt",
+                "--close-from",
+                "--chdir",
+                "--role",
+                "--type",
+                "--other-user",
+                "--command-timeout",
+                "--chroot",
+                "--host",
+            }
+        ),
+        0,
+    ),
     "runuser": (frozenset({"-u", "-g", "-G", "--user", "--group"}), 0),
     "exec": (frozenset({"-a"}), 0),
     "command": (frozenset(), 0),
@@ -64,17 +105,61 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "busybox": (frozenset(), 0),
     "unbuffer": (frozenset(), 0),
     "caffeinate": (frozenset({"-t", "-w"}), 0),
-    "strace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-O",
-                          "-S", "-X"}), 0),  # fmt: skip
+    "strace": (
+        frozenset({"-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-O", "-S", "-X"}),
+        0,
+    ),
     "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-n", "-a", "-l", "-x"}), 0),
     "valgrind": (frozenset(), 0),
     "gdb": (frozenset({"-x", "-ex", "-p", "-cd"}), 0),
-    "mpirun": (frozenset({"-np", "-n", "-N", "-H", "-host", "--host", "-hostfile", "--hostfile",
-                          "-machinefile", "-x", "--map-by", "--bind-to", "-ppn", "--rank-by",
-                          "-wdir", "--wdir", "-c", "--npernode", "-npernode"}), 0),  # fmt: skip
-    "mpiexec": (frozenset({"-np", "-n", "-N", "-H", "-host", "--host", "-hostfile",
-                           "--hostfile", "-machinefile", "-x", "--map-by", "--bind-to", "-ppn",
-                           "-wdir", "-c"}), 0),  # fmt: skip
+    "mpirun": (
+        frozenset(
+            {
+                "-np",
+                "-n",
+                "-N",
+                "-H",
+                "-host",
+                "--host",
+                "-hostfile",
+                "--hostfile",
+                "-machinefile",
+                "-x",
+                "--map-by",
+                "--bind-to",
+                "-ppn",
+                "--rank-by",
+                "-wdir",
+                "--wdir",
+                "-c",
+                "--npernode",
+                "-npernode",
+            }
+        ),
+        0,
+    ),
+    "mpiexec": (
+        frozenset(
+            {
+                "-np",
+                "-n",
+                "-N",
+                "-H",
+                "-host",
+                "--host",
+                "-hostfile",
+                "--hostfile",
+                "-machinefile",
+                "-x",
+                "--map-by",
+                "--bind-to",
+                "-ppn",
+                "-wdir",
+                "-c",
+            }
+        ),
+        0,
+    ),
     "xvfb-run": (frozenset({"-s", "-n", "-e", "-f", "-p"}), 0),
     "nsenter": (frozenset({"-t", "-S", "-G"}), 0),
     "unshare": (frozenset(), 0),
@@ -289,8 +374,10 @@ class _Unwrapper:
             if self.run_written(argv[0], inner_via, source, d):
                 return
             text = _read_small(self.abspath(argv[0])) if self.read else None
-            if text is not None and text.startswith("#!") and re.match(
-                r"#!\S*/(env\s+)?(ba|da|z|k)?sh\b", text
+            if (
+                text is not None
+                and text.startswith("#!")
+                and re.match(r"#!\S*/(env\s+)?(ba|da|z|k)?sh\b", text)
             ):
                 self.shell_text(text, inner_via, "script", d)
 
@@ -424,8 +511,20 @@ class _Unwrapper:
                     if key.lower() in _GIT_COMMAND_KEYS or value.startswith("!"):
                         self.shell_text(value.lstrip("!"), inner_via, source, d)
         elif prog == "tmux":
-            verbs = {"new", "new-session", "new-window", "neww", "split-window", "splitw",
-                     "run-shell", "run", "send-keys", "send", "respawn-pane", "respawn-window"}
+            verbs = {
+                "new",
+                "new-session",
+                "new-window",
+                "neww",
+                "split-window",
+                "splitw",
+                "run-shell",
+                "run",
+                "send-keys",
+                "send",
+                "respawn-pane",
+                "respawn-window",
+            }
             if any(a in verbs for a in args):
                 start = next(i for i, a in enumerate(args) if a in verbs) + 1
                 rest = args[_skip_options(args[start:], _TMUX_VALUED, 0) + start :]
@@ -457,7 +556,7 @@ class _Unwrapper:
             if a == "--":
                 i += 1
                 break
-            if a.startswith("-") and len(a) > 1 or a.startswith("+") and len(a) > 1:
+            if (a.startswith("-") and len(a) > 1) or (a.startswith("+") and len(a) > 1):
                 if not a.startswith("--") and "c" in a[1:]:
                     command_flag = True
                 i += 1
@@ -527,7 +626,7 @@ class _Unwrapper:
             if a in ("-u", "--unset", "-C", "--chdir"):
                 i += 2
                 continue
-            if a in ("-S", "--split-string") or a.startswith("-S") and len(a) > 2:
+            if a in ("-S", "--split-string") or (a.startswith("-S") and len(a) > 2):
                 split = args[i + 1] if a in ("-S", "--split-string") else a[2:]
                 rest = args[i + 2 :] if a in ("-S", "--split-string") else args[i + 1 :]
                 try:
@@ -585,7 +684,7 @@ class _Unwrapper:
                 continue
             if adyn[i + 1 if a in _INLINE_FLAGS else i]:
                 self.out.add_uncertain("interpreter", f"{prog} code computed at run time")
-            elif SENSITIVE.search(code) or prog in ("awk", "gawk", "mawk") and "system" in code:
+            elif SENSITIVE.search(code) or (prog in ("awk", "gawk", "mawk") and "system" in code):
                 m = SENSITIVE.search(code)
                 what = m.group(0) if m else "system("
                 self.out.add_uncertain(
@@ -619,7 +718,7 @@ def _skip_options(
         if a in _MULTI_VALUE:
             i += 1 + _MULTI_VALUE[a]
             continue
-        if a.startswith("-") and len(a) > 1 and not re.match(r"^-\d", a) or (
+        if (a.startswith("-") and len(a) > 1 and not re.match(r"^-\d", a)) or (
             a.startswith("-") and re.match(r"^-\d+$", a)
         ):
             name = a.split("=", 1)[0]
