@@ -75,6 +75,7 @@ def register(sub: Any) -> None:
     t.add_argument("--user-policy", help="user policy file (forbid rules only)")
     t.add_argument("--json", action="store_true", help="print machine-readable JSON")
     t.set_defaults(handler=_test)
+
     def _usage(_args: argparse.Namespace) -> int:
         p.print_help()
         return 2

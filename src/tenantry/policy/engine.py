@@ -57,6 +57,18 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
+class _Raw:
+    """What Cedar said about one request, before messages are filled in."""
+
+    allowed: bool
+    reasons: tuple[str, ...]
+    errors: tuple[str, ...]
+
+
+CACHE_SIZE = 8192  # decisions are pure in (principal, action, resource, context)
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     allowed: bool
     rule: str
@@ -139,6 +151,7 @@ class Engine:
             text += body + "\n"
             self.sources.append(source)
         self.policies = cedarpy.PolicySet.from_str(text)
+        self._cache: dict[str, _Raw] = {}
         if len(self.rules) != offset or len(self.policies) != offset:
             raise PolicyInvalid("policy ids did not line up after parsing; refusing to run")
 
@@ -160,36 +173,82 @@ class Engine:
     def decide(
         self, principal: dict[str, Any], entities: list[dict[str, Any]], req: Request
     ) -> Outcome:
+        return self.decide_all(principal, json.dumps(entities)[1:-1], [req])[0]
+
+    def decide_all(
+        self, principal: dict[str, Any], entities_json: str, reqs: list[Request]
+    ) -> list[Outcome]:
+        """Decide several requests of one principal in one Cedar call.
+
+        ``entities_json`` is the principal's entities as JSON list *items*
+        (no brackets), serialized once per principal by the caller.
+        """
         import cedarpy
 
-        ents = [
-            *entities,
-            {"uid": {"type": req.rtype, "id": req.rid}, "attrs": req.attrs, "parents": []},
-        ]
-        request = {
-            "principal": principal,
-            "action": {"type": "Action", "id": req.action},
-            "resource": {"type": req.rtype, "id": req.rid},
-            "context": req.context,
-        }
-        try:
-            result = cedarpy.is_authorized(request, self.policies, json.dumps(ents))
-        except Exception as exc:  # any engine failure denies
-            return Outcome(
-                False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
-            )
-        diag = result.diagnostics
-        if diag.errors:
+        if not reqs:
+            return []
+        raw: list[_Raw | None] = []
+        keys: list[str] = []
+        misses: list[int] = []
+        resources: list[str] = []
+        for i, r in enumerate(reqs):
+            attrs = json.dumps(r.attrs, sort_keys=True)
+            ctx = json.dumps(r.context, sort_keys=True)
+            key = f"{entities_json}\x00{r.action}\x00{r.rtype}\x00{attrs}\x00{ctx}"
+            keys.append(key)
+            hit = self._cache.get(key)
+            raw.append(hit)
+            if hit is None:
+                misses.append(i)
+                resources.append(
+                    f'{{"uid":{{"type":"{r.rtype}","id":"{r.rid}"}},"attrs":{attrs},"parents":[]}}'
+                )
+        if misses:
+            requests = [
+                {
+                    "principal": principal,
+                    "action": {"type": "Action", "id": reqs[i].action},
+                    "resource": {"type": reqs[i].rtype, "id": reqs[i].rid},
+                    "context": reqs[i].context,
+                }
+                for i in misses
+            ]
+            try:
+                results = cedarpy.is_authorized_batch(
+                    requests, self.policies, f"[{entities_json},{','.join(resources)}]"
+                )
+                if len(results) != len(misses):
+                    raise RuntimeError("engine returned a short batch")
+            except Exception as exc:  # any engine failure denies
+                fail = Outcome(
+                    False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
+                )
+                return [fail for _ in reqs]
+            if len(self._cache) > CACHE_SIZE:
+                self._cache.clear()
+            for i, result in zip(misses, results, strict=True):
+                diag = result.diagnostics
+                reasons = sorted(diag.reasons, key=lambda r: int(r[6:]) if r[6:].isdigit() else 0)
+                entry = _Raw(result.allowed, tuple(reasons), tuple(diag.errors))
+                raw[i] = entry
+                if not entry.errors:
+                    self._cache[keys[i]] = entry
+        return [self._outcome(e, req) for e, req in zip(raw, reqs, strict=True)]
+
+    def _outcome(self, raw: _Raw | None, req: Request) -> Outcome:
+        if raw is None:
+            return Outcome(False, "evaluation-error", "no engine result", "tenantry")
+        if raw.errors:
             return Outcome(
                 False,
                 "evaluation-error",
                 "policy evaluation failed, so the action is denied (fail closed): "
-                + "; ".join(diag.errors[:2]),
+                + "; ".join(raw.errors[:2]),
                 "tenantry",
-                tuple(diag.errors),
+                raw.errors,
             )
-        reasons = sorted(diag.reasons, key=lambda r: int(r[6:]) if r[6:].isdigit() else 0)
-        if result.allowed:
+        reasons = raw.reasons
+        if raw.allowed:
             rule = self.rules.get(reasons[0]) if reasons else None
             if rule is None:
                 return Outcome(False, "evaluation-error", "allow without a rule", "tenantry")

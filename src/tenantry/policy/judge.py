@@ -6,6 +6,7 @@ symlinks, so the daemon, ``tenantry policy test`` and the benchmark share it.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +62,7 @@ class Judge:
     ) -> None:
         self.engine = engine
         self.env = Env(facts, owner_of, protected, read_files, hour)
-        self._principals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+        self._principals: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
 
     @property
     def facts(self) -> Facts:
@@ -72,6 +73,10 @@ class Judge:
         self._principals.clear()
 
     def entities(self, p: Principal) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        uid, ents, _ = self._entities(p)
+        return uid, ents
+
+    def _entities(self, p: Principal) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
         key = f"{p.key}|{p.project}"
         cached = self._principals.get(key)
         if cached is not None:
@@ -108,8 +113,9 @@ class Judge:
             uid = user_uid
         if len(self._principals) > 4096:
             self._principals.clear()
-        self._principals[key] = (uid, ents)
-        return uid, ents
+        out = (uid, ents, json.dumps(ents)[1:-1])
+        self._principals[key] = out
+        return out
 
     def evaluate(self, principal: Principal, action: str, params: dict[str, Any]) -> Decision:
         """Decide; never raises for policy reasons (a failure is a denial)."""
@@ -128,12 +134,12 @@ class Judge:
                 "tenantry",
                 duration_us=_us(t0),
             )
-        uid, ents = self.entities(principal)
+        uid, _, ents_json = self._entities(principal)
         checks: list[dict[str, Any]] = []
         first_deny: tuple[Request, Outcome] | None = None
         first_allow: tuple[Request, Outcome] | None = None
-        for req in built.requests:
-            out = self.engine.decide(uid, ents, req)
+        outcomes = self.engine.decide_all(uid, ents_json, built.requests)
+        for req, out in zip(built.requests, outcomes, strict=True):
             checks.append(
                 {
                     "action": req.action,

@@ -48,6 +48,7 @@ _SCONTROL_READ = frozenset({"show", "listpids", "ping", "version", "help", "pidi
 _SACCTMGR_READ = frozenset({"show", "list", "help", "version"})
 _SYSTEMCTL_READ = frozenset({"status", "show", "cat", "is-active", "is-enabled", "is-failed",
                              "list-units", "list-unit-files", "list-timers", "help"})  # fmt: skip
+_PATHLIKE = re.compile(r"[/~$*?\[]|^\.|[^\x00-\x7f]|^(id_|munge|krb5cc|.*\.keytab$)")
 _TOP_LEVEL = frozenset({"/", "/home", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var",
                         "/opt", "/boot", "/root", "/srv", "/scratch", "/work", "/project",
                         "/projects", "/tmp"})  # fmt: skip  # noqa: S108
@@ -96,6 +97,7 @@ class _Builder:
             "hour": hour,
         }
         self.vars = {"HOME": self.user.home, "USER": principal.user, "PWD": self.cwd}
+        self.cwd_secret = classify(self.cwd, self.pctx).credential
 
     def ctx(self, **kw: Any) -> dict[str, Any]:
         c = dict(self.base_ctx)
@@ -233,6 +235,8 @@ class _Builder:
         for v, d in values:
             if not v or len(v) > 4096:
                 continue
+            if not (self.cwd_secret or v in writes or _PATHLIKE.search(v)):
+                continue  # a plain word in an ordinary directory names nothing protected
             info = classify(v, self.pctx, dynamic=d)
             target = v if v in writes else "of=" + v if ("of=" + v) in args else ""
             if target or v in writes:

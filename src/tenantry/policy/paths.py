@@ -17,6 +17,7 @@ import os
 import posixpath
 import re
 import unicodedata
+from functools import lru_cache
 from dataclasses import dataclass
 
 # Look-alikes NFKC does not fold (Cyrillic, Greek, slashes, dots).
@@ -206,15 +207,6 @@ def resolve(raw: str, ctx: PathContext) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def _matches(path: str, pattern: str, glob: bool) -> bool:
-    if fnmatch.fnmatchcase(path, pattern):
-        return True
-    if glob:
-        # the path is itself a pattern: could it name something the pattern covers?
-        return _glob_covers(path, pattern.replace("*", "x"))
-    return False
-
-
 def _glob_covers(glob: str, probe: str) -> bool:
     """Could shell glob ``glob`` name ``probe`` or a directory above it (no dotglob)?"""
     g, q = glob.split("/"), probe.split("/")
@@ -228,6 +220,22 @@ def _glob_covers(glob: str, probe: str) -> bool:
     return True
 
 
+def _patterns(ctx: PathContext) -> list[str]:
+    pats = [p for p in SYSTEM_SECRETS if not (p.startswith("/root") and ctx.home == "/root")]
+    for home in (ctx.home, posixpath.join(ctx.homes_root, "*")):
+        for rel in HOME_SECRETS:
+            pat = posixpath.join(home, rel)
+            pats.extend((pat, pat + "/*"))
+    return pats
+
+
+@lru_cache(maxsize=256)
+def _compiled(home: str, homes_root: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """One regex for every credential pattern of this home (the hot path), and the list."""
+    pats = _patterns(PathContext(home=home, homes_root=homes_root))
+    return re.compile("|".join(fnmatch.translate(p) for p in pats)), tuple(pats)
+
+
 def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
     base = posixpath.basename(path)
     if SECRET_NAMES.match(base) and not glob:
@@ -238,17 +246,11 @@ def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
         and any(fnmatch.fnmatchcase(n, base) for n in ("id_rsa", "id_ed25519"))
     ):
         return True
-    for pat in SYSTEM_SECRETS:
-        if pat.startswith("/root") and ctx.home == "/root":
-            continue  # root's own home is judged by the home rules below
-        if _matches(path, pat, glob):
-            return True
-    homes = [ctx.home, posixpath.join(ctx.homes_root, "*")]
-    for home in homes:
-        for rel in HOME_SECRETS:
-            pat = posixpath.join(home, rel)
-            if _matches(path, pat, glob) or _matches(path, pat + "/*", glob):
-                return True
+    regex, pats = _compiled(ctx.home, ctx.homes_root)
+    if regex.match(path):
+        return True
+    if glob and any(_glob_covers(path, pat.replace("*", "x")) for pat in pats):
+        return True
     # a secret directory anywhere below a home (e.g. a copied ~/.ssh) keeps its class
     return "/.ssh/" in path + "/" or "/.gnupg/" in path + "/" or "/.aws/" in path + "/"
 
