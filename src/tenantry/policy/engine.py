@@ -152,6 +152,9 @@ class Engine:
             self.sources.append(source)
         self.policies = cedarpy.PolicySet.from_str(text)
         self._cache: dict[str, _Raw] = {}
+        # resource attributes some policy reads; the rest is not sent to Cedar
+        # (a policy can only read what it names, so pruning cannot change a decision)
+        self.used_attrs = frozenset(re.findall(r"attr='(\w+)'", repr(self.policies.to_pst())))
         if len(self.rules) != offset or len(self.policies) != offset:
             raise PolicyInvalid("policy ids did not line up after parsing; refusing to run")
 
@@ -192,7 +195,8 @@ class Engine:
         misses: list[int] = []
         resources: list[str] = []
         for i, r in enumerate(reqs):
-            attrs = json.dumps(r.attrs, sort_keys=True)
+            used = self.used_attrs
+            attrs = json.dumps({k: v for k, v in r.attrs.items() if k in used}, sort_keys=True)
             ctx = json.dumps(r.context, sort_keys=True)
             key = f"{entities_json}\x00{r.action}\x00{r.rtype}\x00{attrs}\x00{ctx}"
             keys.append(key)
