@@ -165,7 +165,6 @@ class PolicyInvalid(UsageError):
     exit_code = 78
 
 
-
 # --- leases -----------------------------------------------------------------
 
 

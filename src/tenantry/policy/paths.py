@@ -17,8 +17,8 @@ import os
 import posixpath
 import re
 import unicodedata
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Look-alikes NFKC does not fold (Cyrillic, Greek, slashes, dots).
 _CONFUSABLES = str.maketrans(
