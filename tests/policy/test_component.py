@@ -120,3 +120,33 @@ async def test_policy_check_op(tmp_path: Path) -> None:
     assert out["decision"] == "allow"  # as the human caller
     with pytest.raises(UsageError):
         await policy_ops.check(ctx, {"action": "run_command", "agent": "robot"})
+
+
+class _InfoBackend:
+    async def info(self) -> dict[str, Any]:
+        return {
+            "backend": "slurm",
+            "partitions": [
+                {"name": "debug", "default": True, "max_time_s": 1800, "default_time_s": 600,
+                 "total_nodes": 2},
+                {"name": "long", "max_time_s": float("inf"), "default_time_s": None},
+            ],
+        }  # fmt: skip
+
+
+async def test_partitions_come_from_the_backend(tmp_path: Path) -> None:
+    rt, _ = runtime(tmp_path, TENANTRY_POLICY_FILE="", TENANTRY_BACKEND="slurm")
+    rt.backend = _InfoBackend()  # type: ignore[assignment]
+    svc = await started(rt)
+    assert svc.judge is not None
+    parts = svc.judge.facts.partitions
+    assert (parts["debug"].max_time_s, parts["debug"].default, parts["long"].max_time_s) == (
+        1800,
+        True,
+        0,
+    )
+    d = svc.check(AGENT, "submit_job", {"argv": ["sbatch", "-t", "2:00:00", "x.sh"]})
+    assert (d.allowed, d.rule) == (False, "job-over-partition-time")
+    d = svc.check(AGENT, "submit_job", {"argv": ["sbatch", "-p", "nope", "-t", "10", "x.sh"]})
+    assert d.rule == "job-unknown-partition" and "debug, long" in d.message
+    assert svc.check(AGENT, "submit_job", {"argv": ["sbatch", "-p", "long", "x.sh"]}).allowed

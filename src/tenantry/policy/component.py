@@ -10,8 +10,6 @@ and ``reload()`` is called.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -21,7 +19,7 @@ from tenantry.errors import PolicyDenied, TenantryError
 from tenantry.events import Event, EventType
 from tenantry.models import Principal
 from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts, local_user, parse_sinfo_json
+from tenantry.policy.facts import Facts, local_user, partitions_from_info
 from tenantry.policy.judge import Decision, Judge
 
 if TYPE_CHECKING:
@@ -49,7 +47,7 @@ class PolicyService:
             try:
                 await self.refresh_partitions()
             except Exception as exc:  # facts are best effort; decisions still work
-                log.warning("policy: cannot read partitions from sinfo: %s", exc)
+                log.warning("policy: cannot read partitions from the backend: %s", exc)
 
     async def aclose(self) -> None:
         if self._db is not None:
@@ -85,15 +83,10 @@ class PolicyService:
         return tuple(out)
 
     async def refresh_partitions(self) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            "sinfo",
-            "--json",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), self.settings.slurm_timeout_s)
-        if proc.returncode == 0 and self.judge is not None:
-            parts = parse_sinfo_json(json.loads(out))
+        """Partition limits from the backend's facility facts (Slurm: sinfo/scontrol)."""
+        info = await self.runtime.backend.info()
+        parts = partitions_from_info(info)
+        if parts and self.judge is not None:
             self.judge.set_facts(self.judge.facts.with_partitions(parts))
 
     # --- facts the caller provides ------------------------------------------------

@@ -2,7 +2,7 @@
 
 Dry runs (``tenantry policy test --facts FACTS.json``) read them from a JSON
 file so a corpus can be judged anywhere; the daemon builds them live from the
-password database and, with the Slurm backend, ``sinfo --json``.
+password database and, with the Slurm backend, the backend's ``info()``.
 
 File format (every key optional)::
 
@@ -176,44 +176,29 @@ def local_user(name: str) -> UserFacts:
     return UserFacts(name=name, home=pw.pw_dir, groups=groups)
 
 
-def parse_sinfo_json(data: dict[str, Any]) -> dict[str, PartitionFacts]:
-    """Partitions from ``sinfo --json`` (Slurm 23.02+ shape), tolerant of versions."""
+def partitions_from_info(info: dict[str, Any]) -> dict[str, PartitionFacts]:
+    """Partitions from the backend's ``info()`` facts (the Slurm backend parses Slurm)."""
     out: dict[str, PartitionFacts] = {}
-    for row in data.get("sinfo") or ():
-        part = row.get("partition") or {}
-        name = str(part.get("name") or "")
+    for p in info.get("partitions") or ():
+        name = str(p.get("name") or "")
         if not name:
             continue
-        maximums = part.get("maximums") or {}
-        max_time = _number(maximums.get("time"))
-        defaults = part.get("defaults") or {}
-        default_time = _number(defaults.get("time"))
-        gres = str((row.get("gres") or {}).get("total") or "")
-        gpn = 0
-        for item in gres.split(","):
-            bits = item.split("(")[0].split(":")
-            if bits[0] == "gpu" and bits[-1].isdigit():
-                gpn = max(gpn, int(bits[-1]))
-        nodes = int(_number((row.get("nodes") or {}).get("total")) or 0)
-        flags = (part.get("partition") or {}).get("state") or []
-        prev = out.get(name)
         out[name] = PartitionFacts(
             name=name,
-            max_time_s=int(max_time * 60) if max_time else 0,
-            default_time_s=int(default_time * 60) if default_time else 0,
-            gpus_per_node=max(gpn, prev.gpus_per_node if prev else 0),
-            nodes=nodes + (prev.nodes if prev else 0),
-            default="DEFAULT" in [str(f).upper() for f in flags] or bool(prev and prev.default),
+            max_time_s=_seconds(p.get("max_time_s")),
+            default_time_s=_seconds(p.get("default_time_s")),
+            nodes=_int(p.get("total_nodes") or p.get("nodes")),
+            default=bool(p.get("default")),
         )
     return out
 
 
-def _number(v: Any) -> float:
-    if isinstance(v, dict):
-        if not v.get("set", True) or v.get("infinite"):
-            return 0.0
-        v = v.get("number", 0)
-    try:
-        return float(v or 0)
-    except (TypeError, ValueError):
-        return 0.0
+def _seconds(v: Any) -> int:
+    """Seconds, or 0 for unset/unlimited/unreadable."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v in (float("inf"),):
+        return 0
+    return max(0, int(v))
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
