@@ -48,6 +48,12 @@ _SCONTROL_READ = frozenset({"show", "listpids", "ping", "version", "help", "pidi
 _SACCTMGR_READ = frozenset({"show", "list", "help", "version"})
 _SYSTEMCTL_READ = frozenset({"status", "show", "cat", "is-active", "is-enabled", "is-failed",
                              "list-units", "list-unit-files", "list-timers", "help"})  # fmt: skip
+_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "base64", "base32", "xxd",
+                      "od", "hexdump", "strings", "cp", "scp", "rsync", "sftp", "curl", "wget",
+                      "tar", "zip", "gzip", "bzip2", "xz", "zstd", "nc", "ncat", "socat",
+                      "openssl", "gpg", "dd", "tee", "ln", "install", "sed", "awk", "grep",
+                      "rg", "ag", "diff", "cmp", "split", "nl", "uuencode", "mail", "sendmail",
+                      "python", "python3", "perl", "ruby", "node"})  # fmt: skip
 _PATHLIKE = re.compile(r"[/~$*?\[]|^\.|[^\x00-\x7f]|^(id_|munge|krb5cc|.*\.keytab$)")
 _TOP_LEVEL = frozenset({"/", "/home", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var",
                         "/opt", "/boot", "/root", "/srv", "/scratch", "/work", "/project",
@@ -97,6 +103,7 @@ class _Builder:
             "hour": hour,
         }
         self.vars = {"HOME": self.user.home, "USER": principal.user, "PWD": self.cwd}
+        self._computed: set[str] = set()
         self.cwd_secret = classify(self.cwd, self.pctx).credential
 
     def ctx(self, **kw: Any) -> dict[str, Any]:
@@ -137,6 +144,7 @@ class _Builder:
         if a.uncertain and worst == "variable" and source == "script":
             self.out.warnings.append(f"job script: {reason}")
         cmds = a.commands or [Effective([raw[:200] or "?"], [False])]
+        self._computed = a.computed
         if a.assigned and source != "script":
             spec_env = {**dict.fromkeys(a.assigned, ""), **spec_env}
         for eff in cmds:
@@ -232,6 +240,22 @@ class _Builder:
             output_flag = a in ("-o", "-O", "--output", "--output-document")
             if prog in ("curl", "wget") and output_flag and i + 1 < len(args):
                 writes.add(args[i + 1])
+        if _recursive(prog, args):
+            roots = {"/", "/etc", "/root", self.facts.homes_root, self.user.home.rstrip("/")}
+            for a, d in zip(args, eff.dynamic[1:], strict=False):
+                if a.startswith("-") or d:
+                    continue
+                info = classify(a, self.pctx)
+                p = info.path.rstrip("/") or "/"
+                if p in roots or posixpath.dirname(p) == self.facts.homes_root:
+                    self.path_info("read_path", info, ctx, tree=True)
+        if prog in _READERS:
+            for a in args:
+                if a in self._computed:
+                    info = classify(a, self.pctx, dynamic=True)
+                    reason = f"{prog} reads a path computed at run time ({a[:60]})"
+                    bad = dict(ctx, uncertain=True, uncertain_kind="path", reason=reason)
+                    self.path_info("read_path", info, bad)
         for v, d in values:
             if not v or len(v) > 4096:
                 continue
@@ -247,9 +271,12 @@ class _Builder:
     def path(self, action: str, raw: str, ctx: dict[str, Any], *, dynamic: bool = False) -> None:
         self.path_info(action, classify(raw, self.pctx, dynamic=dynamic), ctx)
 
-    def path_info(self, action: str, info: PathInfo, ctx: dict[str, Any]) -> None:
+    def path_info(
+        self, action: str, info: PathInfo, ctx: dict[str, Any], *, tree: bool = False
+    ) -> None:
         attrs = info.attrs()
         attrs["startup"] = bool(_STARTUP.search(info.path))
+        attrs["secret_tree"] = tree
         self.add(action, "Path", attrs, ctx, label=info.raw)
 
     def target(self, action: str, name: str, ctx: dict[str, Any] | None = None) -> None:
@@ -456,6 +483,19 @@ def _job_attrs(shape: JobShape, b: _Builder) -> dict[str, Any]:
         "qos_admin": shape.qos in facts.admin_qos,
         "qos_not_allowed": qos_bad,
     }
+
+
+def _recursive(prog: str, args: list[str]) -> bool:
+    """Does this command read whole directory trees?"""
+    if prog in ("tar", "rsync", "rg", "ag", "zip", "7z", "rclone", "duplicity", "borg"):
+        return True
+    flags = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
+    longs = {a for a in args if a.startswith("--")}
+    if prog in ("cp", "scp", "grep", "egrep", "fgrep", "zgrep", "chmod", "chown"):
+        return bool(set(flags) & {"r", "R", "a"}) or bool(
+            longs & {"--recursive", "--archive", "--dereference-recursive"}
+        )
+    return False
 
 
 def _tags(prog: str, args: list[str], eff: Effective, b: _Builder) -> set[str]:

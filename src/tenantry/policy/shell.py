@@ -62,6 +62,9 @@ class Parsed:
     uncertain: list[tuple[str, str]] = field(default_factory=list)
     functions: dict[str, str] = field(default_factory=dict)
     assigned: set[str] = field(default_factory=set)  # shell variables set or exported
+    # argument words whose value comes from a command substitution (directly or
+    # through a variable assigned from one): paths nobody can read statically
+    computed: set[str] = field(default_factory=set)
 
 
 @lru_cache(maxsize=1)
@@ -96,6 +99,7 @@ class _Walker:
         self.out = out
         self.vars = variables
         self.quoted = 0
+        self.tainted: set[str] = set()  # variables assigned from $(...) in this text
 
     # --- statements -------------------------------------------------------
 
@@ -166,11 +170,17 @@ class _Walker:
         w = self.word(value) if value is not None else Word("")
         self.out.assigned.add(name)
         if name:
-            if w.dynamic:
-                self.vars.pop(name, None)
-            else:
-                self.vars[name] = w.text
+            self._set(name, w)
         return name, w
+
+    def _set(self, name: str, w: Word) -> None:
+        if w.dynamic:
+            self.vars.pop(name, None)
+            if w.dynamic_kind == "substitution":
+                self.tainted.add(name)
+        else:
+            self.vars[name] = w.text
+            self.tainted.discard(name)
 
     def command(self, node: Any, redirects: list[Any]) -> SimpleCommand | None:
         cmd = SimpleCommand(words=[])
@@ -200,6 +210,8 @@ class _Walker:
                 w = self.word(c)
                 if _BRACE.search(w.text) and not w.dynamic:
                     w.glob = True
+                if w.dynamic and w.dynamic_kind == "substitution":
+                    self.out.computed.add(w.text)
                 cmd.words.append(w)
         for r in redirects:
             self.attach_redirect(cmd, r)
@@ -207,10 +219,7 @@ class _Walker:
             # bare assignments: they set shell variables for later commands
             for name, w in cmd.assigns.items():
                 self.out.assigned.add(name)
-                if w.dynamic:
-                    self.vars.pop(name, None)
-                else:
-                    self.vars[name] = w.text
+                self._set(name, w)
             if not cmd.redirects:
                 return None
         self.out.commands.append(cmd)
@@ -352,11 +361,15 @@ class _Walker:
             static = value is not None and (self.quoted or not re.search(r"\s", value))
             if static and value is not None and "IFS" not in self.out.assigned:
                 return Word(value)
-            return Word(_text(node), dynamic=True, dynamic_kind="variable")
+            kind = "substitution" if name in self.tainted else "variable"
+            return Word(_text(node), dynamic=True, dynamic_kind=kind)
+        kind = "substitution" if _text(node).startswith("${!") else "variable"
         for c in node.named_children:
             if c.type != "variable_name":
-                self.word(c)
-        return Word(_text(node), dynamic=True, dynamic_kind="substitution")
+                w = self.word(c)
+                if w.dynamic and w.dynamic_kind != "variable":
+                    kind = "substitution"
+        return Word(_text(node), dynamic=True, dynamic_kind=kind)
 
     def substitution(self, node: Any) -> None:
         for c in node.named_children:

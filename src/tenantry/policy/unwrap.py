@@ -195,6 +195,7 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
     assigned: set[str] = field(default_factory=set)
+    computed: set[str] = field(default_factory=set)
 
     def add_uncertain(self, kind: str, reason: str) -> None:
         if (kind, reason) not in self.uncertain:
@@ -298,6 +299,7 @@ class _Unwrapper:
         for kind, reason in parsed.uncertain:
             self.out.add_uncertain(kind, reason)
         self.out.assigned |= parsed.assigned
+        self.out.computed |= parsed.computed
         for name, body in parsed.functions.items():
             self.out.aliases.setdefault(name, "")
             del body
@@ -497,6 +499,10 @@ class _Unwrapper:
                     if first is not None:
                         self.out.aliases[name] = first.words[0].text
                     self.shell_text(value, inner_via, source, d)
+        elif prog == "hash" and "-p" in args:
+            i = args.index("-p")
+            if i + 2 < len(args):
+                self.out.aliases[args[i + 2]] = program_name(args[i + 1])
         elif prog in ("ln", "cp", "install", "mv") and len(args) >= 2 and not adyn[-1]:
             srcs = [a for a in args[:-1] if not a.startswith("-")]
             if srcs:
