@@ -75,3 +75,20 @@ def test_client_path_imports_only_the_standard_library() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "", f"client path imports {r.stdout.strip()}"
+
+
+def test_command_table_matches_registrations() -> None:
+    import argparse
+    import importlib
+
+    from tenantry.cli import COMMANDS, EXTENSIONS, command_of
+
+    for module in EXTENSIONS:
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers(dest="command")
+        importlib.import_module(module).register(sub)
+        registered = set(sub.choices)
+        listed = {c for c, m in COMMANDS.items() if m == module}
+        assert registered == listed, f"{module}: registers {registered}, table says {listed}"
+    assert command_of(["--socket", "x", "--state=y", "run", "--", "ls"]) == "run"
+    assert command_of(["--help"]) is None

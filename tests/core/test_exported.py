@@ -10,7 +10,22 @@ def test_all_exports_exist() -> None:
         assert hasattr(tenantry, name), name
 
 
-def test_no_unlisted_public_names() -> None:
-    public = {n for n in vars(tenantry) if not n.startswith("_")}
-    modules = {n for n in public if type(getattr(tenantry, n)).__name__ == "module"}
-    assert public - modules == set(tenantry.__all__) - {"__version__"}
+def test_unknown_names_raise() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError):
+        _ = tenantry.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_type_checking_imports_match_all() -> None:
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(tenantry.__file__).read_text())
+    lazy = next(
+        n
+        for n in tree.body
+        if isinstance(n, ast.AnnAssign | ast.Assign) and "_LAZY" in ast.unparse(n)
+    )
+    names = set(ast.literal_eval(ast.unparse(lazy.value)))  # type: ignore[arg-type]
+    assert names | {"__version__"} == set(tenantry.__all__)

@@ -9,7 +9,7 @@ from tenantry.settings import DECLARED, Settings, load
 
 
 def test_every_declared_setting_is_a_field() -> None:
-    fields = set(Settings.__dataclass_fields__)
+    fields = set(Settings.__annotations__)
     assert {s.name for s in DECLARED} == fields
 
 
@@ -55,3 +55,15 @@ def test_error_tree_is_documented() -> None:
     doc = errors.__doc__ or ""
     for cls in _leaves(errors.TenantryError):
         assert cls.__name__ in doc, f"{cls.__name__} missing from the errors.py tree drawing"
+
+
+def test_settings_are_frozen_and_replaceable(tmp_path: Path) -> None:
+    s = load(env={"TENANTRY_STATE_DIR": str(tmp_path)})
+    with pytest.raises(AttributeError):
+        s.backend = "slurm"  # type: ignore[misc]
+    t = s.replace(backend="slurm")
+    assert (s.backend, t.backend) == ("local", "slurm")
+    assert t == s.replace(backend="slurm") and t != s
+    assert s.db_path == tmp_path / "tenantry.sqlite3"
+    with pytest.raises(TypeError):
+        Settings(nope=1)

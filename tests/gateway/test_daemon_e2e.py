@@ -341,3 +341,12 @@ def test_events_record_every_action(daemon: Daemon, tmp_path: Path) -> None:
         assert t in types, t
     done = [e for e in ev if e["type"] == "job.state" and e["subject"] == jid]
     assert done[-1]["outcome"] == "COMPLETED"
+
+
+def test_background_child_holding_pipes_does_not_hang(daemon: Daemon) -> None:
+    r = daemon.cli("run", "--json", "--", "sh", "-c", "echo started; sleep 30 & exit 0")
+    res = json.loads(r.stdout)
+    assert res["exit_code"] == 0 and res["stdout_tail"] == "started\n"
+    assert "background" in res["reason"]
+    # the background child was ended with the command
+    assert res["duration_s"] < 20

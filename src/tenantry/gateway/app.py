@@ -50,11 +50,18 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
     "tenantry.policy.ops",
+    "tenantry.budgets.ops",
+    "tenantry.kill.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime and returns an object with start()/aclose().
-COMPONENTS: tuple[tuple[str, str], ...] = (("policy", "tenantry.policy.component:create"),)
+COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("audit", "tenantry.audit.component:create"),
+    ("kill", "tenantry.kill.component:create"),
+    ("policy", "tenantry.policy.component:create"),
+    ("budgets", "tenantry.budgets.service:create"),
+)
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
 MAX_BODY = 8 * 1024 * 1024
@@ -180,7 +187,7 @@ def _internal(exc: Exception) -> TenantryError:
 async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> list[str]:
     """Checks every op passes before it runs (kill switch, policy, budgets)."""
     warnings: list[str] = []
-    for name in ("kill", "policy", "budgets"):
+    for name in ("kill", "policy", "budgets", "audit"):
         comp = rt.components.get(name)
         gate = getattr(comp, "gate", None)
         if gate is not None:

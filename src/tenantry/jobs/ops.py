@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tenantry.errors import UsageError
+from tenantry.jobs import directives
 from tenantry.jobs.service import JobService
 from tenantry.models import JobSpec, JobState
 from tenantry.ops import OpContext, op, param
@@ -23,7 +24,7 @@ async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             "missing parameter 'script_text' (the script's content)",
             hint="the CLI reads the file for you; over MCP pass the script text",
         )
-    spec = JobSpec.from_dict(params)
+    spec = JobSpec.from_dict(directives.apply(params))
     job, dedup, note = await _svc(ctx).submit(ctx.principal, spec)
     return {"job": _svc(ctx).view(job), "deduplicated": dedup, "note": note}
 
