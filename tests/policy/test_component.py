@@ -51,6 +51,8 @@ async def test_authorize_denies_with_rule_and_emits(tmp_path: Path) -> None:
     assert err.to_dict()["code"] == "policy_denied" and "sudo" in err.message
     ok = await svc.authorize(AGENT, "run_command", {"argv": ["true"], "cwd": str(tmp_path)})
     assert ok.allowed and ok.rule == "agent-run-command"
+    assert all(len(e.data["input_sha256"]) == 64 for e in seen)
+    assert seen[0].data["input_sha256"] != seen[1].data["input_sha256"]
     kinds = [(e.type, e.outcome, e.data["rule"]) for e in seen]
     assert kinds == [
         (EventType.POLICY_DECISION, "deny", "agent-no-privilege-escalation"),

@@ -10,6 +10,8 @@ and ``reload()`` is called.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -162,6 +164,7 @@ class PolicyService:
                 outcome=decision.decision,
                 duration_s=decision.duration_us / 1e6,
                 data={
+                    "input_sha256": _digest(params),
                     "rule": decision.rule,
                     "source": decision.source,
                     "message": decision.message,
@@ -189,6 +192,12 @@ class PolicyService:
             return []
         decision = await self.authorize(principal, action, params)
         return list(decision.warnings)
+
+
+def _digest(params: dict[str, Any]) -> str:
+    """Digest of what was judged (the audit log keeps this, not the params)."""
+    raw = json.dumps(params, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def create(runtime: Runtime) -> PolicyService:
