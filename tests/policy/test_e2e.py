@@ -90,3 +90,20 @@ def test_policy_check_cli(daemon: Daemon, tmp_path: Path) -> None:
     assert r.returncode == 77 and "agent-no-admin-qos" in r.stdout
     r = daemon.cli("policy", "check", "--action", "read_path", "--path", str(tmp_path / "x"))
     assert r.returncode == 0 and r.stdout.startswith("ALLOW")
+
+
+def test_job_ownership_between_sessions(daemon: Daemon, tmp_path: Path) -> None:
+    script = tmp_path / "long.sh"
+    script.write_text("#!/bin/sh\nsleep 60\n")
+    a = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "sess-a"}
+    b = {"CODEX_THREAD_ID": "th-b"}
+    r = daemon.cli("submit", "--json", str(script), cwd=str(tmp_path), env=a)
+    job = json.loads(r.stdout)["job"]["id"]
+    # a sibling session may read the output but not cancel
+    r = daemon.cli("cancel", "--json", job, env=b)
+    assert r.returncode == 77, r.stdout
+    assert json.loads(r.stdout)["error"]["details"]["rule"] == "default-deny"
+    assert daemon.cli("logs", job, env=b).returncode == 0
+    # the submitting session may cancel its own job
+    r = daemon.cli("cancel", "--json", job, env=a)
+    assert r.returncode == 0, r.stdout + r.stderr
