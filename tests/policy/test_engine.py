@@ -132,3 +132,14 @@ def test_files_are_read(tmp_path: Path, facts: Facts, agent: Principal) -> None:
     eng = Engine.from_files(str(fac), str(tmp_path / "missing.cedar"))
     assert eng.sources == ["baseline", "facility"]
     assert Engine.from_files(str(tmp_path / "nope"), None).sources == ["baseline"]
+
+
+def test_per_action_subsets_decide_like_the_full_set(facts: Facts) -> None:
+    fast = Judge(Engine(), facts, read_files=False, hour=12)
+    slow = Judge(Engine(), facts, read_files=False, hour=12)
+    slow.engine.by_action = {}  # every request against the whole policy set
+    for case in load_cases(CASES):
+        args = (case_principal(case), case["action"],
+                case_params(case["action"], case["args"], case.get("context")))  # fmt: skip
+        a, b = fast.evaluate(*args), slow.evaluate(*args)
+        assert (a.decision, a.rule, a.message) == (b.decision, b.rule, b.message), case["id"]

@@ -160,3 +160,31 @@ def test_depth_is_bounded() -> None:
     for _ in range(12):
         text = "bash -c " + repr(text)
     assert analyze_shell(text, cwd="/tmp").uncertain
+
+
+def test_random_shell_never_breaks_the_normalizer() -> None:
+    """Seeded token soup: every input is judged (allow or deny), none crashes."""
+    import random
+
+    from tenantry.models import AgentProduct, Principal
+    from tenantry.policy.engine import Engine
+    from tenantry.policy.facts import Facts
+    from tenantry.policy.judge import Judge
+
+    from .conftest import FACTS
+
+    toks = ["sudo", "bash", "-c", "'", '"', "$(", ")", "`", "|", "&&", ";", "<<<", "\n",
+            "<<E\nx\nE\n", "scancel", "1002", "$X", "${Y:-z}", "\\", "{", "}", "(", "sbatch",
+            "--gpus=4", "-N", "--wrap", "env", "A=1", "xargs", "find", "-exec", "\\;",
+            "~/.ssh/x", ">", "*", "[", "eval", "ssh", "srun", "--jobid=", "scontrol",
+            "jobid=1", "@", "--", "$'\\x41'", "ln", "-s", "tee", "rm", "-rf", "kill", "-1",
+            "git", "core.pager=x", "tmux", "new", "hash", "-p", "python3", "-e", "a=(", "!",
+            "coproc", "time", "é", "ѕ"]  # fmt: skip
+    judge = Judge(Engine(), Facts.load(FACTS), read_files=False)
+    p = Principal(1000, "alice", AgentProduct.CLAUDE_CODE, "s1")
+    rng = random.Random(3)
+    for _ in range(300):
+        text = " ".join(rng.choice(toks) for _ in range(rng.randint(1, 10)))
+        for params in ({"command": text}, {"argv": text.split(" ")}):
+            d = judge.evaluate(p, "run_command", {**params, "cwd": "/home/alice/proj"})
+            assert d.rule not in ("normalizer-error", "evaluation-error"), (text, d.message)
