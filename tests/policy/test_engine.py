@@ -143,3 +143,19 @@ def test_per_action_subsets_decide_like_the_full_set(facts: Facts) -> None:
                 case_params(case["action"], case["args"], case.get("context")))  # fmt: skip
         a, b = fast.evaluate(*args), slow.evaluate(*args)
         assert (a.decision, a.rule, a.message) == (b.decision, b.rule, b.message), case["id"]
+
+
+def test_package_exports() -> None:
+    import subprocess
+    import sys
+
+    import tenantry.policy as pkg
+
+    for name in pkg.__all__:
+        assert getattr(pkg, name).__name__ == name
+    code = (
+        "import sys, tenantry.policy.cli\n"
+        "print('cedarpy' in sys.modules, 'tree_sitter' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert r.stdout.split() == ["False", "False"], r.stderr
