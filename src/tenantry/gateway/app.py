@@ -27,6 +27,7 @@ from tenantry import __version__
 from tenantry.backends.base import Backend
 from tenantry.commands.service import CommandService
 from tenantry.errors import (
+    BudgetExceeded,
     NotFound,
     PermissionDenied,
     TenantryError,
@@ -198,7 +199,7 @@ async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> li
 async def op_endpoint(request: Request) -> Response:
     rt: Runtime = request.app.state.runtime
     name = request.path_params["name"]
-    t0 = time.monotonic()
+    p: Principal | None = None
     try:
         p = principal_of(request)
         op = REGISTRY.get(name)
@@ -234,15 +235,32 @@ async def op_endpoint(request: Request) -> Response:
             out["warnings"] = warnings
         return JSONResponse(out)
     except TenantryError as err:
-        _log_denial(rt, request, name, err, t0)
+        await _record_denial(rt, p, name, err)
         return envelope(err)
     except Exception as exc:
         return envelope(_internal(exc))
 
 
-def _log_denial(rt: Runtime, request: Request, name: str, err: TenantryError, t0: float) -> None:
-    if isinstance(err, PermissionDenied):
-        log.info("denied %s: %s", name, err.message)
+async def _record_denial(rt: Runtime, p: Principal | None, name: str, err: TenantryError) -> None:
+    """Policy and identity denials become ``request.denied`` events (audited).
+
+    Budget and kill-switch denials publish their own, richer events.
+    """
+    if not isinstance(err, PermissionDenied) or isinstance(err, BudgetExceeded):
+        return
+    if err.code == "session_stopped":
+        return
+    log.info("denied %s: %s", name, err.message)
+    await rt.emit(
+        Event(
+            EventType.REQUEST_DENIED,
+            p.key if p else "",
+            name,
+            "denied",
+            None,
+            {"code": err.code, "message": err.message, "rule": err.details.get("rule", "")},
+        )
+    )
 
 
 async def _stream(op: Op, ctx: OpContext, params: dict[str, Any], warnings: list[str]) -> Response:
