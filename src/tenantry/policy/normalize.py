@@ -655,7 +655,8 @@ def _jobspec_argv(params: dict[str, Any]) -> list[str]:
     if res.get("mem_mb"):
         out.append(f"--mem={int(res['mem_mb'])}M")
     if res.get("gpus"):
-        out.append(f"--gpus={int(res['gpus'])}")
+        # the Slurm backend asks for resources.gpus per node (--gres), as sbatch would
+        out.append(f"--gres=gpu:{int(res['gpus'])}")
     if res.get("time_s") is not None:
         t = int(res["time_s"])
         out.append("--time=0" if t <= 0 else f"--time={(t + 59) // 60}")
