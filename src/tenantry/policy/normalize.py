@@ -575,6 +575,7 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
             b.analysis(a, spec_env, "command", " ".join(argv))
         else:
             raise UsageError("run_command needs 'command' (a string) or 'argv' (a list)")
+        _lease_shape(b, params)
     elif action == "submit_job":
         _submit(b, params)
     elif action in ("cancel_job", "modify_job", "read_job_output"):
@@ -644,6 +645,22 @@ def _submit(b: _Builder, params: dict[str, Any]) -> None:
         b.analysis(a, {}, "script", script_text)
     for ref in shape.jobref:
         b.job_ref("modify_job", ref, ctx)
+
+
+def _lease_shape(b: _Builder, params: dict[str, Any]) -> None:
+    """A command that may run on a lease asks for an allocation: judge its shape too."""
+    res = params.get("resources")
+    if not isinstance(res, dict) or str(params.get("where") or "auto") == "local":
+        return
+    asks = (
+        int(res.get("gpus") or 0) > 0
+        or int(res.get("cpus") or 1) > 1
+        or any(res.get(k) for k in ("time_s", "partition", "account", "mem_mb"))
+    )
+    if not asks:
+        return
+    shape = JobShape.build("salloc", _jobspec_argv({"resources": res}))
+    b.job(shape, b.ctx())
 
 
 def _jobspec_argv(params: dict[str, Any]) -> list[str]:
