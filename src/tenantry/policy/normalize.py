@@ -20,11 +20,11 @@ from typing import Any
 
 from tenantry.errors import UsageError
 from tenantry.models import Principal
+from tenantry.policy import slurmcmds
 from tenantry.policy.engine import Request
 from tenantry.policy.facts import Facts
 from tenantry.policy.paths import PathContext, PathInfo, classify
 from tenantry.policy.schema import ACTIONS
-from tenantry.policy.slurmopts import JobShape
 from tenantry.policy.unwrap import Analysis, Effective, analyze_argv, analyze_shell
 
 OwnerLookup = Callable[[str], "tuple[str, str] | None"]
@@ -41,10 +41,6 @@ _STARTUP = re.compile(
 )
 _QUERY_TOOLS = frozenset({"squeue", "sacct", "sinfo", "sstat", "sprio", "sshare", "sdiag",
                           "sreport", "scontrol-show"})  # fmt: skip
-_SCONTROL_JOB = frozenset({"hold", "uhold", "release", "requeue", "requeuehold", "suspend",
-                           "resume", "top", "notify", "update"})  # fmt: skip
-_SCONTROL_READ = frozenset({"show", "listpids", "ping", "version", "help", "pidinfo",
-                            "listjobs", "liststeps", "getaddrs"})  # fmt: skip
 _SACCTMGR_READ = frozenset({"show", "list", "help", "version"})
 _SYSTEMCTL_READ = frozenset({"status", "show", "cat", "is-active", "is-enabled", "is-failed",
                              "list-units", "list-unit-files", "list-timers", "help"})  # fmt: skip
@@ -77,7 +73,7 @@ class Built:
     warnings: list[str] = field(default_factory=list)
 
 
-class _Builder:
+class Builder:
     def __init__(self, principal: Principal, env: Env, cwd: str) -> None:
         self.p = principal
         self.env = env
@@ -188,11 +184,11 @@ class _Builder:
         self.paths_of(eff, prog, args, ctx)
         env_all = {**spec_env, **eff.env}
         if prog in ("sbatch", "srun", "salloc"):
-            self.slurm_submit(prog, args, env_all, ctx, eff)
+            slurmcmds.slurm_submit(self, prog, args, env_all, ctx, eff)
         elif prog == "scancel":
-            self.scancel(args, eff.dynamic[1:], ctx)
+            slurmcmds.scancel(self, args, eff.dynamic[1:], ctx)
         elif prog == "scontrol":
-            self.scontrol(args, ctx)
+            slurmcmds.scontrol(self, args, ctx)
         elif prog == "sacctmgr":
             verb = next((x for x in args if not x.startswith("-")), "").lower()
             if verb and verb not in _SACCTMGR_READ:
@@ -282,153 +278,6 @@ class _Builder:
     def target(self, action: str, name: str, ctx: dict[str, Any] | None = None) -> None:
         self.add(action, "Target", {"kind": action, "name": name}, ctx, label=name)
 
-    # --- jobs -----------------------------------------------------------------------
-
-    def owner(self, job_id: str) -> tuple[str, str]:
-        """The ownership class of ``job_id`` for this principal, and a description."""
-        found = self.env.owner_of(job_id) if self.env.owner_of else None
-        if found is None:
-            found = self.facts.job_owner(job_id)
-        if found is None:
-            return "unknown", "a job Tenantry does not know"
-        user, principal = found
-        if user != self.p.user:
-            return "other", f"user {user}"
-        if principal == self.p.key:
-            return "self", "this session"
-        if not principal or principal.split("/")[1:2] == ["human"]:
-            return "user", f"user {user}'s own job"
-        return "sibling", f"another agent session ({principal})"
-
-    def job_ref(self, action: str, job_id: str, ctx: dict[str, Any], dynamic: bool = False) -> None:
-        if dynamic:
-            cls, text = "unknown", "computed at run time"
-        else:
-            cls, text = self.owner(job_id)
-        attrs = _job_attrs(JobShape(), self)
-        attrs.update({"id": job_id, "owner": cls})
-        self.add(
-            action,
-            "Job",
-            attrs,
-            ctx,
-            label=f"job {job_id}",
-            extras={"owner_text": text, "what": f"job {job_id}"},
-        )
-
-    def scancel(self, args: list[str], dyn: list[bool], ctx: dict[str, Any]) -> None:
-        ids: list[tuple[str, bool]] = []
-        scope = ""
-        i = 0
-        valued = {"-u", "--user", "-n", "--name", "--jobname", "-p", "--partition", "-A",
-                  "--account", "-q", "--qos", "-t", "--state", "-w", "--nodelist", "-M",
-                  "--clusters", "-s", "--signal", "-R", "--reservation", "--wckey"}  # fmt: skip
-        while i < len(args):
-            a, d = args[i], dyn[i] if i < len(dyn) else False
-            if a.startswith("-") and a != "-":
-                name, eq, val = a.partition("=")
-                if name in valued and not eq:
-                    val = args[i + 1] if i + 1 < len(args) else ""
-                    i += 1
-                elif not eq and len(a) > 2 and a[:2] in valued:
-                    name, val = a[:2], a[2:]
-                if name in ("-u", "--user"):
-                    scope = "other" if val != self.p.user else (scope or "user")
-                elif name == "--me" or (name in valued and name not in ("-s", "--signal")):
-                    scope = scope or "user"
-            else:
-                ids.extend((part, d) for part in a.split(",") if part)
-            i += 1
-        for job_id, d in ids:
-            self.job_ref("cancel_job", job_id, ctx, dynamic=d)
-        if scope and not ids:
-            attrs = _job_attrs(JobShape(), self)
-            label = "every job of the user" if scope == "user" else "another user's jobs"
-            owner = "other" if scope == "other" else "user"
-            attrs.update({"id": label, "owner": owner})
-            text = "scancel by filter or user" if scope == "user" else "user filter"
-            self.add(
-                "cancel_job",
-                "Job",
-                attrs,
-                ctx,
-                label=label,
-                extras={"owner_text": text, "what": label},
-            )
-
-    def scontrol(self, args: list[str], ctx: dict[str, Any]) -> None:
-        rest = [a for a in args if not a.startswith("-")]
-        if not rest:
-            self.target("query_jobs", "scontrol", ctx)
-            return
-        verb = rest[0].lower()
-        if verb in _SCONTROL_READ:
-            self.target("query_jobs", f"scontrol {verb}", ctx)
-        elif verb in _SCONTROL_JOB:
-            targets = rest[1:]
-            ids: list[str] = []
-            admin = False
-            for t in targets:
-                k, eq, v = t.partition("=")
-                if eq and k.lower() in ("jobid", "job", "jobname"):
-                    ids.extend(x for x in v.split(",") if x)
-                elif eq and k.lower() in ("nodename", "partitionname", "reservationname",
-                                          "frontendname", "suspendexcnodes"):  # fmt: skip
-                    admin = True
-                elif not eq and verb != "update":
-                    ids.extend(x for x in t.split(",") if x)
-            if admin:
-                self.target("admin", f"scontrol {verb} {' '.join(targets)[:60]}", ctx)
-            for job_id in ids:
-                self.job_ref("modify_job", job_id, ctx)
-            if not ids and not admin:
-                self.target("admin", f"scontrol {verb}", ctx)
-        else:
-            self.target("admin", f"scontrol {verb}", ctx)
-
-    def slurm_submit(
-        self, tool: str, args: list[str], env: dict[str, str], ctx: dict[str, Any], eff: Effective
-    ) -> None:
-        script_text = ""
-        shape = JobShape.build(tool, args, "", env)
-        if tool == "sbatch" and shape.positional and not shape.wrap:
-            script_text = self.read_file(shape.positional[0]) or ""
-            if script_text:
-                shape = JobShape.build(tool, args, script_text, env)
-        self.job(shape, ctx)
-        if shape.wrap:
-            self.analysis(
-                analyze_shell(shape.wrap, variables=self.vars, cwd=self.cwd), {}, "wrap", shape.wrap
-            )
-        if script_text:
-            self.analysis(
-                analyze_shell(script_text, variables=self.vars, cwd=self.cwd, source="script"),
-                {},
-                "script",
-                script_text,
-            )
-        for ref in shape.jobref:
-            self.job_ref("modify_job", ref, ctx)
-
-    def job(self, shape: JobShape, ctx: dict[str, Any]) -> None:
-        attrs = _job_attrs(shape, self)
-        if shape.info_only:
-            return
-        parts = self.facts.partitions
-        chosen = [parts[p] for p in attrs["partitions"] if p in parts]
-        extras = {
-            "known_partitions": sorted(parts) or ["(unknown)"],
-            "accounts": list(self.user.accounts) or ["(unknown)"],
-            "partition_limit": ", ".join(
-                f"{p.name}: {p.max_time_s} s" for p in chosen if p.max_time_s
-            ),
-        }
-        for path in shape.writes:
-            self.path("write_path", path, ctx)
-        for path in shape.reads:
-            self.path("read_path", path, ctx)
-        self.add("submit_job", "Job", attrs, ctx, label=f"{shape.tool} job", extras=extras)
-
     def read_file(self, raw: str) -> str | None:
         if not self.env.read_files:
             return None
@@ -436,53 +285,6 @@ class _Builder:
 
         path = raw if raw.startswith("/") else posixpath.join(self.cwd, raw)
         return _read_small(path)
-
-
-def _job_attrs(shape: JobShape, b: _Builder) -> dict[str, Any]:
-    facts = b.facts
-    parts = facts.partitions
-    names = shape.partitions or [p.name for p in parts.values() if p.default][:1]
-    unknown = [p for p in shape.partitions if parts and p not in parts]
-    chosen = [parts[p] for p in names if p in parts]
-    time_s = shape.time_s
-    if time_s < 0 and chosen:
-        time_s = min((p.default_time_s or p.max_time_s or -1) for p in chosen)
-    limits = [p.max_time_s for p in chosen if p.max_time_s]
-    over = bool(limits) and (shape.unlimited_time or (time_s > 0 and time_s > max(limits)))
-    accounts = b.user.accounts
-    member = not shape.account or not accounts or shape.account in accounts
-    qos_lists = [set(p.qos) for p in chosen if p.qos]
-    qos_bad = bool(shape.qos) and bool(qos_lists) and not any(shape.qos in q for q in qos_lists)
-    return {
-        "id": "",
-        "owner": "self",
-        "tool": shape.tool,
-        "partitions": names,
-        "account": shape.account,
-        "qos": shape.qos,
-        "reservation": shape.reservation,
-        "nodes": shape.nodes,
-        "ntasks": shape.ntasks,
-        "cpus": shape.cpus,
-        "gpus": shape.gpus,
-        "mem_mb": shape.mem_mb,
-        "time_s": time_s,
-        "unlimited_time": shape.unlimited_time,
-        "array_size": shape.array_size,
-        "exclusive": shape.exclusive,
-        "nice_negative": shape.nice_negative,
-        "info_only": shape.info_only,
-        "options": sorted(shape.options),
-        "unknown_options": sorted(set(shape.unknown)),
-        "privileged_options": sorted(set(shape.privileged)),
-        "bad_values": sorted(set(shape.bad_values)),
-        "env": sorted(shape.env_names),
-        "unknown_partitions": unknown,
-        "over_partition_time": over,
-        "account_member": member,
-        "qos_admin": shape.qos in facts.admin_qos,
-        "qos_not_allowed": qos_bad,
-    }
 
 
 def _recursive(prog: str, args: list[str]) -> bool:
@@ -498,7 +300,7 @@ def _recursive(prog: str, args: list[str]) -> bool:
     return False
 
 
-def _tags(prog: str, args: list[str], eff: Effective, b: _Builder) -> set[str]:
+def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
     tags: set[str] = set()
     if prog == "kill":
         rest = list(args)
@@ -562,7 +364,7 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
             hint="known actions: " + ", ".join(sorted(ACTIONS)),
         )
     cwd = str(params.get("cwd") or "")
-    b = _Builder(principal, env, cwd)
+    b = Builder(principal, env, cwd)
     if action == "run_command":
         spec_env = ambient_env({str(k): str(v) for k, v in (params.get("env") or {}).items()})
         command = params.get("command")
@@ -575,15 +377,15 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
             b.analysis(a, spec_env, "command", " ".join(argv))
         else:
             raise UsageError("run_command needs 'command' (a string) or 'argv' (a list)")
-        _lease_shape(b, params)
+        slurmcmds.lease_shape(b, params)
     elif action == "submit_job":
-        _submit(b, params)
+        slurmcmds.submit(b, params)
     elif action in ("cancel_job", "modify_job", "read_job_output"):
         ids = params.get("ids") or [params.get("id")]
         for job_id in ids:
             if job_id in (None, ""):
                 raise UsageError(f"{action} needs a job 'id'")
-            b.job_ref(action, str(job_id), b.ctx())
+            slurmcmds.job_ref(b, action, str(job_id), b.ctx())
     elif action in ("read_path", "write_path"):
         paths = params.get("paths") or [params.get("path")]
         for p in paths:
@@ -614,84 +416,4 @@ def ambient_env(env: dict[str, str]) -> dict[str, str]:
             ):
                 out[name] = value
                 break
-    return out
-
-
-def _submit(b: _Builder, params: dict[str, Any]) -> None:
-    env = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
-    script_text = str(params.get("script_text") or "")
-    argv = params.get("argv")
-    if isinstance(argv, list) and argv:
-        args = [str(a) for a in argv]
-        tool = posixpath.basename(args[0]) if args[0].rsplit("/", 1)[-1] in (
-            "sbatch", "srun", "salloc"
-        ) else "sbatch"  # fmt: skip
-        if posixpath.basename(args[0]) == tool:
-            args = args[1:]
-    else:
-        args = _jobspec_argv(params)
-        tool = "sbatch"
-    shape = JobShape.build(tool, args, script_text, env)
-    if tool == "sbatch" and not script_text and shape.positional and not shape.wrap:
-        script_text = b.read_file(shape.positional[0]) or ""
-        if script_text:
-            shape = JobShape.build(tool, args, script_text, env)
-    ctx = b.ctx()
-    b.job(shape, ctx)
-    if shape.wrap:
-        b.analysis(analyze_shell(shape.wrap, variables=b.vars, cwd=b.cwd), {}, "wrap", shape.wrap)
-    if script_text:
-        a = analyze_shell(script_text, variables=b.vars, cwd=b.cwd, source="script")
-        b.analysis(a, {}, "script", script_text)
-    for ref in shape.jobref:
-        b.job_ref("modify_job", ref, ctx)
-
-
-def _lease_shape(b: _Builder, params: dict[str, Any]) -> None:
-    """A command that may run on a lease asks for an allocation: judge its shape too."""
-    res = params.get("resources")
-    if not isinstance(res, dict) or str(params.get("where") or "auto") == "local":
-        return
-    asks = (
-        int(res.get("gpus") or 0) > 0
-        or int(res.get("cpus") or 1) > 1
-        or any(res.get(k) for k in ("time_s", "partition", "account", "mem_mb"))
-    )
-    if not asks:
-        return
-    shape = JobShape.build("salloc", _jobspec_argv({"resources": res}))
-    b.job(shape, b.ctx())
-
-
-def _jobspec_argv(params: dict[str, Any]) -> list[str]:
-    """sbatch options equivalent to a ``jobs.submit`` JobSpec dict."""
-    out: list[str] = []
-    res = params.get("resources") or {}
-    if res.get("cpus"):
-        out.append(f"--cpus-per-task={int(res['cpus'])}")
-    if res.get("mem_mb"):
-        out.append(f"--mem={int(res['mem_mb'])}M")
-    if res.get("gpus"):
-        # the Slurm backend asks for resources.gpus per node (--gres), as sbatch would
-        out.append(f"--gres=gpu:{int(res['gpus'])}")
-    if res.get("time_s") is not None:
-        t = int(res["time_s"])
-        out.append("--time=0" if t <= 0 else f"--time={(t + 59) // 60}")
-    if res.get("partition"):
-        out.append(f"--partition={res['partition']}")
-    if res.get("account"):
-        out.append(f"--account={res['account']}")
-    if params.get("array"):
-        out.append(f"--array={params['array']}")
-    if params.get("output"):
-        out.append(f"--output={params['output']}")
-    if params.get("error"):
-        out.append(f"--error={params['error']}")
-    if params.get("name"):
-        out.append(f"--job-name={params['name']}")
-    out.extend(str(x) for x in params.get("extra") or ())
-    script = str(params.get("script") or "")
-    if script:
-        out.append(script)
-    out.extend(str(a) for a in params.get("args") or ())
     return out
