@@ -117,6 +117,8 @@ SYSTEM_PREFIXES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "
                    "/sys", "/proc", "/dev", "/srv", "/root")  # fmt: skip
 WRITABLE_SYSTEM = ("/var/tmp", "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/shm",  # noqa: S108
                    "/dev/tty", "/proc/self/fd")  # fmt: skip
+_SYSTEM = re.compile("(?:" + "|".join(map(re.escape, SYSTEM_PREFIXES)) + ")(?:/|$)")
+_WRITABLE = re.compile("(?:" + "|".join(map(re.escape, WRITABLE_SYSTEM)) + ")(?:/|$)")
 _PROC_ROOT = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/root(?=/|$)")
 _PROC_CWD = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/cwd(?=/|$)")
 _GLOBCH = re.compile(r"[*?\[]")
@@ -266,11 +268,7 @@ def classify(raw: str, ctx: PathContext, *, dynamic: bool = False) -> PathInfo:
     cred = system = protected = other = False
     for p in forms:
         cred = cred or _credential(p, ctx, glob)
-        if (
-            any(_under(p, pre) for pre in SYSTEM_PREFIXES)
-            and not any(_under(p, w) for w in WRITABLE_SYSTEM)
-            and not _under(p, ctx.home)
-        ):
+        if _SYSTEM.match(p) and not _WRITABLE.match(p) and not _under(p, ctx.home):
             system = True
         protected = protected or any(_under(p, s) for s in ctx.protected if s)
         if _under(p, ctx.homes_root) and not _under(p, ctx.home):
