@@ -341,6 +341,11 @@ def parse_argv(tool: str, argv: list[str]) -> ParsedArgv:
                     break
                 out.opts.append((spec.name, ""))
                 j += 1
+        elif a in (":", "hetjob"):
+            # heterogeneous job components: not totalled here, so not allowed through
+            out.unknown.append(f"{a} (heterogeneous job)")
+            i += 1
+            continue
         else:
             out.positional = argv[i:]
             break
