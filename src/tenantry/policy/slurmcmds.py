@@ -183,9 +183,13 @@ def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
     limits = [p.max_time_s for p in chosen if p.max_time_s]
     over = bool(limits) and (shape.unlimited_time or (time_s > 0 and time_s > max(limits)))
     accounts = b.user.accounts
-    member = not shape.account or not accounts or shape.account in accounts
-    qos_lists = [set(p.qos) for p in chosen if p.qos]
-    qos_bad = bool(shape.qos) and bool(qos_lists) and not any(shape.qos in q for q in qos_lists)
+    # Slurm stores account and QoS names in lower case and matches them so
+    member = (
+        not shape.account or not accounts or shape.account.lower() in {a.lower() for a in accounts}
+    )
+    qos_lists = [{q.lower() for q in p.qos} for p in chosen if p.qos]
+    qos = shape.qos.lower()
+    qos_bad = bool(qos) and bool(qos_lists) and not any(qos in q for q in qos_lists)
     return {
         "id": "",
         "owner": "self",
@@ -213,7 +217,7 @@ def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
         "unknown_partitions": unknown,
         "over_partition_time": over,
         "account_member": member,
-        "qos_admin": shape.qos in facts.admin_qos,
+        "qos_admin": shape.qos.lower() in {q.lower() for q in facts.admin_qos},
         "qos_not_allowed": qos_bad,
     }
 
