@@ -73,3 +73,20 @@ def test_bad_case_file_is_a_usage_error(tmp_path: Path) -> None:
     f = tmp_path / "c.jsonl"
     f.write_text('{"id": "x", "action": "run_command"}\n')
     assert main(["policy", "test", str(f)]) == 2
+
+
+@pytest.mark.parametrize("sub", ["check", "test"])
+def test_help_teaches_with_examples(sub: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["policy", sub, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"tenantry policy {sub}" in out
+
+
+def test_local_check(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["policy", "check", "--local", "--facts", str(FACTS), "--agent", "codex",
+                 "--action", "run_command", "--command", "scancel -u bob", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 77 and out["rule"] == "agent-not-others-jobs"
+    assert [c["action"] for c in out["checks"]] == ["run_command", "cancel_job"]
