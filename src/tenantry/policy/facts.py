@@ -20,6 +20,7 @@ File format (every key optional)::
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,13 +168,14 @@ def local_user(name: str) -> UserFacts:
         pw = pwd.getpwnam(name)
     except KeyError:
         return UserFacts(name=name, home=f"/home/{name}")
-    groups = tuple(g.gr_name for g in grp.getgrall() if name in g.gr_mem)
-    try:
-        primary = grp.getgrgid(pw.pw_gid).gr_name
-        groups = (primary, *groups)
-    except KeyError:
-        pass
-    return UserFacts(name=name, home=pw.pw_dir, groups=groups)
+    names: list[str] = []
+    # getgrouplist asks NSS for this user only (no enumeration of a site's groups)
+    for gid in os.getgrouplist(name, pw.pw_gid):
+        try:
+            names.append(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            names.append(str(gid))
+    return UserFacts(name=name, home=pw.pw_dir, groups=tuple(dict.fromkeys(names)))
 
 
 def partitions_from_info(info: dict[str, Any]) -> dict[str, PartitionFacts]:
