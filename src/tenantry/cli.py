@@ -40,11 +40,14 @@ COMMANDS: dict[str, str] = {
         ),
         "tenantry.cli_core",
     ),
+    **dict.fromkeys(("install", "uninstall", "hook"), "tenantry.integrations.cli"),
     "budgets": "tenantry.budgets.cli",
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",
     "audit": "tenantry.audit.cli",
     "policy": "tenantry.policy.cli",
+    "memory": "tenantry.memory.cli",
+    "shims": "tenantry.shims.cli",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_WITH_VALUE = ("--socket", "--state")

@@ -51,17 +51,21 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
     "tenantry.policy.ops",
+    "tenantry.integrations.ops",
     "tenantry.budgets.ops",
     "tenantry.kill.ops",
+    "tenantry.memory.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime and returns an object with start()/aclose().
 COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("metrics", "tenantry.integrations.metrics:create"),
     ("audit", "tenantry.audit.component:create"),
     ("kill", "tenantry.kill.component:create"),
     ("policy", "tenantry.policy.component:create"),
     ("budgets", "tenantry.budgets.service:create"),
+    ("memory", "tenantry.memory.component:create"),
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
@@ -310,10 +314,15 @@ def create_app(settings: Settings, backend: Backend | None = None) -> Starlette:
             app.state.started = time.time()
             yield
 
+    from starlette.middleware import Middleware
+
+    from tenantry.integrations.metrics import OpMetricsMiddleware
+
     return Starlette(
         routes=[
             Route("/v1/health", health, methods=["GET"]),
             Route("/v1/op/{name:path}", op_endpoint, methods=["POST"]),
         ],
+        middleware=[Middleware(OpMetricsMiddleware)],
         lifespan=lifespan,
     )
