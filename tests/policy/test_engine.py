@@ -110,10 +110,23 @@ def test_normalizer_bug_denies(
     assert (d.allowed, d.rule) == (False, "normalizer-error")
 
 
-def test_unknown_action_and_bad_params_deny(judge: Judge, agent: Principal) -> None:
+def test_unknown_action_and_bad_params_deny(
+    judge: Judge, agent: Principal, human: Principal
+) -> None:
     d = judge.evaluate(agent, "launch_rocket", {})
+    assert (d.allowed, d.rule) == (False, "default-deny") and d.error is None
+    assert "launch_rocket" in d.message and "facility policy" in d.message
+    assert judge.evaluate(human, "launch_rocket", {}).allowed
+    d = judge.evaluate(agent, "run_command", {"argv": "ls"})
     assert (d.allowed, d.rule) == (False, "invalid-request") and d.error is not None
-    assert not judge.evaluate(agent, "run_command", {"argv": "ls"}).allowed
+
+
+def test_memory_actions(judge: Judge, agent: Principal, human: Principal) -> None:
+    for action in ("memory.read", "memory.write", "memory.verify"):
+        assert judge.evaluate(agent, action, {"query": "cuda"}).allowed, action
+    d = judge.evaluate(agent, "memory.approve", {"id": "L1"})
+    assert (d.allowed, d.rule) == (False, "agent-no-memory-approval")
+    assert judge.evaluate(human, "memory.approve", {"id": "L1"}).allowed
 
 
 def test_every_message_is_filled_and_names_a_rule(judge: Judge) -> None:

@@ -33,6 +33,8 @@ DEFAULT_DENY: dict[str, str] = {
     "agents may change only their own session's jobs",
     "read_job_output": "{what} is not this user's ({owner_text})",
     "admin": "{name} is an administrative operation; agents may not run it",
+    "unknown": "no policy rule permits agents to use {action}; the facility policy must "
+    "name this action to allow it",
 }
 
 
@@ -266,7 +268,12 @@ class Engine:
         if reasons:
             rule = self.rules[reasons[0]]
             return Outcome(False, rule.id, fill(rule.message, req), rule.source)
-        default = DEFAULT_DENY.get(req.action, "no policy rule permits {action} here")
+        fallback = (
+            "no policy rule permits {action} here"
+            if req.action in ACTIONS
+            else (DEFAULT_DENY["unknown"])
+        )
+        default = DEFAULT_DENY.get(req.action, fallback)
         return Outcome(False, "default-deny", fill(default, req), "tenantry")
 
 

@@ -359,10 +359,12 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
 def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -> Built:
     """The requests that describe ``action`` with ``params`` (raises UsageError on bad input)."""
     if action not in ACTIONS:
-        raise UsageError(
-            f"unknown policy action {action!r}",
-            hint="known actions: " + ", ".join(sorted(ACTIONS)),
-        )
+        # an op whose action the schema does not know yet: judged as a Target, so
+        # only rules without an action scope apply (humans keep their rights,
+        # agents fall to default-deny until the policy names the action)
+        b = Builder(principal, env, str(params.get("cwd") or ""))
+        b.target(action, action, b.ctx())
+        return b.out
     cwd = str(params.get("cwd") or "")
     b = Builder(principal, env, cwd)
     if action == "run_command":

@@ -29,6 +29,11 @@ ACTIONS: dict[str, str] = {
     "report": "Target",
     "audit_read": "Target",
     "admin": "Target",
+    # the memory concept's ops (tenantry.memory.ops)
+    "memory.read": "Target",
+    "memory.write": "Target",
+    "memory.verify": "Target",
+    "memory.approve": "Target",
 }
 
 SCHEMA = """
