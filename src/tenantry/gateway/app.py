@@ -50,6 +50,7 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.core_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
+    "tenantry.policy.ops",
     "tenantry.integrations.ops",
     "tenantry.budgets.ops",
     "tenantry.kill.ops",
@@ -63,6 +64,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("metrics", "tenantry.integrations.metrics:create"),
     ("audit", "tenantry.audit.component:create"),
     ("kill", "tenantry.kill.component:create"),
+    ("policy", "tenantry.policy.component:create"),
     ("budgets", "tenantry.budgets.service:create"),
     ("memory", "tenantry.memory.component:create"),
 )
