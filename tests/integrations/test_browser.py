@@ -116,7 +116,7 @@ def test_dashboard_in_chromium(daemon: Daemon) -> None:
                 "Budgets in force",
             ],
             "Memory & index": ["memory hit rate", "index hit rate"],
-            "Report": ["No report yet"],
+            "Report": ["Characterization of this daemon", "No report yet"],
         }
         for name, texts in checks.items():
             page.get_by_role("navigation").get_by_role("link", name=name, exact=True).click()

@@ -30,6 +30,7 @@ from tenantry.errors import (
     BudgetExceeded,
     NotFound,
     PermissionDenied,
+    PolicyDenied,
     TenantryError,
     UsageError,
 )
@@ -249,9 +250,11 @@ async def op_endpoint(request: Request) -> Response:
 async def _record_denial(rt: Runtime, p: Principal | None, name: str, err: TenantryError) -> None:
     """Policy and identity denials become ``request.denied`` events (audited).
 
-    Budget and kill-switch denials publish their own, richer events.
+    Policy, budget and kill-switch denials publish their own, richer events
+    (``policy.decision``, ``budget.exceeded``, ``request.denied``), so they are
+    not recorded twice.
     """
-    if not isinstance(err, PermissionDenied) or isinstance(err, BudgetExceeded):
+    if not isinstance(err, PermissionDenied) or isinstance(err, BudgetExceeded | PolicyDenied):
         return
     if err.code == "session_stopped":
         return

@@ -691,6 +691,7 @@ async def page_report(request: Request, rt: Runtime, w: data.Window) -> str:
     from tenantry.errors import TenantryError
     from tenantry.ops import REGISTRY, OpContext
 
+    cards: list[str] = []
     op = REGISTRY.get("report.latest")
     if op is not None:
         days = max(1.0, (w.until - w.since) / 86400)
@@ -703,21 +704,26 @@ async def page_report(request: Request, rt: Runtime, w: data.Window) -> str:
                 inner = render_report(rep)
             except (TypeError, ValueError, KeyError, AttributeError):
                 inner = f"<pre>{e(json.dumps(rep, indent=2, default=str)[:100_000])}</pre>"
-        return card("Characterization of this daemon's activity", inner)
+        cards.append(card("Characterization of this daemon's activity", inner))
     path = latest_report(rt.settings.state_dir)
     if path is None:
-        return card(
-            "Latest characterization report",
-            '<p class="empty">No report yet. Make one with <code>tenantry report</code>; '
-            f"reports are read from <code>{e(Path(rt.settings.state_dir) / 'reports')}</code>.</p>",
+        cards.append(
+            card(
+                "Latest facility report",
+                '<p class="empty">No report yet. Make one with <code>tenantry report</code>; '
+                "reports are read from "
+                f"<code>{e(Path(rt.settings.state_dir) / 'reports')}</code>.</p>",
+            )
         )
+        return "".join(cards)
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
     head = f'<p class="note"><code>{e(path.name)}</code>, written {e(when)}.</p>'
     if path.suffix == ".html":
         inner = '<iframe class="report" sandbox src="/report/raw" title="report"></iframe>'
     else:
         inner = f"<pre>{e(path.read_text(errors='replace')[:200_000])}</pre>"
-    return card("Latest characterization report", head + inner)
+    cards.append(card("Latest facility report", head + inner))
+    return "".join(cards)
 
 
 # --- routing -----------------------------------------------------------------------------

@@ -299,7 +299,7 @@ def _denier(etype: str) -> str:
     return {
         "hook.decision": "hook",
         "budget.exceeded": "budget",
-        "request.denied": "kill switch",
+        "request.denied": "gateway / kill switch",
     }.get(etype, "policy")
 
 
