@@ -53,6 +53,9 @@ DECLARED: tuple[Setting, ...] = (
     Setting("login_node_commands", "", "Comma-separated programs allowed to run on the login node."),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
+    Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is indexed."),
+    Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
 )
 
 
@@ -79,6 +82,9 @@ class Settings:
     login_node_commands: str = ""
     policy_file: str = "/etc/tenantry/policy.cedar"
     http: str = ""
+    index_sweep_s: float = 30.0
+    index_max_file_bytes: int = 1_048_576
+    index_watch: bool = True
 
     @property
     def state_path(self) -> Path:

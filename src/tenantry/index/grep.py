@@ -1,0 +1,167 @@
+"""``grep`` from the index: trigram prefilter, then the real regex on cached text.
+
+Matching follows ripgrep's defaults: the pattern is matched line by line (a
+match never spans lines), lines are split on ``\\n``, files are UTF-8 (other
+bytes survive as surrogate escapes), binary files (a NUL byte) are skipped.
+Globs (``-g``) use ripgrep's gitignore-style rules, relative to the search root.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tenantry.errors import UsageError
+from tenantry.index.crawl import TEXT_INDEXED, decode_blob
+from tenantry.index.ignore import GlobFilter
+from tenantry.index.query import Scope, decode_cursor, encode_cursor
+from tenantry.index.store import subtree
+from tenantry.index.trigram import fts_query, required
+
+
+@dataclass(frozen=True, slots=True)
+class GrepSpec:
+    pattern: str
+    ignore_case: bool = False
+    fixed: bool = False
+    word: bool = False
+    globs: tuple[str, ...] = ()
+    files_only: bool = False  # -l
+    count: bool = False  # -c
+    before: int = 0  # -B
+    after: int = 0  # -A
+    max_line_chars: int = 2000
+
+    def compile(self) -> re.Pattern[str]:
+        pat = re.escape(self.pattern) if self.fixed else self.pattern
+        if self.word:
+            pat = rf"\b(?:{pat})\b"
+        flags = re.MULTILINE | (re.IGNORECASE if self.ignore_case else 0)
+        try:
+            return re.compile(pat, flags)
+        except re.error as exc:
+            raise UsageError(
+                f"invalid regular expression {self.pattern!r}: {exc}",
+                hint="Python `re` syntax; use fixed=true (-F) for a literal string",
+            ) from exc
+
+
+def candidates(
+    conn: sqlite3.Connection, scope: Scope, spec: GrepSpec, after_path: str | None
+) -> tuple[Iterator[tuple[int, str]], bool]:
+    """(id, path) of text files that may match, in path order; and whether prefiltered."""
+    flags = re.IGNORECASE if spec.ignore_case else 0
+    pat = re.escape(spec.pattern) if spec.fixed else spec.pattern
+    match = fts_query(required(pat, flags))
+    cond, args = subtree(scope.rel)
+    cond = cond.replace("path", "e.path")
+    params: list[Any] = [scope.ws, *args, TEXT_INDEXED]
+    extra = ""
+    if after_path is not None:
+        extra = " AND e.path >= ?"
+        params.append(after_path)
+    if match is None:
+        sql = (
+            f"SELECT e.id, e.path FROM entries e WHERE e.ws = ? AND {cond} AND e.text = ?"
+            f"{extra} ORDER BY e.path"
+        )
+    else:
+        sql = (
+            f"SELECT e.id, e.path FROM grams JOIN entries e ON e.id = grams.rowid"
+            f" WHERE grams MATCH ? AND e.ws = ? AND {cond} AND e.text = ?{extra}"
+            f" ORDER BY e.path"
+        )
+        params.insert(0, match)
+    return ((int(r[0]), str(r[1])) for r in conn.execute(sql, params)), match is not None
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def file_items(
+    path: str, text: str, rx: re.Pattern[str], spec: GrepSpec, whole_ok: bool
+) -> list[dict[str, Any]]:
+    """The result items of one file (empty when it does not match)."""
+    if whole_ok and rx.search(text) is None:
+        return []
+    lines = _lines(text)
+    hits = [i for i, line in enumerate(lines) if rx.search(line) is not None]
+    if not hits:
+        return []
+    if spec.files_only:
+        return [{"path": path}]
+    if spec.count:
+        return [{"path": path, "count": len(hits)}]
+    keep: dict[int, bool] = {}
+    for i in hits:
+        for j in range(max(0, i - spec.before), min(len(lines), i + spec.after + 1)):
+            keep.setdefault(j, False)
+        keep[i] = True
+    cap = spec.max_line_chars
+    out = []
+    for j in sorted(keep):
+        line = lines[j]
+        if cap and len(line) > cap:
+            line = line[:cap] + "…"
+        out.append({"path": path, "line": j + 1, "text": line, "match": keep[j]})
+    return out
+
+
+def grep(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    spec: GrepSpec,
+    *,
+    limit: int = 200,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    rx = spec.compile()
+    # whole-text search is a valid prefilter unless the pattern anchors on the text's ends
+    whole_ok = "\\A" not in spec.pattern and "\\Z" not in spec.pattern
+    key = decode_cursor(cursor)
+    after_path = str(key[0]) if key else None
+    skip = int(key[1]) if key else 0
+    globs = GlobFilter(spec.globs)
+    rel_skip = len(scope.rel) + 1 if scope.rel else 0
+    rows, prefiltered = candidates(conn, scope, spec, after_path)
+    items: list[dict[str, Any]] = []
+    files = scanned = 0
+    nxt = None
+    for rid, rel in rows:
+        if not globs(rel[rel_skip:] if rel != scope.rel else rel.rsplit("/", 1)[-1]):
+            continue
+        blob = conn.execute("SELECT z FROM content WHERE id = ?", (rid,)).fetchone()
+        if blob is None:
+            continue
+        scanned += 1
+        found = file_items(scope.abs(rel), decode_blob(blob[0]), rx, spec, whole_ok)
+        if rel == after_path:
+            found = found[skip:]
+        else:
+            skip = 0
+        if not found:
+            continue
+        files += 1
+        room = limit - len(items)
+        if len(found) > room:
+            items += found[:room]
+            nxt = encode_cursor([rel, skip + room])
+            break
+        items += found
+        if len(items) >= limit:
+            nxt = encode_cursor([rel, skip + len(found)])
+            break
+    return {
+        "items": items,
+        "next_cursor": nxt,
+        "files": files,
+        "scanned": scanned,
+        "prefiltered": prefiltered,
+    }
