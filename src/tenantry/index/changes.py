@@ -28,6 +28,7 @@ Lustre is available here, so only the interface and the inotify source ship.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -87,6 +88,11 @@ class WatchdogSource:
     async def start(self, notify: Notify) -> None:
         from watchdog.observers import Observer
 
+        # watchdog warns from its own thread when a re-created directory reuses an
+        # inotify watch; that is expected under churn and harmless
+        warnings.filterwarnings(
+            "ignore", message="Callback with id", category=RuntimeWarning
+        )
         self._notify = notify
         self._observer = Observer()
         self._observer.daemon = True

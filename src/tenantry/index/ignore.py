@@ -59,7 +59,9 @@ def is_ignored(chain: Sequence[Rules], rel: str, is_dir: bool) -> bool:
 class GlobFilter:
     """ripgrep-style ``-g`` globs: gitignore syntax, ``!glob`` excludes, last match wins.
 
-    With at least one positive glob, a path must match one to pass.
+    With at least one positive glob, a file must match one to pass. As ripgrep
+    applies globs while it walks, a directory matched by a ``!glob`` hides
+    everything under it.
     """
 
     def __init__(self, globs: Sequence[str]) -> None:
@@ -70,6 +72,10 @@ class GlobFilter:
     def __call__(self, rel: str) -> bool:
         if self._spec is None:
             return True
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            if self._spec.check_file("/".join(parts[:i]) + "/").include is False:
+                return False
         verdict = self._spec.check_file(rel).include
         if verdict is None:
             return not self._positive
