@@ -80,13 +80,28 @@ def join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
 
 
-def read_text(path: str, max_bytes: int) -> tuple[int, str | None, bytes | None]:
+def read_text(
+    name: str, max_bytes: int, dir_fd: int | None = None
+) -> tuple[int, str | None, bytes | None]:
     """(text state, decoded text, compressed raw bytes) of one regular file."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return TEXT_UNREADABLE, None, None
+    try:
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        raw = b"".join(chunks)
+    except OSError:
+        return TEXT_UNREADABLE, None, None
+    finally:
+        os.close(fd)
     if len(raw) > max_bytes:
         return TEXT_TOO_LARGE, None, None
     if b"\0" in raw:
@@ -98,15 +113,19 @@ def decode_blob(blob: bytes) -> str:
     return zlib.decompress(blob).decode("utf-8", "surrogateescape")
 
 
-def load_rules(root: str, rel: str) -> Rules | None:
-    """Read and compile the ignore files of one directory."""
+def load_rules(root: str, rel: str, dir_fd: int | None = None) -> Rules | None:
+    """Read and compile the ignore files of one directory (``dir_fd`` if open)."""
     texts = []
     for name in IGNORE_FILES:
         try:
-            with open(os.path.join(root, rel, name), encoding="utf-8", errors="replace") as fh:
-                texts.append(fh.read())
+            if dir_fd is not None:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            else:
+                fd = os.open(os.path.join(root, rel, name), os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             continue
+        with open(fd, "rb") as fh:
+            texts.append(fh.read(1 << 20).decode("utf-8", "replace"))
     return compile_rules(rel, texts)
 
 
@@ -124,13 +143,31 @@ def scan_dir(
     itself: its own ignore files are read here and returned in ``rules``).
     """
     path = os.path.join(root, rel) if rel else root
+    # one open directory handle: every child is reached relative to it (fstatat,
+    # openat), so the file system resolves no path more than once
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return DirScan(rel, exists=False, stats=1)
+    try:
+        return _scan_fd(fd, rel, chain, known, max_bytes, force)
+    finally:
+        os.close(fd)
+
+
+def _scan_fd(
+    fd: int,
+    rel: str,
+    chain: Sequence[Rules],
+    known: Mapping[str, Known],
+    max_bytes: int,
+    force: frozenset[str],
+) -> DirScan:
     now_ns = time.time_ns()
     racy_ns = int(RACY_S * 1e9)
     try:
-        st = os.stat(path, follow_symlinks=False)
-        if not stat.S_ISDIR(st.st_mode):
-            return DirScan(rel, exists=False, stats=1)
-        with os.scandir(path) as it:
+        st = os.fstat(fd)
+        with os.scandir(fd) as it:
             entries = list(it)
     except OSError:
         return DirScan(rel, exists=False, stats=1)
@@ -141,11 +178,11 @@ def scan_dir(
         mtime_ns=st.st_mtime_ns,
         mode=st.st_mode,
         racy=now_ns - st.st_mtime_ns < racy_ns,
-        stats=2,
+        stats=3,
     )
     names = {e.name for e in entries}
     if any(n in names for n in IGNORE_FILES):
-        out.rules = load_rules(root, rel)
+        out.rules = load_rules("", rel, dir_fd=fd)
         out.stats += 1
     full_chain = [*chain, out.rules] if out.rules is not None else list(chain)
     for entry in entries:
@@ -177,7 +214,7 @@ def scan_dir(
                 if found.size > max_bytes:
                     found.text_state = TEXT_TOO_LARGE
                 else:
-                    found.text_state, found.text, found.blob = read_text(entry.path, max_bytes)
+                    found.text_state, found.text, found.blob = read_text(name, max_bytes, fd)
                     out.stats += 1
             else:
                 found.text_state = -1  # unchanged: keep what the index holds

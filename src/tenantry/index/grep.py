@@ -50,9 +50,13 @@ class GrepSpec:
 
 
 def candidates(
-    conn: sqlite3.Connection, scope: Scope, spec: GrepSpec, after_path: str | None
+    conn: sqlite3.Connection, scope: Scope, spec: GrepSpec, after_id: int | None
 ) -> tuple[Iterator[tuple[int, str]], bool]:
-    """(id, path) of text files that may match, in path order; and whether prefiltered."""
+    """(id, path) of text files that may match, in id order; and whether prefiltered.
+
+    Id order is the trigram index's own order, so a page needs no sort of all
+    candidates (ripgrep's order is arbitrary too: it searches in parallel).
+    """
     flags = re.IGNORECASE if spec.ignore_case else 0
     pat = re.escape(spec.pattern) if spec.fixed else spec.pattern
     match = fts_query(required(pat, flags))
@@ -60,19 +64,21 @@ def candidates(
     cond = cond.replace("path", "e.path")
     params: list[Any] = [scope.ws, *args, TEXT_INDEXED]
     extra = ""
-    if after_path is not None:
-        extra = " AND e.path >= ?"
-        params.append(after_path)
+    if after_id is not None:
+        extra = " AND e.id >= ?"
+        params.append(after_id)
     if match is None:
         sql = (
             f"SELECT e.id, e.path FROM entries e WHERE e.ws = ? AND {cond} AND e.text = ?"
-            f"{extra} ORDER BY e.path"
+            f"{extra} ORDER BY e.id"
         )
     else:
         sql = (
-            f"SELECT e.id, e.path FROM grams JOIN entries e ON e.id = grams.rowid"
+            # CROSS JOIN keeps the trigram lookup as the outer loop (the planner would
+            # otherwise walk every entry and probe the FTS index per row)
+            f"SELECT e.id, e.path FROM grams CROSS JOIN entries e ON e.id = grams.rowid"
             f" WHERE grams MATCH ? AND e.ws = ? AND {cond} AND e.text = ?{extra}"
-            f" ORDER BY e.path"
+            f" ORDER BY e.id"
         )
         params.insert(0, match)
     return ((int(r[0]), str(r[1])) for r in conn.execute(sql, params)), match is not None
@@ -126,11 +132,11 @@ def grep(
     # whole-text search is a valid prefilter unless the pattern anchors on the text's ends
     whole_ok = "\\A" not in spec.pattern and "\\Z" not in spec.pattern
     key = decode_cursor(cursor)
-    after_path = str(key[0]) if key else None
+    after_id = int(key[0]) if key else None
     skip = int(key[1]) if key else 0
     globs = GlobFilter(spec.globs)
     rel_skip = len(scope.rel) + 1 if scope.rel else 0
-    rows, prefiltered = candidates(conn, scope, spec, after_path)
+    rows, prefiltered = candidates(conn, scope, spec, after_id)
     items: list[dict[str, Any]] = []
     files = scanned = 0
     nxt = None
@@ -142,7 +148,7 @@ def grep(
             continue
         scanned += 1
         found = file_items(scope.abs(rel), decode_blob(blob[0]), rx, spec, whole_ok)
-        if rel == after_path:
+        if rid == after_id:
             found = found[skip:]
         else:
             skip = 0
@@ -152,11 +158,11 @@ def grep(
         room = limit - len(items)
         if len(found) > room:
             items += found[:room]
-            nxt = encode_cursor([rel, skip + room])
+            nxt = encode_cursor([rid, skip + room])
             break
         items += found
         if len(items) >= limit:
-            nxt = encode_cursor([rel, skip + len(found)])
+            nxt = encode_cursor([rid, skip + len(found)])
             break
     return {
         "items": items,
