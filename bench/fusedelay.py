@@ -117,8 +117,9 @@ def serve(source: str, mountpoint: str, delay: float, counters: Any, cache_s: fl
                     attrs = self._attrs(path)
                 except pyfuse3.FUSEError:
                     continue
-                if not pyfuse3.readdir_reply(token, os.fsencode(os.path.basename(path)),
-                                             attrs, i + 1):
+                if not pyfuse3.readdir_reply(
+                    token, os.fsencode(os.path.basename(path)), attrs, i + 1
+                ):
                     break
 
         async def releasedir(self, fh: int) -> None:
@@ -150,8 +151,17 @@ def serve(source: str, mountpoint: str, delay: float, counters: Any, cache_s: fl
             await self._op("statfs")
             st = os.statvfs(source)
             out = pyfuse3.StatvfsData()
-            for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files",
-                         "f_ffree", "f_favail", "f_namemax"):
+            for attr in (
+                "f_bsize",
+                "f_frsize",
+                "f_blocks",
+                "f_bfree",
+                "f_bavail",
+                "f_files",
+                "f_ffree",
+                "f_favail",
+                "f_namemax",
+            ):
                 setattr(out, attr, getattr(st, attr))
             return out
 

@@ -37,9 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import fusedelay  # noqa: E402
+import fusedelay
 
-WORDS = (
+WORDS = (  # noqa: SIM905
     "import return class def self value result error config data path file index "
     "query cache lease job node task queue state event agent policy budget memory"
 ).split()
@@ -82,8 +82,13 @@ def generate(src: Path, n: int, seed: int = 1) -> None:
             else:
                 path.write_text(body)
             made += 1
-    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
-           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@b",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@b",
+    }
     subprocess.run(["git", "init", "-q", str(src)], check=True)
     subprocess.run(["git", "-C", str(src), "add", "-A"], check=True, env=env)
     subprocess.run(["git", "-C", str(src), "commit", "-qm", "bench"], check=True, env=env)
@@ -131,14 +136,26 @@ class Mount:
 def run_direct(mount: Mount, label: str, argv: list[str]) -> dict[str, Any]:
     before = mount.snapshot()
     t0 = time.perf_counter()
-    out = subprocess.run(argv, capture_output=True, text=True, check=False,
-                         env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    out = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+    )
     wall = time.perf_counter() - t0
     ops, diff = Mount.meta(before, mount.snapshot())
     lines = len(out.stdout.splitlines())
     print(f"  direct {label}: {wall:.2f}s, {ops} metadata ops, {lines} lines", flush=True)
-    return {"label": label, "argv": argv, "wall_s": wall, "meta_ops": ops, "ops": diff,
-            "lines": lines, "rc": out.returncode}
+    return {
+        "label": label,
+        "argv": argv,
+        "wall_s": wall,
+        "meta_ops": ops,
+        "ops": diff,
+        "lines": lines,
+        "rc": out.returncode,
+    }
 
 
 async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> dict[str, Any]:
@@ -151,8 +168,9 @@ async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> d
     from tenantry.settings import load
 
     del index_ops  # registers the ops
-    settings = load(env={}, overrides={"state_dir": str(state), "index_watch": False,
-                                       "index_sweep_s": 0})
+    settings = load(
+        env={}, overrides={"state_dir": str(state), "index_watch": False, "index_sweep_s": 0}
+    )
     rt = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
     svc = IndexService(rt)
     rt.components["index"] = svc
@@ -172,14 +190,26 @@ async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> d
         some_file = f"{some_dir}/f000.py"
         queries: list[tuple[str, str, dict[str, Any]]] = [
             ("find --name '*.py' (page of 200)", "index.find", {"path": root, "name": "*.py"}),
-            ("find --type f (all pages, every file)", "index.find*",
-             {"path": root, "type": "f", "limit": 2000}),
-            ("find --sort modified (Glob, page)", "index.find",
-             {"path": root, "name": "*.py", "sort": "-modified"}),
-            ("grep -l NEEDLE", "index.grep", {"path": root, "pattern": NEEDLE,
-                                              "files_only": True, "limit": 2000}),
-            ("grep 'error \\w+ index' (page of 200)", "index.grep",
-             {"path": root, "pattern": r"error \w+ index"}),
+            (
+                "find --type f (all pages, every file)",
+                "index.find*",
+                {"path": root, "type": "f", "limit": 2000},
+            ),
+            (
+                "find --sort modified (Glob, page)",
+                "index.find",
+                {"path": root, "name": "*.py", "sort": "-modified"},
+            ),
+            (
+                "grep -l NEEDLE",
+                "index.grep",
+                {"path": root, "pattern": NEEDLE, "files_only": True, "limit": 2000},
+            ),
+            (
+                "grep 'error \\w+ index' (page of 200)",
+                "index.grep",
+                {"path": root, "pattern": r"error \w+ index"},
+            ),
             ("ls DIR", "index.ls", {"path": some_dir}),
             ("stat FILE", "index.stat", {"path": some_file}),
             ("du ROOT", "index.du", {"path": root}),
@@ -203,11 +233,19 @@ async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> d
                 times.append(time.perf_counter() - t0)
                 total_ops += Mount.meta(before, mount.snapshot())[0]
             times.sort()
-            row = {"label": label, "op": name, "p50_ms": statistics.median(times) * 1e3,
-                   "p95_ms": times[int(0.95 * (len(times) - 1))] * 1e3,
-                   "meta_ops_per_query": total_ops / repeat, "items": items}
-            print(f"  tenantry {label}: p50 {row['p50_ms']:.2f} ms, ops {row['meta_ops_per_query']}"
-                  f", items {items}", flush=True)
+            row = {
+                "label": label,
+                "op": name,
+                "p50_ms": statistics.median(times) * 1e3,
+                "p95_ms": times[int(0.95 * (len(times) - 1))] * 1e3,
+                "meta_ops_per_query": total_ops / repeat,
+                "items": items,
+            }
+            print(
+                f"  tenantry {label}: p50 {row['p50_ms']:.2f} ms, ops {row['meta_ops_per_query']}"
+                f", items {items}",
+                flush=True,
+            )
             results.append(row)
         out["queries"] = results
         before = mount.snapshot()
@@ -232,8 +270,9 @@ async def watch_latency(trials: int = 20) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
         (ws / "a" / "b").mkdir(parents=True)
-        settings = load(env={}, overrides={"state_dir": str(Path(tmp) / "state"),
-                                           "index_sweep_s": 0})
+        settings = load(
+            env={}, overrides={"state_dir": str(Path(tmp) / "state"), "index_sweep_s": 0}
+        )
         svc = IndexService(Runtime(settings, journal=None, bus=Bus(), backend=None))  # type: ignore[arg-type]
         await svc.start()
         await svc.add(str(ws), wait=True)
@@ -265,35 +304,54 @@ def report(res: dict[str, Any]) -> str:
     ]
     delay_s = a["delay_ms"] / 1e3
     for d in res["direct"]:
-        lines.append(f"| {d['label']} | {d['wall_s']:.2f} s | {d['meta_ops']} |"
-                     f" {d['meta_ops'] * delay_s:.2f} s |")
+        lines.append(
+            f"| {d['label']} | {d['wall_s']:.2f} s | {d['meta_ops']} |"
+            f" {d['meta_ops'] * delay_s:.2f} s |"
+        )
     t = res["tenantry"]
     for label, key in (("Tenantry crawl (once)", "crawl"), ("Tenantry sweep (dirs only)", "sweep")):
-        lines.append(f"| {label} | {t[key]['wall_s']:.2f} s | {t[key]['meta_ops']} |"
-                     f" {t[key]['meta_ops'] * delay_s:.2f} s |")
-    lines += ["", "| Tenantry query | p50 | p95 | metadata ops/query | items |",
-              "|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {label} | {t[key]['wall_s']:.2f} s | {t[key]['meta_ops']} |"
+            f" {t[key]['meta_ops'] * delay_s:.2f} s |"
+        )
+    lines += [
+        "",
+        "| Tenantry query | p50 | p95 | metadata ops/query | items |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for q in t["queries"]:
-        lines.append(f"| {q['label']} | {q['p50_ms']:.2f} ms | {q['p95_ms']:.2f} ms |"
-                     f" {q['meta_ops_per_query']:g} | {q['items']} |")
+        lines.append(
+            f"| {q['label']} | {q['p50_ms']:.2f} ms | {q['p95_ms']:.2f} ms |"
+            f" {q['meta_ops_per_query']:g} | {q['items']} |"
+        )
     fp = t["footprint"]
-    lines += ["", f"footprint: {fp.get('path_bytes_per_entry')} bytes/entry (paths+stat+indexes),"
-              f" content {fp.get('content_bytes')} bytes for {fp.get('text_bytes')} bytes of"
-              f" text = {fp.get('content_ratio')}x"]
+    lines += [
+        "",
+        f"footprint: {fp.get('path_bytes_per_entry')} bytes/entry (paths+stat+indexes),"
+        f" content {fp.get('content_bytes')} bytes for {fp.get('text_bytes')} bytes of"
+        f" text = {fp.get('content_ratio')}x",
+    ]
     w = res.get("watch")
     if w:
-        lines.append(f"inotify latency (local dir): p50 {w['p50_ms']:.1f} ms, max {w['max_ms']:.1f}"
-                     f" ms over {w['trials']} creates")
+        lines.append(
+            f"inotify latency (local dir): p50 {w['p50_ms']:.1f} ms, max {w['max_ms']:.1f}"
+            f" ms over {w['trials']} creates"
+        )
     return "\n".join(lines)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--files", type=int, default=100_000)
     p.add_argument("--delay-ms", type=float, default=0.5)
-    p.add_argument("--cache-s", type=float, default=1.0,
-                   help="kernel entry/attr cache timeout (libfuse default 1 s; 0 = none)")
+    p.add_argument(
+        "--cache-s",
+        type=float,
+        default=1.0,
+        help="kernel entry/attr cache timeout (libfuse default 1 s; 0 = none)",
+    )
     p.add_argument("--repeat", type=int, default=21)
     p.add_argument("--work", default="/tmp/tenantry-bench-metadata")
     p.add_argument("--skip-direct", action="store_true")

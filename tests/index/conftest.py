@@ -17,7 +17,7 @@ import pytest
 
 from tenantry.events import Bus
 from tenantry.gateway.runtime import Runtime
-from tenantry.index.changes import ChangeSource, ManualSource
+from tenantry.index.changes import ManualSource
 from tenantry.index.component import IndexService
 from tenantry.index.grep import GrepSpec
 from tenantry.index.grep import grep as index_grep
@@ -29,7 +29,7 @@ from tenantry.settings import load
 RG = shutil.which("rg")
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (apt-get install ripgrep) is needed")
 
-WORDS = "alpha beta gamma delta needle haystack widget frobnicate quux TODO FIXME".split()
+WORDS = "alpha beta gamma delta needle haystack widget frobnicate quux TODO FIXME".split()  # noqa: SIM905
 OLD = 1_600_000_000  # a fixed old mtime base: nothing is racy, mtime filters are stable
 
 
@@ -38,8 +38,20 @@ def make_tree(root: Path, seed: int = 7, files: int = 160) -> None:
     rnd = random.Random(seed)
     root.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    dirs = ["", "src", "src/pkg", "src/pkg/deep", "docs", "build", "logs", "sub", "sub/gen",
-            ".hidden", "empty", "data"]
+    dirs = [
+        "",
+        "src",
+        "src/pkg",
+        "src/pkg/deep",
+        "docs",
+        "build",
+        "logs",
+        "sub",
+        "sub/gen",
+        ".hidden",
+        "empty",
+        "data",
+    ]
     for d in dirs:
         (root / d).mkdir(parents=True, exist_ok=True)
     (root / ".gitignore").write_text("build/\n*.log\n!keep.log\n/data/*.tmp\nsub/**/gen_*\n")
@@ -48,7 +60,7 @@ def make_tree(root: Path, seed: int = 7, files: int = 160) -> None:
     (root / "src" / "cache" / "c.txt").write_text("needle in cache\n")
     exts = [".py", ".txt", ".md", ".c", ".log", ".pyc", ".tmp", ""]
     for i in range(files):
-        d = rnd.choice(dirs[:-2] + ["data"])
+        d = rnd.choice([*dirs[:-2], "data"])
         ext = rnd.choice(exts)
         prefix = rnd.choice(["gen_", "file", "Test", "x", ".dot"])
         path = root / d / f"{prefix}{i}{ext}"
@@ -89,8 +101,9 @@ def real_find(root: Path, *args: str) -> set[str]:
     paths = [p for p in out.stdout.splitlines() if p]
     rels = [os.path.relpath(p, root) for p in paths if p != str(root)]
     # a path is skipped if it or any ancestor is ignored
-    candidates = sorted({"/".join(r.split("/")[: i + 1]) for r in rels for i in
-                         range(r.count("/") + 1)})
+    candidates = sorted(
+        {"/".join(r.split("/")[: i + 1]) for r in rels for i in range(r.count("/") + 1)}
+    )
     ignored = git_ignored(root, [c + ("/" if (root / c).is_dir() else "") for c in candidates])
     ignored = {i.rstrip("/") for i in ignored} | {".git"}
 

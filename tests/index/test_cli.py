@@ -78,7 +78,9 @@ def test_find_and_grep_print_what_find_and_rg_print(
     assert set(out.splitlines()) == real_find(root, "-name", "*.py")
     code, out = run(capsys, "grep", "-n", "needle", str(root), "--all")
     assert code == 0
-    assert set(out.splitlines()) == set(rg(root, "-n", "--no-heading", "needle").stdout.splitlines())
+    assert set(out.splitlines()) == set(
+        rg(root, "-n", "--no-heading", "needle").stdout.splitlines()
+    )
     code, out = run(capsys, "grep", "-c", "alpha", str(root), "--all")
     assert set(out.splitlines()) == set(rg(root, "-c", "alpha").stdout.splitlines())
     code, out = run(capsys, "grep", "-l", "--json", "no-such-text-anywhere", str(root))
@@ -96,6 +98,7 @@ def test_grep_context_layout_matches_rg(
     (root / "f.txt").write_text("a\nhit 1\nb\nc\nd\nhit 2\nhit 3\ne\nf\ng\nh\nhit 4\n")
     run(capsys, "index", "add", str(root))
     code, out = run(capsys, "grep", "-n", "-C", "1", "hit", str(root))
+    assert code == 0
     want = rg(root, "-n", "-C1", "--no-heading", "hit").stdout
     assert out == want
 

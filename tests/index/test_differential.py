@@ -41,7 +41,10 @@ FIND_CASES: list[tuple[dict[str, object], list[str]]] = [
     ({"min_depth": 2, "max_depth": 3}, ["-mindepth", "2", "-maxdepth", "3"]),
     ({"kind": "f", "min_size": 101}, ["-type", "f", "-size", "+100c"]),
     ({"kind": "f", "max_size": 49}, ["-type", "f", "-size", "-50c"]),
-    ({"kind": "f", "mtime_after": OLD + 80 * 3600 + 1}, ["-type", "f", "-newermt", "@" + str(OLD + 80 * 3600 + 1)]),
+    (
+        {"kind": "f", "mtime_after": OLD + 80 * 3600 + 1},
+        ["-type", "f", "-newermt", "@" + str(OLD + 80 * 3600 + 1)],
+    ),
 ]
 
 GREP_CASES: list[tuple[dict[str, object], list[str]]] = [
@@ -169,8 +172,12 @@ async def test_command_finished_refreshes_its_cwd(
     make_tree(root, seed=5, files=60)
     await manual_service.add(str(root), wait=True)
     mutate(root, 0)  # includes an in-place edit
-    event = Event(EventType.COMMAND_FINISHED, subject="c1", outcome="completed",
-                  data={"cwd": str(root), "argv": ["sh"]})
+    event = Event(
+        EventType.COMMAND_FINISHED,
+        subject="c1",
+        outcome="completed",
+        data={"cwd": str(root), "argv": ["sh"]},
+    )
     await manual_service.runtime.bus.publish(event)
     assert await check_find(manual_service, root) == []
     assert await check_grep(manual_service, root) == []

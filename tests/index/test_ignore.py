@@ -16,12 +16,27 @@ RULES = {
     "a/b": "*.log\n!keep.tmp\n",
 }
 PATHS = [
-    ("x.log", False), ("important.log", False), ("a/x.log", False), ("a/b/x.log", False),
-    ("a/b/c/x.log", False), ("build", True), ("a/build", True), ("build.txt", False),
-    ("rootonly", False), ("a/rootonly", False), ("docs/draft1", False),
-    ("docs/x/y/draft2.md", False), ("docs/final", False), ("a/local", False),
-    ("a/b/local", True), ("a/f.tmp", False), ("a/b/keep.tmp", False), ("a/b/other.tmp", False),
-    ("#hash", False), ("a/#hash", False), ("plain.txt", False),
+    ("x.log", False),
+    ("important.log", False),
+    ("a/x.log", False),
+    ("a/b/x.log", False),
+    ("a/b/c/x.log", False),
+    ("build", True),
+    ("a/build", True),
+    ("build.txt", False),
+    ("rootonly", False),
+    ("a/rootonly", False),
+    ("docs/draft1", False),
+    ("docs/x/y/draft2.md", False),
+    ("docs/final", False),
+    ("a/local", False),
+    ("a/b/local", True),
+    ("a/f.tmp", False),
+    ("a/b/keep.tmp", False),
+    ("a/b/other.tmp", False),
+    ("#hash", False),
+    ("a/#hash", False),
+    ("plain.txt", False),
 ]
 
 

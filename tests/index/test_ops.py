@@ -63,14 +63,21 @@ async def test_grep_pages_match_one_big_page(ctx: OpContext, tree: Path) -> None
 async def test_ls_stat_du_tree_recent(ctx: OpContext, tree: Path) -> None:
     ls = await call(ctx, "index.ls", path=str(tree / "src"))
     names = {os.path.basename(i["path"]) for i in ls["items"]}
-    assert names == {os.path.basename(p) for p in real_find(tree / "src", "-maxdepth", "1")
-                     if p != str(tree / "src")}
+    assert names == {
+        os.path.basename(p)
+        for p in real_find(tree / "src", "-maxdepth", "1")
+        if p != str(tree / "src")
+    }
     f = sorted(real_find(tree / "docs", "-type", "f"))[0]
     st = (await call(ctx, "index.stat", path=f))["items"][0]
     real = os.stat(f)
-    assert (st["size"], st["type"], st["mode"]) == (real.st_size, "f", f"{real.st_mode & 0o7777:04o}")
+    assert (st["size"], st["type"], st["mode"]) == (
+        real.st_size,
+        "f",
+        f"{real.st_mode & 0o7777:04o}",
+    )
     du = await call(ctx, "index.du", path=str(tree))
-    files = [p for p in real_find(tree, "-type", "f")]
+    files = list(real_find(tree, "-type", "f"))
     assert du["files"] == len(files)
     assert du["bytes"] == sum(os.path.getsize(p) for p in files)
     assert sum(c["bytes"] for c in du["children"]) == du["bytes"]

@@ -58,9 +58,7 @@ def test_prefilter_is_sound(seed: int) -> None:
             if q is None
             else {r[0] for r in conn.execute("SELECT rowid FROM g WHERE g MATCH ?", (q,))}
         )
-        matching = {
-            i for i, d in enumerate(docs) if any(rx.search(line) for line in d.split("\n"))
-        }
+        matching = {i for i, d in enumerate(docs) if any(rx.search(line) for line in d.split("\n"))}
         assert matching <= selected, (pattern, flags, q)
         pruned += len(docs) - len(selected)
     assert pruned > 0  # the prefilter does prune

@@ -90,9 +90,7 @@ class WatchdogSource:
 
         # watchdog warns from its own thread when a re-created directory reuses an
         # inotify watch; that is expected under churn and harmless
-        warnings.filterwarnings(
-            "ignore", message="Callback with id", category=RuntimeWarning
-        )
+        warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
         self._notify = notify
         self._observer = Observer()
         self._observer.daemon = True

@@ -18,7 +18,7 @@ PAGES_MAX = 1000
 
 
 def _abs(path: str | None) -> str:
-    return os.path.abspath(path or os.getcwd())
+    return os.path.abspath(path or os.getcwd())  # noqa: PTH100, PTH109 - normalizes ..
 
 
 def _duration(text: str) -> float:
@@ -270,7 +270,7 @@ def _ls(args: argparse.Namespace) -> int:
         res,
         lambda r: table(
             [
-                [i["type"], str(i["size"]), _when(i["mtime"]), os.path.basename(i["path"])]
+                [i["type"], str(i["size"]), _when(i["mtime"]), i["path"].rsplit("/", 1)[-1]]
                 for i in r["items"]
             ],
             ["T", "SIZE", "MODIFIED", "NAME"],
@@ -300,8 +300,9 @@ def _du(args: argparse.Namespace) -> int:
 
 def _tree(args: argparse.Namespace) -> int:
     res = _fetch(
-        args, "index.tree", {"path": _abs(args.path), "max_depth": args.max_depth,
-                             "limit": args.limit}
+        args,
+        "index.tree",
+        {"path": _abs(args.path), "max_depth": args.max_depth, "limit": args.limit},
     )
 
     def human(r: dict[str, Any]) -> str:

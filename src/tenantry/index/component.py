@@ -13,6 +13,8 @@ crawl is a deep sync of the root; every freshness signal ends in shallow syncs
 of the directories it names.
 """
 
+# ruff: noqa: PTH116, PTH117, PTH118
+# (hot paths: plain string paths and os calls, no Path object per file)
 from __future__ import annotations
 
 import asyncio
@@ -71,9 +73,11 @@ class IndexService:
     ) -> None:
         s = runtime.settings
         self.runtime = runtime
-        self.db = Database(path or str(s.state_path / "index.sqlite3"), load_migrations(
-            "tenantry.index", "migrations"
-        ), readers=2)
+        self.db = Database(
+            path or str(s.state_path / "index.sqlite3"),
+            load_migrations("tenantry.index", "migrations"),
+            readers=2,
+        )
         self.sweep_s = float(s.index_sweep_s)
         self.max_bytes = int(s.index_max_file_bytes)
         self.source: ChangeSource = source or (
@@ -141,7 +145,7 @@ class IndexService:
     # --- workspaces ------------------------------------------------------
 
     async def add(self, path: str, *, wait: bool = False) -> dict[str, Any]:
-        root = os.path.realpath(_absolute(path))
+        root = await self._io(os.path.realpath, _absolute(path))
         try:
             st = await self._io(os.stat, root)
         except OSError as exc:
@@ -183,7 +187,7 @@ class IndexService:
         await self.db.write(lambda c: store.remove_workspace(c, ws.id))
         return {"root": ws.root, "removed": True}
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def describe_all(self) -> list[dict[str, Any]]:
         counts = {
             r[0]: (r[1], r[2], r[3])
             for r in await self.db.fetchall(
@@ -207,9 +211,9 @@ class IndexService:
             "error": ws.error,
             "crawled_at": ws.crawled_at,
             "swept_at": ws.swept_at,
-            "watching": bool(watching(ws.root)) if watching else ws.root in getattr(
-                self.source, "roots", ()
-            ),
+            "watching": bool(watching(ws.root))
+            if watching
+            else ws.root in getattr(self.source, "roots", ()),
         }
 
     async def footprint(self) -> dict[str, Any]:
@@ -457,7 +461,7 @@ class IndexService:
 
     async def refresh(self, path: str) -> None:
         """Re-stat everything under ``path`` now (after a command ran there)."""
-        scope = self._match(os.path.normpath(_absolute(path)))
+        scope = self._match(_absolute(path))
         if scope is None:
             return
         # a command may have edited files in place: compare every file's stat

@@ -151,7 +151,7 @@ async def remove(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 @op("index.list", "Registered workspaces, their state and size.", action="index.query")
 async def list_(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     svc = _svc(ctx)
-    out: dict[str, Any] = {"workspaces": await svc.list(), "counters": svc.status()}
+    out: dict[str, Any] = {"workspaces": await svc.describe_all(), "counters": svc.status()}
     if param(params, "footprint", bool, False):
         out["footprint"] = await svc.footprint()
     return out
@@ -167,9 +167,7 @@ async def find(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         kind=_kind(param(params, "type", str)),
         min_size=_size(params, "min_size"),
         max_size=_size(params, "max_size"),
-        mtime_after=param(params, "mtime_after", float)
-        if within is None
-        else time.time() - within,
+        mtime_after=param(params, "mtime_after", float) if within is None else time.time() - within,
         mtime_before=param(params, "mtime_before", float),
         min_depth=param(params, "min_depth", int, 0),
         max_depth=param(params, "max_depth", int),

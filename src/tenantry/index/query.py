@@ -247,9 +247,7 @@ def du(conn: sqlite3.Connection, scope: Scope, *, limit: int = 50) -> dict[str, 
         [scope.ws, *inner_args, limit],
     ).fetchall()
     base = scope.rel + "/" if scope.rel else ""
-    out["children"] = [
-        {"path": scope.abs(base + r[0]), "bytes": r[1], "files": r[2]} for r in rows
-    ]
+    out["children"] = [{"path": scope.abs(base + r[0]), "bytes": r[1], "files": r[2]} for r in rows]
     return out
 
 
@@ -268,8 +266,7 @@ def tree(
     rows = rows[:limit]
     skip = len(scope.rel) + 1 if scope.rel else 0
     items = [
-        {"path": r[0][skip:], "type": r[1], "size": r[2], "depth": r[5] - scope.depth}
-        for r in rows
+        {"path": r[0][skip:], "type": r[1], "size": r[2], "depth": r[5] - scope.depth} for r in rows
     ]
     items.sort(key=lambda x: x["path"].split("/"))
     return {"root": scope.abs(scope.rel), "items": items, "truncated": truncated}

@@ -34,9 +34,7 @@ class Child:
 
 
 def add_workspace(conn: sqlite3.Connection, root: str, mode: int, mtime_ns: int) -> int:
-    cur = conn.execute(
-        "INSERT INTO workspaces (root, added_at) VALUES (?, ?)", (root, time.time())
-    )
+    cur = conn.execute("INSERT INTO workspaces (root, added_at) VALUES (?, ?)", (root, time.time()))
     ws = int(cur.lastrowid or 0)
     conn.execute(
         "INSERT INTO entries (ws, parent, path, base, kind, size, mtime_ns, mode)"
@@ -77,9 +75,7 @@ def _put_text(conn: sqlite3.Connection, rid: int, found: Found) -> None:
         conn.execute("INSERT INTO grams (rowid, body) VALUES (?, ?)", (rid, found.text))
 
 
-def apply_scan(
-    conn: sqlite3.Connection, ws: int, dir_id: int, scan: DirScan
-) -> list[Child] | None:
+def apply_scan(conn: sqlite3.Connection, ws: int, dir_id: int, scan: DirScan) -> list[Child] | None:
     """Make the index's children of ``dir_id`` match ``scan``; return its subdirectories.
 
     None when the directory row is gone (an ancestor was deleted meanwhile) or the
