@@ -8,27 +8,32 @@ Only the standard library is used: the CLI client imports this module.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import tomllib
+import os.path
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from tenantry.errors import UsageError
 
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
 
 def _default_state_dir() -> str:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return str(Path(base) / "tenantry")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "tenantry")
 
 
-@dataclass(frozen=True, slots=True)
 class Setting:
-    name: str
-    default: Any
-    help: str
+    """One declared setting: its name, default (whose type it keeps) and help."""
+
+    __slots__ = ("default", "help", "name")
+
+    def __init__(self, name: str, default: Any, help: str) -> None:
+        self.name, self.default, self.help = name, default, help
 
 
 DECLARED: tuple[Setting, ...] = (
@@ -55,43 +60,65 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
-    Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
-    Setting(
-        "index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is indexed."
-    ),
-    Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
 )
 
 
-@dataclass(frozen=True, slots=True)
 class Settings:
+    """The settings in force: one attribute per declared setting, frozen.
+
+    (A hand-written frozen class rather than a dataclass: the CLI imports this
+    module on every call and ``dataclasses`` pulls in ``inspect``.)
+    """
+
     state_dir: str
     socket: str
-    backend: str = "local"
-    local_slots: int = 0
-    output_cap_bytes: int = 1_048_576
-    command_timeout_s: float = 3600.0
-    idle_exit_s: float = 0.0
-    poll_fast_s: float = 0.5
-    poll_slow_s: float = 5.0
-    dedup_window_s: float = 300.0
-    slurm_timeout_s: float = 15.0
-    slurm_partition: str = ""
-    slurm_account: str = ""
-    lease_idle_s: float = 180.0
-    lease_max_per_user: int = 4
-    lease_max_per_session: int = 2
-    lease_time_s: int = 3600
-    lease_drain_s: float = 120.0
-    login_node_commands: str = ""
-    policy_file: str = "/etc/tenantry/policy.cedar"
-    http: str = ""
-    index_sweep_s: float = 30.0
-    index_max_file_bytes: int = 1_048_576
-    index_watch: bool = True
+    backend: str
+    local_slots: int
+    output_cap_bytes: int
+    command_timeout_s: float
+    idle_exit_s: float
+    poll_fast_s: float
+    poll_slow_s: float
+    dedup_window_s: float
+    slurm_timeout_s: float
+    slurm_partition: str
+    slurm_account: str
+    lease_idle_s: float
+    lease_max_per_user: int
+    lease_max_per_session: int
+    lease_time_s: int
+    lease_drain_s: float
+    login_node_commands: str
+    policy_file: str
+    http: str
+
+    def __init__(self, **values: Any) -> None:
+        names = {s.name for s in DECLARED}
+        unknown = set(values) - names
+        if unknown:
+            raise TypeError(f"unknown settings: {sorted(unknown)}")
+        for s in DECLARED:
+            object.__setattr__(self, s.name, values.get(s.name, s.default))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Settings are frozen; use replace()")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.as_dict().items())))
+
+    def __repr__(self) -> str:
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {s.name: getattr(self, s.name) for s in DECLARED}
 
     @property
     def state_path(self) -> Path:
+        from pathlib import Path
+
         return Path(self.state_dir)
 
     @property
@@ -99,14 +126,14 @@ class Settings:
         return self.state_path / "tenantry.sqlite3"
 
     def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+        return Settings(**{**self.as_dict(), **changes})
 
 
 def default_socket(state_dir: str, env: Mapping[str, str]) -> str:
     runtime = env.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return str(Path(runtime) / "tenantry" / "sock")
-    return str(Path(state_dir) / "sock")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "tenantry", "sock")
+    return os.path.join(state_dir, "sock")
 
 
 def _coerce(name: str, raw: Any, default: Any) -> Any:
@@ -136,10 +163,13 @@ def load(
         overrides.get("state_dir") or env.get("TENANTRY_STATE_DIR") or _default_state_dir()
     )
     values: dict[str, Any] = {}
-    cfg = Path(state_dir) / "config.toml"
-    if cfg.is_file():
+    cfg = os.path.join(state_dir, "config.toml")
+    if os.path.isfile(cfg):
+        import tomllib
+
         try:
-            values.update(tomllib.loads(cfg.read_text()))
+            with open(cfg, encoding="utf-8") as f:
+                values.update(tomllib.loads(f.read()))
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"cannot parse {cfg}: {exc}") from exc
     for s in DECLARED:
