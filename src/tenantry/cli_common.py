@@ -10,10 +10,14 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from tenantry import errors
 from tenantry.settings import Settings, load
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -17,12 +17,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 from tenantry import errors
 from tenantry.principal import client_claims
 from tenantry.settings import Settings
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 API = "/v1"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
@@ -84,9 +87,7 @@ class Client:
                 ) from exc
             except OSError as exc:
                 conn.close()
-                raise errors.DaemonUnavailable(
-                    f"lost the connection to the daemon: {exc}"
-                ) from exc
+                raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
         raise errors.DaemonUnavailable(
             f"no daemon answers on {self.settings.socket}",
             hint="start one with `tenantry serve` (or let the CLI start it)",
@@ -150,6 +151,8 @@ def _alive(path: str) -> bool:
 
 def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     """Start a daemon for these settings unless one answers; never two at once."""
+    from pathlib import Path
+
     state = Path(settings.state_dir)
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     with (state / "spawn.lock").open("a") as lock:
@@ -162,11 +165,11 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
             sys.executable,
             "-m",
             "tenantry",
-            "serve",
             "--socket",
             settings.socket,
             "--state",
             settings.state_dir,
+            "serve",
             "--backend",
             settings.backend,
         ]
@@ -188,6 +191,7 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
                 break
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+        tail = ""
         with contextlib.suppress(OSError):
             tail = (state / "daemon.log").read_text()[-600:]
         raise errors.DaemonUnavailable(

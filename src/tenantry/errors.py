@@ -30,7 +30,10 @@ This module imports only the standard library: the CLI client uses it.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 
 class TenantryError(Exception):
@@ -143,14 +146,14 @@ class IngestError(TenantryError):
 # --- index ------------------------------------------------------------------
 
 
-class IndexError_(TenantryError):  # noqa: N801 - avoid shadowing builtin IndexError
+class IndexError_(TenantryError):
     code = "index_error"
 
 
 # --- memory -----------------------------------------------------------------
 
 
-class MemoryError_(TenantryError):  # noqa: N801 - avoid shadowing builtin MemoryError
+class MemoryError_(TenantryError):
     code = "memory_error"
 
 
