@@ -40,6 +40,9 @@ COMMANDS: dict[str, str] = {
         ),
         "tenantry.cli_core",
     ),
+    **dict.fromkeys(
+        ("index", "find", "grep", "ls", "stat", "du", "tree", "recent"), "tenantry.index.cli"
+    ),
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_WITH_VALUE = ("--socket", "--state")

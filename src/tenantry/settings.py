@@ -60,6 +60,9 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
+    Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
+    Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
 )
 
 
@@ -91,6 +94,9 @@ class Settings:
     login_node_commands: str
     policy_file: str
     http: str
+    index_sweep_s: float
+    index_max_file_bytes: int
+    index_watch: bool
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}

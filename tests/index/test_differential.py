@@ -179,6 +179,7 @@ async def test_command_finished_refreshes_its_cwd(
         data={"cwd": str(root), "argv": ["sh"]},
     )
     await manual_service.runtime.bus.publish(event)
+    await manual_service.wait_fresh(manual_service.resolve(str(root)))
     assert await check_find(manual_service, root) == []
     assert await check_grep(manual_service, root) == []
 

@@ -53,6 +53,8 @@ class Workspace:
     swept_at: float | None = None
     rules: dict[str, Rules | None] = field(default_factory=dict)
     crawl: asyncio.Task[None] | None = None
+    # refreshes after gateway commands: queries wait for them, commands do not
+    inflight: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -455,9 +457,21 @@ class IndexService:
         if event.type is not EventType.COMMAND_FINISHED:
             return
         cwd = event.data.get("cwd")
-        if not isinstance(cwd, str) or not cwd:
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
             return
-        await self.refresh(cwd)
+        scope = self._match(os.path.normpath(cwd))
+        if scope is None:
+            return
+        ws = self.workspaces[scope.ws]
+        task = self._spawn(self._quiet(self.refresh(cwd)))
+        ws.inflight.add(task)
+        task.add_done_callback(ws.inflight.discard)
+
+    async def wait_fresh(self, scope: query.Scope, timeout: float = 60.0) -> None:
+        """Wait for refreshes that gateway commands started in this workspace."""
+        ws = self.workspaces.get(scope.ws)
+        if ws is not None and ws.inflight:
+            await asyncio.wait(list(ws.inflight), timeout=timeout)
 
     async def refresh(self, path: str) -> None:
         """Re-stat everything under ``path`` now (after a command ran there)."""

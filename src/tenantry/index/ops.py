@@ -113,6 +113,7 @@ async def _answer(
     path = param(params, "path", str, required=True)
     scope = svc.resolve(path)
     t0 = time.perf_counter()
+    await svc.wait_fresh(scope)
     result = await svc.read(lambda conn: run(conn, scope))
     if param(params, "verify", bool, False):
         paths = sorted({i["path"] for i in result.get("items", []) if "path" in i})
