@@ -18,7 +18,7 @@ PAGES_MAX = 1000
 
 
 def _abs(path: str | None) -> str:
-    return os.path.abspath(path or os.getcwd())  # noqa: PTH100, PTH109 - normalizes ..
+    return os.path.abspath(path or os.getcwd())
 
 
 def _duration(text: str) -> float:

@@ -13,7 +13,6 @@ crawl is a deep sync of the root; every freshness signal ends in shallow syncs
 of the directories it names.
 """
 
-# ruff: noqa: PTH116, PTH117, PTH118
 # (hot paths: plain string paths and os calls, no Path object per file)
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ Binary detection follows ripgrep: a file with a NUL byte is binary and its
 content is not indexed (its path and stat still are).
 """
 
-# ruff: noqa: PTH118
 # (hot paths: plain string paths and os calls, no Path object per file)
 from __future__ import annotations
 
