@@ -106,9 +106,15 @@ async def test_verify_restats_returned_paths(manual_service: IndexService, tmp_p
     assert fresh["verified"] == {"checked": 1, "refreshed": 1}
     hits = await call(ctx, "index.grep", path=str(root), pattern="needle")
     assert [i["line"] for i in hits["items"]] == [2]
+    (root / "new.txt").write_text("fresh\n")  # the index has not seen it yet
+    with pytest.raises(errors.NotFound):
+        await call(ctx, "index.stat", path=str(root / "new.txt"))
+    new = await call(ctx, "index.stat", path=str(root / "new.txt"), verify=True)
+    assert new["items"][0]["size"] == 6
+    (root / "new.txt").unlink()
     f.unlink()
     gone = await call(ctx, "index.find", path=str(root), type="f", verify=True)
-    assert gone["items"] == [] and gone["verified"]["refreshed"] == 1
+    assert gone["items"] == [] and gone["verified"]["refreshed"] == 2
 
 
 async def test_errors_are_actionable(ctx: OpContext, tree: Path, tmp_path: Path) -> None:

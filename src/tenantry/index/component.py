@@ -526,6 +526,12 @@ class IndexService:
         ws = self.workspaces[scope.ws]
         stale = await self._io(_stale, ws.root, [tuple(r) for r in rows])
         self.counters.fs_ops += len(rows)
+        # paths the index lacks may have appeared since: re-list their directories
+        absent = set(rels) - {r[0] for r in rows}
+        if absent:
+            present = await self._io(_existing, ws.root, sorted(absent))
+            self.counters.fs_ops += len(absent)
+            stale += present
         syncs: dict[str, set[str]] = {}
         kinds = {r[0]: r[1] for r in rows}
         for rel in stale:
@@ -600,6 +606,17 @@ def _stale(root: str, rows: list[tuple[Any, ...]]) -> list[str]:
                 out.append(rel)
         elif (crawl.kind_of(st.st_mode), st.st_size, st.st_mtime_ns) != (kind, size, mtime_ns):
             out.append(rel)
+    return out
+
+
+def _existing(root: str, rels: list[str]) -> list[str]:
+    out = []
+    for rel in rels:
+        try:
+            os.stat(os.path.join(root, rel), follow_symlinks=False)
+        except OSError:
+            continue
+        out.append(rel)
     return out
 
 

@@ -114,15 +114,21 @@ async def _answer(
     scope = svc.resolve(path)
     t0 = time.perf_counter()
     await svc.wait_fresh(scope)
+    verify = param(params, "verify", bool, False)
+    checked = refreshed = 0
+    if verify and name in ("index.stat", "index.ls"):
+        # the path itself first: it may be new, gone, or changed since the last refresh
+        refreshed = await svc.verify(scope, [scope.abs(scope.rel)])
+        checked = 1
     result = await svc.read(lambda conn: run(conn, scope))
-    if param(params, "verify", bool, False):
+    if verify and name != "index.stat":
         paths = sorted({i["path"] for i in result.get("items", []) if "path" in i})
-        if name == "index.stat" or (name == "index.ls" and not paths):
-            paths = [scope.abs(scope.rel)]
-        refreshed = await svc.verify(scope, paths) if paths else 0
-        if refreshed:
+        again = await svc.verify(scope, paths) if paths else 0
+        if again:
             result = await svc.read(lambda conn: run(conn, scope))
-        result["verified"] = {"checked": len(paths), "refreshed": refreshed}
+        checked, refreshed = checked + len(paths), refreshed + again
+    if verify:
+        result["verified"] = {"checked": checked, "refreshed": refreshed}
     elapsed = time.perf_counter() - t0
     result["index"] = svc.state_of(scope)
     await ctx.runtime.emit(
