@@ -85,6 +85,13 @@ async def test_ls_stat_du_tree_recent(ctx: OpContext, tree: Path) -> None:
     assert {i["path"] for i in tr["items"]} == {
         os.path.relpath(p, tree) for p in real_find(tree, "-mindepth", "1", "-maxdepth", "1")
     }
+    tr = await call(ctx, "index.tree", path=str(tree / "src"), max_depth=2)
+    assert {i["path"] for i in tr["items"]} == {
+        os.path.relpath(p, tree / "src")
+        for p in real_find(tree / "src", "-mindepth", "1", "-maxdepth", "2")
+    }
+    capped = await call(ctx, "index.tree", path=str(tree), max_depth=5, limit=4)
+    assert capped["truncated"] and [i["depth"] for i in capped["items"]] == [1, 1, 1, 1]
     recent = await call(ctx, "index.recent", path=str(tree), limit=5)
     newest = sorted(files, key=lambda p: (-os.stat(p).st_mtime_ns, p))[:5]
     assert [i["path"] for i in recent["items"]] == newest

@@ -77,3 +77,24 @@ def test_required_literals() -> None:
     conn.execute("INSERT INTO g (rowid, body) VALUES (1, 'they say \"hi\" twice'), (2, 'say hi')")
     q = fts_query(required('say "hi"'))
     assert [r[0] for r in conn.execute("SELECT rowid FROM g WHERE g MATCH ?", (q,))] == [1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_whole_text_scan_finds_the_same_lines_as_line_by_line(seed: int) -> None:
+    from tenantry.index.grep import GrepSpec, file_items, whole_text_ok
+
+    rnd = random.Random(100 + seed)
+    extra = [r"x[^a]*y", r"(?<!a)b", r"c(?=\n)", r"^", r"$", r"\s+", r"a|$"]
+    for _ in range(300):
+        pattern = rnd.choice(extra) if rnd.random() < 0.2 else _random_pattern(rnd)
+        rx = re.compile(pattern, re.MULTILINE)
+        text = "".join(rnd.choices(ALPHABET + "xy\n", k=rnd.randint(0, 80)))
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        want = [i + 1 for i, line in enumerate(lines) if rx.search(line)]
+        spec = GrepSpec(pattern)
+        got = [it["line"] for it in file_items("p", text, rx, spec, whole_text_ok(pattern))]
+        assert got == want, (pattern, text)
+        listed = file_items("p", text, rx, GrepSpec(pattern, files_only=True), True)
+        assert bool(listed) == bool(want) or not whole_text_ok(pattern), (pattern, text)

@@ -499,7 +499,15 @@ class IndexService:
         dirs = await self.db.fetchall(
             "SELECT path, mtime_ns FROM entries WHERE ws = ? AND kind = 'd'", (ws_id,)
         )
-        changed = await self._io(_changed_dirs, ws.root, [(r[0], r[1]) for r in dirs])
+        pairs = [(r[0], r[1]) for r in dirs]
+        step = max(64, len(pairs) // WORKERS + 1)
+        parts = await asyncio.gather(
+            *(
+                self._io(_changed_dirs, ws.root, pairs[i : i + step])
+                for i in range(0, len(pairs), step)
+            )
+        )
+        changed = sorted({rel for part in parts for rel in part})
         self.counters.fs_ops += len(dirs)
         self.counters.sweeps += 1
         await asyncio.gather(*(self._quiet(self.sync(ws_id, rel)) for rel in changed))

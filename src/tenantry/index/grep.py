@@ -51,7 +51,7 @@ class GrepSpec:
 
 def candidates(
     conn: sqlite3.Connection, scope: Scope, spec: GrepSpec, after_id: int | None
-) -> tuple[Iterator[tuple[int, str]], bool]:
+) -> tuple[Iterator[tuple[int, str, bytes]], bool]:
     """(id, path) of text files that may match, in id order; and whether prefiltered.
 
     Id order is the trigram index's own order, so a page needs no sort of all
@@ -69,19 +69,21 @@ def candidates(
         params.append(after_id)
     if match is None:
         sql = (
-            f"SELECT e.id, e.path FROM entries e WHERE e.ws = ? AND {cond} AND e.text = ?"
+            f"SELECT e.id, e.path, c.z FROM entries e CROSS JOIN content c ON c.id = e.id"
+            f" WHERE e.ws = ? AND {cond} AND e.text = ?"
             f"{extra} ORDER BY e.id"
         )
     else:
         sql = (
             # CROSS JOIN keeps the trigram lookup as the outer loop (the planner would
             # otherwise walk every entry and probe the FTS index per row)
-            f"SELECT e.id, e.path FROM grams CROSS JOIN entries e ON e.id = grams.rowid"
+            f"SELECT e.id, e.path, c.z FROM grams CROSS JOIN entries e ON e.id = grams.rowid"
+            f" CROSS JOIN content c ON c.id = e.id"
             f" WHERE grams MATCH ? AND e.ws = ? AND {cond} AND e.text = ?{extra}"
             f" ORDER BY e.id"
         )
         params.insert(0, match)
-    return ((int(r[0]), str(r[1])) for r in conn.execute(sql, params)), match is not None
+    return ((int(r[0]), str(r[1]), r[2]) for r in conn.execute(sql, params)), match is not None
 
 
 def _lines(text: str) -> list[str]:
@@ -91,20 +93,60 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
+def whole_text_ok(pattern: str) -> bool:
+    """Whether matching the whole text finds every line the pattern matches.
+
+    True unless the pattern anchors on the text's ends or looks around (a
+    look-around could see the neighbouring line's newline).
+    """
+    return not any(tok in pattern for tok in ("\\A", "\\Z", "(?=", "(?!", "(?<"))
+
+
+def _hit_lines(text: str, rx: re.Pattern[str], first_only: bool) -> list[int] | None:
+    """Indexes of matching lines found by scanning the whole text once.
+
+    None when a match spans lines (then lines must be checked one by one).
+    """
+    hits: list[int] = []
+    pos = line_no = 0
+    n_lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+    for m in rx.finditer(text):
+        start = m.start()
+        if "\n" in m.group():
+            return None
+        line_no += text.count("\n", pos, start)
+        pos = start
+        if line_no >= n_lines:
+            break  # the empty tail after a final newline is not a line
+        if hits and hits[-1] == line_no:
+            continue
+        lo = text.rfind("\n", 0, start) + 1
+        hi = text.find("\n", start)
+        if rx.search(text[lo : hi if hi >= 0 else len(text)]) is None:
+            return None  # cannot happen without look-arounds; be safe
+        hits.append(line_no)
+        if first_only:
+            break
+    return hits
+
+
 def file_items(
     path: str, text: str, rx: re.Pattern[str], spec: GrepSpec, whole_ok: bool
 ) -> list[dict[str, Any]]:
     """The result items of one file (empty when it does not match)."""
-    if whole_ok and rx.search(text) is None:
-        return []
-    lines = _lines(text)
-    hits = [i for i, line in enumerate(lines) if rx.search(line) is not None]
+    hits = _hit_lines(text, rx, spec.files_only) if whole_ok else None
+    lines: list[str] | None = None
+    if hits is None:
+        lines = _lines(text)
+        hits = [i for i, line in enumerate(lines) if rx.search(line) is not None]
     if not hits:
         return []
     if spec.files_only:
         return [{"path": path}]
     if spec.count:
         return [{"path": path, "count": len(hits)}]
+    if lines is None:
+        lines = _lines(text)
     keep: dict[int, bool] = {}
     for i in hits:
         for j in range(max(0, i - spec.before), min(len(lines), i + spec.after + 1)):
@@ -129,8 +171,7 @@ def grep(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     rx = spec.compile()
-    # whole-text search is a valid prefilter unless the pattern anchors on the text's ends
-    whole_ok = "\\A" not in spec.pattern and "\\Z" not in spec.pattern
+    whole_ok = whole_text_ok(spec.pattern)
     key = decode_cursor(cursor)
     after_id = int(key[0]) if key else None
     skip = int(key[1]) if key else 0
@@ -140,14 +181,11 @@ def grep(
     items: list[dict[str, Any]] = []
     files = scanned = 0
     nxt = None
-    for rid, rel in rows:
+    for rid, rel, blob in rows:
         if not globs(rel[rel_skip:] if rel != scope.rel else rel.rsplit("/", 1)[-1]):
             continue
-        blob = conn.execute("SELECT z FROM content WHERE id = ?", (rid,)).fetchone()
-        if blob is None:
-            continue
         scanned += 1
-        found = file_items(scope.abs(rel), decode_blob(blob[0]), rx, spec, whole_ok)
+        found = file_items(scope.abs(rel), decode_blob(blob), rx, spec, whole_ok)
         if rid == after_id:
             found = found[skip:]
         else:

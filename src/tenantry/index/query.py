@@ -254,19 +254,35 @@ def du(conn: sqlite3.Connection, scope: Scope, *, limit: int = 50) -> dict[str, 
 def tree(
     conn: sqlite3.Connection, scope: Scope, *, max_depth: int = 3, limit: int = 500
 ) -> dict[str, Any]:
-    """The scope's entries down to ``max_depth``, shallowest first when capped."""
-    lookup(conn, scope)
-    cond, args = subtree(scope.rel, include_self=False)
-    rows = conn.execute(
-        f"SELECT {COLUMNS}, {DEPTH} AS depth FROM entries WHERE ws = ? AND {cond}"
-        f" AND {DEPTH} <= ? ORDER BY depth, path LIMIT ?",
-        [scope.ws, *args, scope.depth + max_depth, limit + 1],
-    ).fetchall()
-    truncated = len(rows) > limit
-    rows = rows[:limit]
+    """The scope's entries down to ``max_depth``, level by level (shallowest first when capped).
+
+    Walks the ``parent`` index one level at a time, so the cost follows the
+    answer, not the size of the subtree.
+    """
+    row = lookup(conn, scope)
     skip = len(scope.rel) + 1 if scope.rel else 0
-    items = [
-        {"path": r[0][skip:], "type": r[1], "size": r[2], "depth": r[5] - scope.depth} for r in rows
-    ]
+    items: list[dict[str, Any]] = []
+    frontier = [int(row["id"])] if row["kind"] == "d" else []
+    truncated = False
+    depth = 0
+    while frontier and depth < max_depth and not truncated:
+        depth += 1
+        nxt: list[int] = []
+        for i in range(0, len(frontier), 500):
+            chunk = frontier[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in conn.execute(
+                f"SELECT id, path, kind, size FROM entries WHERE parent IN ({marks}) ORDER BY path",
+                chunk,
+            ):
+                if len(items) >= limit:
+                    truncated = True
+                    break
+                items.append({"path": r[1][skip:], "type": r[2], "size": r[3], "depth": depth})
+                if r[2] == "d":
+                    nxt.append(int(r[0]))
+            if truncated:
+                break
+        frontier = nxt
     items.sort(key=lambda x: x["path"].split("/"))
     return {"root": scope.abs(scope.rel), "items": items, "truncated": truncated}
