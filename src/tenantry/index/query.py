@@ -88,6 +88,16 @@ def sqlite_glob(pattern: str) -> str:
     return "".join(out)
 
 
+def literal_prefix(glob: str) -> str:
+    """The characters every match of ``glob`` starts with."""
+    out = []
+    for ch in glob:
+        if ch in "*?[\\":
+            break
+        out.append(ch)
+    return "".join(out)
+
+
 def item(scope: Scope, row: sqlite3.Row | tuple[Any, ...]) -> dict[str, Any]:
     return {
         "path": scope.abs(row[0]),
@@ -107,6 +117,10 @@ def _where(scope: Scope, flt: FindFilter) -> tuple[list[str], list[Any]]:
     if flt.name:
         where.append("substr(path, base) GLOB ?")
         params.append(sqlite_glob(flt.name))
+        prefix = literal_prefix(flt.name)
+        if prefix:  # lets the name index narrow the scan
+            where.append("substr(path, base) >= ? AND substr(path, base) < ?")
+            params += [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
     if flt.iname:
         where.append("lower(substr(path, base)) GLOB ?")
         params.append(sqlite_glob(flt.iname.lower()))

@@ -27,6 +27,8 @@ CREATE TABLE entries (
 CREATE UNIQUE INDEX entries_path ON entries (ws, path);
 CREATE INDEX entries_parent ON entries (parent);
 CREATE INDEX entries_mtime ON entries (ws, mtime_ns);
+-- names (find --name with a literal prefix, exact names) without a second copy in the table
+CREATE INDEX entries_name ON entries (ws, substr(path, base));
 
 -- zlib-compressed text of files with text = 1 (exact verification of grep hits).
 CREATE TABLE content (
