@@ -190,6 +190,8 @@ async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> d
         some_file = f"{some_dir}/f000.py"
         queries: list[tuple[str, str, dict[str, Any]]] = [
             ("find --name '*.py' (page of 200)", "index.find", {"path": root, "name": "*.py"}),
+            ("find --name f001.py (exact, page)", "index.find", {"path": root, "name": "f001.py"}),
+            ("find --name 'nosuch*' (no match)", "index.find", {"path": root, "name": "nosuch*"}),
             (
                 "find --type f (all pages, every file)",
                 "index.find*",
