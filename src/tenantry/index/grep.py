@@ -109,15 +109,22 @@ def _hit_lines(text: str, rx: re.Pattern[str], first_only: bool) -> list[int] | 
     """
     hits: list[int] = []
     pos = line_no = 0
-    n_lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+    end = len(text)
+    tail_is_line = bool(text) and not text.endswith("\n")
     for m in rx.finditer(text):
         start = m.start()
         if "\n" in m.group():
             return None
+        if start == end and not tail_is_line:
+            break  # the empty tail after a final newline is not a line
+        if first_only:
+            lo = text.rfind("\n", 0, start) + 1
+            hi = text.find("\n", start)
+            if rx.search(text[lo : hi if hi >= 0 else end]) is None:
+                return None
+            return [0]
         line_no += text.count("\n", pos, start)
         pos = start
-        if line_no >= n_lines:
-            break  # the empty tail after a final newline is not a line
         if hits and hits[-1] == line_no:
             continue
         lo = text.rfind("\n", 0, start) + 1
@@ -125,8 +132,6 @@ def _hit_lines(text: str, rx: re.Pattern[str], first_only: bool) -> list[int] | 
         if rx.search(text[lo : hi if hi >= 0 else len(text)]) is None:
             return None  # cannot happen without look-arounds; be safe
         hits.append(line_no)
-        if first_only:
-            break
     return hits
 
 

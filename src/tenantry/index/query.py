@@ -230,39 +230,44 @@ def ls(
 
 
 def du(conn: sqlite3.Connection, scope: Scope, *, limit: int = 50) -> dict[str, Any]:
-    """Apparent sizes (bytes) of the scope and of each of its children."""
+    """Apparent sizes (bytes) of the scope and of each of its children, largest first."""
     row = lookup(conn, scope)
-    cond, args = subtree(scope.rel)
-    total = conn.execute(
-        f"SELECT coalesce(sum(CASE WHEN kind = 'd' THEN 0 ELSE size END), 0),"
-        f" coalesce(sum(kind = 'f'), 0), coalesce(sum(kind = 'd'), 0)"
-        f" FROM entries WHERE ws = ? AND {cond}",
-        [scope.ws, *args],
-    ).fetchone()
-    out: dict[str, Any] = {
-        "path": scope.abs(scope.rel),
-        "bytes": total[0],
-        "files": total[1],
-        "dirs": total[2] - (row["kind"] == "d"),
-        "children": [],
-    }
     if row["kind"] != "d":
-        return out
-    start = len(scope.rel) + 2 if scope.rel else 1
-    inner, inner_args = subtree(scope.rel, include_self=False)
-    seg = (
-        f"CASE WHEN instr(substr(path, {start}), '/') = 0 THEN substr(path, {start})"
-        f" ELSE substr(path, {start}, instr(substr(path, {start}), '/') - 1) END"
-    )
-    rows = conn.execute(
-        f"SELECT {seg} AS child, sum(CASE WHEN kind = 'd' THEN 0 ELSE size END),"
-        f" sum(kind = 'f') FROM entries WHERE ws = ? AND {inner}"
-        f" GROUP BY child ORDER BY 2 DESC, child LIMIT ?",
-        [scope.ws, *inner_args, limit],
-    ).fetchall()
-    base = scope.rel + "/" if scope.rel else ""
-    out["children"] = [{"path": scope.abs(base + r[0]), "bytes": r[1], "files": r[2]} for r in rows]
-    return out
+        size = row["size"]
+        path = scope.abs(scope.rel)
+        return {
+            "path": path,
+            "bytes": size,
+            "files": int(row["kind"] == "f"),
+            "dirs": 0,
+            "children": [],
+        }
+    children = []
+    for rel, kind, size in conn.execute(
+        "SELECT path, kind, size FROM entries WHERE parent = ?", (row["id"],)
+    ):
+        if kind == "d":  # one range scan of the child's subtree on the path index
+            cond, args = subtree(rel, include_self=False)
+            nbytes, files, dirs = conn.execute(
+                "SELECT coalesce(sum(CASE WHEN kind = 'd' THEN 0 ELSE size END), 0),"
+                f" coalesce(sum(kind = 'f'), 0), coalesce(sum(kind = 'd'), 0)"
+                f" FROM entries WHERE ws = ? AND {cond}",
+                [scope.ws, *args],
+            ).fetchone()
+            dirs += 1
+        else:
+            nbytes, files, dirs = size, int(kind == "f"), 0
+        children.append((nbytes, rel, files, dirs))
+    children.sort(key=lambda c: (-c[0], c[1]))
+    return {
+        "path": scope.abs(scope.rel),
+        "bytes": sum(c[0] for c in children),
+        "files": sum(c[2] for c in children),
+        "dirs": sum(c[3] for c in children),
+        "children": [
+            {"path": scope.abs(c[1]), "bytes": c[0], "files": c[2]} for c in children[:limit]
+        ],
+    }
 
 
 def tree(

@@ -76,6 +76,27 @@ def _seq(items: list[tuple[Any, Any]], ascii_only: bool) -> Req:
     return ("and", kept)
 
 
+KEEP = 5
+# rough character frequencies in source text (higher = more common)
+_LETTERS = "zqjxkvbywgpfmucdlhrsniotae"
+_COMMON = {**{ch: 2 + i for i, ch in enumerate(_LETTERS)}, " ": 40, "\t": 20}
+_COMMON.update(dict.fromkeys("().,=;:'\"-/", 12))
+
+
+def _commonness(gram: str) -> int:
+    score = 0
+    for ch in gram:
+        if ch in _COMMON:
+            score += _COMMON[ch]
+        elif ch.isupper() and ch.lower() in _COMMON:
+            score += _COMMON[ch.lower()] // 3
+        elif ch.isdigit():
+            score += 6
+        else:
+            score += 3
+    return score
+
+
 def _quote(gram: str) -> str:
     return '"' + gram.replace('"', '""') + '"'
 
@@ -86,6 +107,10 @@ def fts_query(req: Req) -> str | None:
         return None
     if isinstance(req, str):
         grams = sorted({req[i : i + 3] for i in range(len(req) - 2)})
+        if len(grams) > KEEP:
+            # the index reads each trigram's whole list of files: AND only the few
+            # likely rarest (every trigram is a necessary condition, any subset is too)
+            grams = sorted(sorted(grams, key=lambda g: (_commonness(g), g))[:KEEP])
         return " AND ".join(_quote(g) for g in grams)
     kind, parts = req
     subs = [fts_query(p) for p in parts]
