@@ -503,7 +503,7 @@ class IndexService:
         step = max(64, len(pairs) // WORKERS + 1)
         parts = await asyncio.gather(
             *(
-                self._io(_changed_dirs, ws.root, pairs[i : i + step])
+                self._io(crawl.changed_dirs, ws.root, pairs[i : i + step])
                 for i in range(0, len(pairs), step)
             )
         )
@@ -532,12 +532,12 @@ class IndexService:
             (scope.ws, *rels),
         )
         ws = self.workspaces[scope.ws]
-        stale = await self._io(_stale, ws.root, [tuple(r) for r in rows])
+        stale = await self._io(crawl.stale_paths, ws.root, [tuple(r) for r in rows])
         self.counters.fs_ops += len(rows)
         # paths the index lacks may have appeared since: re-list their directories
         absent = set(rels) - {r[0] for r in rows}
         if absent:
-            present = await self._io(_existing, ws.root, sorted(absent))
+            present = await self._io(crawl.existing_paths, ws.root, sorted(absent))
             self.counters.fs_ops += len(absent)
             stale += present
         syncs: dict[str, set[str]] = {}
@@ -586,46 +586,6 @@ def _rules_changed(known: dict[str, crawl.Known], scan: crawl.DirScan) -> bool:
         if old and new and (old.size, old.mtime_ns) != (new.size, new.mtime_ns):
             return True
     return False
-
-
-def _changed_dirs(root: str, dirs: list[tuple[str, int]]) -> list[str]:
-    out = []
-    for rel, mtime_ns in dirs:
-        try:
-            st = os.stat(os.path.join(root, rel) if rel else root, follow_symlinks=False)
-        except OSError:
-            out.append(rel.rpartition("/")[0] if rel else "")
-            continue
-        if st.st_mtime_ns != mtime_ns:
-            out.append(rel)
-    return sorted(set(out))
-
-
-def _stale(root: str, rows: list[tuple[Any, ...]]) -> list[str]:
-    out = []
-    for rel, kind, size, mtime_ns in rows:
-        try:
-            st = os.stat(os.path.join(root, rel) if rel else root, follow_symlinks=False)
-        except OSError:
-            out.append(rel)
-            continue
-        if kind == "d":
-            if st.st_mtime_ns != mtime_ns:
-                out.append(rel)
-        elif (crawl.kind_of(st.st_mode), st.st_size, st.st_mtime_ns) != (kind, size, mtime_ns):
-            out.append(rel)
-    return out
-
-
-def _existing(root: str, rels: list[str]) -> list[str]:
-    out = []
-    for rel in rels:
-        try:
-            os.stat(os.path.join(root, rel), follow_symlinks=False)
-        except OSError:
-            continue
-        out.append(rel)
-    return out
 
 
 def _absolute(path: str) -> str:

@@ -20,6 +20,7 @@ import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenantry.index.ignore import IGNORE_FILES, Rules, compile_rules, is_ignored
 
@@ -220,4 +221,47 @@ def _scan_fd(
             else:
                 found.text_state = -1  # unchanged: keep what the index holds
         out.found.append(found)
+    return out
+
+
+def changed_dirs(root: str, dirs: list[tuple[str, int]]) -> list[str]:
+    """Directories whose mtime moved (or the parent of one that vanished)."""
+    out = []
+    for rel, mtime_ns in dirs:
+        try:
+            st = os.stat(os.path.join(root, rel) if rel else root, follow_symlinks=False)
+        except OSError:
+            out.append(rel.rpartition("/")[0] if rel else "")
+            continue
+        if st.st_mtime_ns != mtime_ns:
+            out.append(rel)
+    return sorted(set(out))
+
+
+def stale_paths(root: str, rows: list[tuple[Any, ...]]) -> list[str]:
+    """Paths whose kind, size or mtime differ from the index (or that vanished)."""
+    out = []
+    for rel, kind, size, mtime_ns in rows:
+        try:
+            st = os.stat(os.path.join(root, rel) if rel else root, follow_symlinks=False)
+        except OSError:
+            out.append(rel)
+            continue
+        if kind == "d":
+            if st.st_mtime_ns != mtime_ns:
+                out.append(rel)
+        elif (kind_of(st.st_mode), st.st_size, st.st_mtime_ns) != (kind, size, mtime_ns):
+            out.append(rel)
+    return out
+
+
+def existing_paths(root: str, rels: list[str]) -> list[str]:
+    """The ``rels`` that exist on disk."""
+    out = []
+    for rel in rels:
+        try:
+            os.stat(os.path.join(root, rel), follow_symlinks=False)
+        except OSError:
+            continue
+        out.append(rel)
     return out
