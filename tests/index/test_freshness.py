@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tenantry.index.changes import ManualSource
 from tenantry.index.component import IndexService
 from tenantry.index.grep import GrepSpec
@@ -67,3 +69,29 @@ async def test_events_under_ignored_directories_cost_nothing(
     assert pick(ws, "src/new.py") == "src"
     assert pick(ws, "src/newdir/deeper/x.py") == "src"
     assert pick(ws, "top.txt") == ""
+
+
+async def test_unreadable_directory_stays_listed(
+    manual_service: IndexService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Permission denied is not "gone": the directory stays, with what was known."""
+    import errno
+    import os
+
+    from tenantry.index import crawl
+
+    root = tmp_path / "ws"
+    (root / "locked").mkdir(parents=True)
+    (root / "locked" / "f.txt").write_text("x\n")
+    await manual_service.add(str(root), wait=True)
+    real_open = os.open
+
+    def deny(path: str, flags: int, *args: object, **kw: object) -> int:
+        if str(path).endswith("locked"):
+            raise PermissionError(errno.EACCES, "denied")
+        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crawl.os, "open", deny)
+    await manual_service.refresh(str(root))  # deep: re-lists every directory
+    want = {str(root), str(root / "locked"), str(root / "locked" / "f.txt")}
+    assert await index_find(manual_service, root) == want

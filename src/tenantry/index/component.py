@@ -90,6 +90,7 @@ class IndexService:
         self._locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
         self._pending: set[tuple[int, str]] = set()
         self._flush: asyncio.TimerHandle | None = None
+        self._timers: set[asyncio.TimerHandle] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -121,6 +122,9 @@ class IndexService:
             self._unsubscribe = None
         if self._flush is not None:
             self._flush.cancel()
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
         await self.source.aclose()
         tasks = [t for t in [self._sweeper, *self._tasks] if t is not None]
         for t in tasks:
@@ -390,9 +394,11 @@ class IndexService:
         assert self._loop is not None
 
         def fire() -> None:
+            self._timers.discard(handle)
             self._spawn(self._quiet(self.sync(ws_id, rel, force=force)))
 
-        self._loop.call_later(crawl.RACY_S + 0.1, fire)
+        handle = self._loop.call_later(crawl.RACY_S + 0.1, fire)
+        self._timers.add(handle)
 
     async def _quiet(self, aw: Awaitable[Any]) -> None:
         try:

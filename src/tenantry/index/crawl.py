@@ -14,6 +14,7 @@ content is not indexed (its path and stat still are).
 # (hot paths: plain string paths and os calls, no Path object per file)
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -66,6 +67,13 @@ class DirScan:
     rules: Rules | None = None
     found: list[Found] = field(default_factory=list)
     stats: int = 0  # file-system operations spent (stat, readdir, open)
+    readable: bool = True  # False: it exists but cannot be listed (kept as it is)
+
+
+def _failed(rel: str, exc: OSError) -> DirScan:
+    """A directory that vanished (or is no longer one), or one we may not list."""
+    gone = exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
+    return DirScan(rel, exists=not gone, readable=False, stats=1)
 
 
 def kind_of(mode: int) -> str:
@@ -149,8 +157,8 @@ def scan_dir(
     # openat), so the file system resolves no path more than once
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return DirScan(rel, exists=False, stats=1)
+    except OSError as exc:
+        return _failed(rel, exc)
     try:
         return _scan_fd(fd, rel, chain, known, max_bytes, force)
     finally:
@@ -171,8 +179,8 @@ def _scan_fd(
         st = os.fstat(fd)
         with os.scandir(fd) as it:
             entries = list(it)
-    except OSError:
-        return DirScan(rel, exists=False, stats=1)
+    except OSError as exc:
+        return _failed(rel, exc)
     out = DirScan(
         rel,
         exists=True,

@@ -85,6 +85,8 @@ def apply_scan(conn: sqlite3.Connection, ws: int, dir_id: int, scan: DirScan) ->
     if row is None:
         return None
     rel = scan.rel
+    if scan.exists and not scan.readable:
+        return []  # e.g. permission denied: keep what the index knows
     if not scan.exists:
         cond, args = subtree(rel, include_self=bool(rel))
         _delete_rows(conn, ws, cond, args)
