@@ -136,6 +136,10 @@ async def test_errors_are_actionable(ctx: OpContext, tree: Path, tmp_path: Path)
         await call(ctx, "index.add", path=str(tree / "src"))
     with pytest.raises(errors.NotFound):
         await call(ctx, "index.stat", path=str(tree / "build"))  # ignored
+    with pytest.raises(errors.NotFound):
+        await call(ctx, "index.find", path=str(tree / "no" / "such"))
+    with pytest.raises(errors.NotFound):
+        await call(ctx, "index.grep", path=str(tree / "nosuch"), pattern="x")
     with pytest.raises(errors.UsageError, match="cursor"):
         await call(ctx, "index.find", path=str(tree), cursor="!!")
 

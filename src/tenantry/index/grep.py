@@ -17,7 +17,7 @@ from typing import Any
 from tenantry.errors import UsageError
 from tenantry.index.crawl import TEXT_INDEXED, decode_blob
 from tenantry.index.ignore import GlobFilter
-from tenantry.index.query import Scope, decode_cursor, encode_cursor
+from tenantry.index.query import Scope, decode_cursor, encode_cursor, lookup
 from tenantry.index.store import subtree
 from tenantry.index.trigram import fts_query, required
 
@@ -176,6 +176,8 @@ def grep(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     rx = spec.compile()
+    if scope.rel:
+        lookup(conn, scope)  # like rg: a path that does not exist is an error
     whole_ok = whole_text_ok(spec.pattern)
     key = decode_cursor(cursor)
     after_id = int(key[0]) if key else None

@@ -159,6 +159,8 @@ def find(
 ) -> dict[str, Any]:
     if sort not in SORTS:
         raise UsageError(f"unknown sort {sort!r}", hint=f"use one of {', '.join(SORTS)}")
+    if scope.rel:
+        lookup(conn, scope)  # like find: a start point that does not exist is an error
     where, params = _where(scope, flt)
     key = decode_cursor(cursor)
     if sort == "path":
