@@ -79,8 +79,10 @@ def candidates(
             # otherwise walk every entry and probe the FTS index per row)
             f"SELECT e.id, e.path, c.z FROM grams CROSS JOIN entries e ON e.id = grams.rowid"
             f" CROSS JOIN content c ON c.id = e.id"
-            f" WHERE grams MATCH ? AND e.ws = ? AND {cond} AND e.text = ?{extra}"
-            f" ORDER BY e.id"
+            # and ORDER BY grams.rowid is the index's own order: rows stream, no sort of
+            # every candidate before the first page is full
+            f" WHERE grams MATCH ? AND e.ws = ? AND {cond} AND e.text = ?"
+            f"{extra.replace('e.id', 'grams.rowid')} ORDER BY grams.rowid"
         )
         params.insert(0, match)
     return ((int(r[0]), str(r[1]), r[2]) for r in conn.execute(sql, params)), match is not None
