@@ -95,7 +95,6 @@ class IndexService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._idle = asyncio.Event()
 
     # --- lifecycle -------------------------------------------------------
 
@@ -110,7 +109,8 @@ class IndexService:
         await self.source.start(self._notify_threadsafe)
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
         for ws in self.workspaces.values():
-            # catch what changed while the daemon was down (stats files, not content)
+            # catch what changed while the daemon was down: every file is stat'ed,
+            # only changed ones are read
             ws.state = "crawling"
             ws.crawl = self._spawn(self._crawl(ws))
         if self.sweep_s > 0:
