@@ -34,7 +34,7 @@ from tenantry.settings import load
 
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
 def summary(name: str, lat: list[float], wall: float) -> dict[str, Any]:

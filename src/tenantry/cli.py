@@ -40,6 +40,15 @@ COMMANDS: dict[str, str] = {
         ),
         "tenantry.cli_core",
     ),
+    **dict.fromkeys(("install", "uninstall", "hook"), "tenantry.integrations.cli"),
+    "budgets": "tenantry.budgets.cli",
+    "admin": "tenantry.kill.cli",
+    "guard": "tenantry.guard.cli",
+    "audit": "tenantry.audit.cli",
+    "policy": "tenantry.policy.cli",
+    "memory": "tenantry.memory.cli",
+    "shims": "tenantry.shims.cli",
+    **dict.fromkeys(("report", "simulate"), "tenantry.report.cli"),
     **dict.fromkeys(
         ("index", "find", "grep", "ls", "stat", "du", "tree", "recent"), "tenantry.index.cli"
     ),

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tenantry import errors
 from tenantry.principal import client_claims
@@ -52,11 +52,15 @@ class Client:
         autostart: bool = True,
         timeout: float | None = None,
         claims: dict[str, str] | None = None,
+        on_warnings: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.settings = settings
         self.autostart = autostart
         self.timeout = timeout
         self.claims = claims if claims is not None else client_claims()
+        # warnings (budget thresholds, policy notes) that came with the last result
+        self.last_warnings: list[str] = []
+        self.on_warnings = on_warnings
 
     # -- transport -----------------------------------------------------------------
     def _request(
@@ -99,6 +103,9 @@ class Client:
         data = _read_json(resp)
         if not data.get("ok"):
             raise errors.from_dict(data.get("error") or {})
+        self.last_warnings = list(data.get("warnings") or [])
+        if self.last_warnings and self.on_warnings is not None:
+            self.on_warnings(self.last_warnings)
         return data.get("result")
 
     def stream(self, op: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:

@@ -8,9 +8,11 @@ a message that says what to do next, and whether retrying may help.
     +-- UsageError               bad input from the caller (exit 2)
     |   +-- NotFound             unknown job, lease, lesson, workspace, ...
     |   +-- Conflict             the object is in a state that forbids the action
+    |   +-- PolicyInvalid        a policy file does not load (exit 78)
     +-- PermissionDenied         identity or ownership check failed
     |   +-- PolicyDenied         a policy decision denied the action
     |   +-- BudgetExceeded       a budget or rate limit is exhausted
+    |   +-- SessionStopped       an operator stopped this agent session (kill switch)
     +-- Unavailable              something we depend on is down (retryable)
     |   +-- DaemonUnavailable    the client cannot reach the daemon
     |   +-- BackendUnavailable   the scheduler/backend cannot be reached
@@ -134,6 +136,13 @@ class StoreError(TenantryError):
     code = "store_error"
 
 
+# --- guard (budgets, kill switch, audit) ------------------------------------
+
+
+class SessionStopped(PermissionDenied):
+    code = "session_stopped"
+
+
 # --- report -----------------------------------------------------------------
 
 
@@ -158,6 +167,13 @@ class MemoryError_(TenantryError):
 
 
 # --- policy -----------------------------------------------------------------
+
+
+class PolicyInvalid(UsageError):
+    """A policy file does not parse, does not match the schema, or widens where it may not."""
+
+    code = "policy_invalid"
+    exit_code = 78
 
 
 # --- leases -----------------------------------------------------------------

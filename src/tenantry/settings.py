@@ -43,7 +43,6 @@ DECLARED: tuple[Setting, ...] = (
     Setting("local_slots", 0, "CPU slots of the local backend's job queue; 0 = number of CPUs."),
     Setting("output_cap_bytes", 1_048_576, "Most output bytes kept per command result."),
     Setting("command_timeout_s", 3600.0, "Default timeout of `tenantry run` commands."),
-    Setting("idle_exit_s", 0.0, "Exit the daemon after this many idle seconds; 0 = never."),
     Setting("poll_fast_s", 0.5, "Status poller interval while jobs are changing."),
     Setting("poll_slow_s", 5.0, "Status poller interval when nothing changes."),
     Setting("dedup_window_s", 300.0, "Identical submissions within this window return the job."),
@@ -60,6 +59,25 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting(
+        "hook_on_unreachable",
+        "closed-dangerous",
+        "Agent hooks when the daemon is down: closed-dangerous (deny the built-in dangerous"
+        " list, allow the rest), closed (deny every shell command) or open (allow all).",
+    ),
+    Setting("hook_redirect", True, "Agent hooks redirect raw squeue/sbatch/find/grep to Tenantry."),
+    Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
+    Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
+    Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
+    Setting("audit_key_file", "", "HMAC key of the audit chain; empty = <audit_dir>/audit.key."),
+    Setting("memory_staff", "", "Comma-separated users who may approve lessons to facility scope."),
+    Setting(
+        "memory_verify_interval_s",
+        3600.0,
+        "Re-verify lessons whose TTL lapsed this often; 0 = off.",
+    ),
+    Setting("memory_capture_window_s", 1800.0, "A fix must follow its failure within this window."),
+    Setting("memory_agree_projects", 2, "Distinct projects whose agreement promotes a lesson."),
     Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
     Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
     Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
@@ -79,7 +97,6 @@ class Settings:
     local_slots: int
     output_cap_bytes: int
     command_timeout_s: float
-    idle_exit_s: float
     poll_fast_s: float
     poll_slow_s: float
     dedup_window_s: float
@@ -94,6 +111,16 @@ class Settings:
     login_node_commands: str
     policy_file: str
     http: str
+    hook_on_unreachable: str
+    hook_redirect: bool
+    budgets_file: str
+    admin_users: str
+    audit_dir: str
+    audit_key_file: str
+    memory_staff: str
+    memory_verify_interval_s: float
+    memory_capture_window_s: float
+    memory_agree_projects: int
     index_sweep_s: float
     index_max_file_bytes: int
     index_watch: bool

@@ -133,7 +133,8 @@ class JobService:
             active = self._active()
             timeout = self.interval if active else s.poll_slow_s
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             self._wake.clear()
             active = self._active()
             if not active:
@@ -396,7 +397,8 @@ class JobService:
             ev = self._changed.setdefault(job.id, asyncio.Event())
             wait_for = heartbeat_s if remaining is None else min(heartbeat_s, remaining)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), wait_for)
+                async with asyncio.timeout(wait_for):
+                    await ev.wait()
             job = self.cache.get(job.id, job)
             yield {
                 "done": False,
