@@ -76,6 +76,8 @@ def test_find_and_grep_print_what_find_and_rg_print(
     code, out = run(capsys, "find", str(root), "--name", "*.py", "--all")
     assert code == 0
     assert set(out.splitlines()) == real_find(root, "-name", "*.py")
+    code, out = run(capsys, "find", str(root), "*.md", "--all")  # `tenantry find PATH PATTERN`
+    assert set(out.splitlines()) == real_find(root, "-name", "*.md")
     code, out = run(capsys, "grep", "-n", "needle", str(root), "--all")
     assert code == 0
     assert set(out.splitlines()) == set(
@@ -128,3 +130,13 @@ def test_help_teaches(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "usage: tenantry" in out
     if command in ("index", "find", "grep"):
         assert "examples:" in out
+
+
+def test_find_positionals(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    d = str(tmp_path / "src")
+    assert index_cli.find_targets(["*.py"], None) == (None, "*.py")
+    assert index_cli.find_targets([d], None) == (d, None)
+    assert index_cli.find_targets([d, "*.py"], None) == (d, "*.py")
+    assert index_cli.find_targets([str(tmp_path / "nosuchname")], None)[1] is not None
+    assert index_cli.find_targets(["src", "config"], None) == ("src", "config")

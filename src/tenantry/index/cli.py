@@ -97,11 +97,18 @@ def register(sub: Any) -> None:
         "find",
         help="find paths from the index",
         formatter_class=RAW,
-        epilog="examples:\n  tenantry find --name '*.py'                 like find . -name '*.py'\n"
+        epilog="examples:\n  tenantry find '*.py'                        like find . -name '*.py'\n"
+        "  tenantry find src --name 'test_*'           names under src\n"
         "  tenantry find src --type f --changed-within 1h\n"
         "  tenantry find --sort modified --name '*.rs'  like rg --files --sort=modified",
     )
-    f.add_argument("path", nargs="?", help="where to look (default: current directory)")
+    f.add_argument(
+        "targets",
+        nargs="*",
+        metavar="[PATH] [PATTERN]",
+        help="where to look (default: current directory) and/or a name glob: an argument"
+        " with * ? [ or that is not a directory is the name pattern",
+    )
     f.add_argument("--name", help="glob on the file name (find -name)")
     f.add_argument("--iname", help="case-insensitive --name")
     f.add_argument("--path-glob", help="glob on the whole path (find -path)")
@@ -199,10 +206,25 @@ def _index_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def find_targets(targets: list[str], name: str | None) -> tuple[str | None, str | None]:
+    """(path, name glob) from ``tenantry find [PATH] [PATTERN]`` positionals."""
+    path = None
+    for t in targets:
+        globby = any(ch in t for ch in "*?[")
+        if path is None and not globby and (len(targets) > 1 or os.path.isdir(t)):
+            path = t
+        elif name is None:
+            name = t
+        else:
+            raise SystemExit(f"tenantry find: one PATH and one PATTERN at most, got {targets}")
+    return path, name
+
+
 def _find(args: argparse.Namespace) -> int:
+    path, name = find_targets(args.targets, args.name)
     params = {
-        "path": _abs(args.path),
-        "name": args.name,
+        "path": _abs(path),
+        "name": name,
         "iname": args.iname,
         "path_glob": args.path_glob,
         "type": args.type,
