@@ -71,6 +71,13 @@ MCP_TOOLS: dict[str, tuple[str, str]] = {
 }
 
 
+ADD_DESCRIPTION = (
+    "Register a workspace directory (absolute path) with the index and crawl it, once;"
+    " afterwards find_files, grep_files and the other index tools answer for it without"
+    " touching the file system, and the index follows changes by itself."
+)
+
+
 def _svc(ctx: OpContext) -> IndexService:
     return ctx.runtime.component("index", IndexService)
 
