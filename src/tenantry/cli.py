@@ -49,6 +49,9 @@ COMMANDS: dict[str, str] = {
     "memory": "tenantry.memory.cli",
     "shims": "tenantry.shims.cli",
     **dict.fromkeys(("report", "simulate"), "tenantry.report.cli"),
+    **dict.fromkeys(
+        ("index", "find", "grep", "ls", "stat", "du", "tree", "recent"), "tenantry.index.cli"
+    ),
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_WITH_VALUE = ("--socket", "--state")

@@ -78,6 +78,9 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("memory_capture_window_s", 1800.0, "A fix must follow its failure within this window."),
     Setting("memory_agree_projects", 2, "Distinct projects whose agreement promotes a lesson."),
+    Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
+    Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
+    Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
 )
 
 
@@ -118,6 +121,9 @@ class Settings:
     memory_verify_interval_s: float
     memory_capture_window_s: float
     memory_agree_projects: int
+    index_sweep_s: float
+    index_max_file_bytes: int
+    index_watch: bool
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}

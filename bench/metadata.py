@@ -1,0 +1,404 @@
+"""Metadata offload benchmark: direct tools vs the Tenantry index behind a slow file system.
+
+Generates a workspace of N files, mounts it through a FUSE passthrough that adds a
+delay to every metadata operation and counts them (bench/fusedelay.py), then in
+one run measures on the mount:
+
+* direct tools: ``find``, ``rg --files``, ``rg --files --sort=modified`` (Claude
+  Code's Glob), ``rg -l PATTERN``, ``git status``;
+* the index: crawl cost, then ``index.find``/``grep``/``ls``/``stat``/``du``/
+  ``tree``/``recent`` ops (wall time p50/p95 over repeats, metadata operations);
+* one directory sweep, inotify latency on a local directory, and the footprint.
+
+    python bench/metadata.py --files 100000 --delay-ms 0.5
+
+Needs /dev/fuse, Debian fuse3 + libfuse3-dev, pyfuse3, ripgrep and git. Run as
+a user who may mount FUSE (root here). Results go to stdout (Markdown) and
+``WORK/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import fusedelay
+
+WORDS = (  # noqa: SIM905
+    "import return class def self value result error config data path file index "
+    "query cache lease job node task queue state event agent policy budget memory"
+).split()
+NEEDLE = "frobnicate_widget"
+
+
+def generate(src: Path, n: int, seed: int = 1) -> None:
+    """n files in a 3-level tree (~40 files per directory), 1 % holding NEEDLE."""
+    marker = src / ".bench-files"
+    if marker.exists() and marker.read_text() == str(n):
+        return
+    if src.exists():
+        shutil.rmtree(src)
+    rnd = random.Random(seed)
+    per_dir = 40
+    ndirs = max(1, n // per_dir)
+    fan = max(2, round(ndirs ** (1 / 3)))
+    made = 0
+    (src).mkdir(parents=True)
+    (src / ".gitignore").write_text("*.log\nbuild/\n")
+    for d in range(ndirs):
+        rel = Path(f"m{d // (fan * fan) % fan:02d}") / f"p{d // fan % fan:02d}" / f"d{d % fan:02d}"
+        if d >= fan**3:
+            rel = rel / f"x{d // fan**3}"
+        (src / rel).mkdir(parents=True, exist_ok=True)
+        for k in range(per_dir):
+            if made >= n:
+                break
+            ext = rnd.choice([".py", ".py", ".c", ".md", ".txt", ".json"])
+            lines = [
+                " ".join(rnd.choices(WORDS, k=rnd.randint(3, 12)))
+                for _ in range(rnd.randint(5, 25))
+            ]
+            if rnd.random() < 0.01:
+                lines.insert(rnd.randrange(len(lines)), f"call {NEEDLE}(x)")
+            body = "\n".join(lines) + "\n"
+            path = src / rel / f"f{k:03d}{ext}"
+            if rnd.random() < 0.02:
+                path.write_bytes(b"\x00BIN" + body.encode())
+            else:
+                path.write_text(body)
+            made += 1
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@b",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@b",
+    }
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    subprocess.run(["git", "-C", str(src), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(src), "commit", "-qm", "bench"], check=True, env=env)
+    marker.write_text(str(n))
+
+
+class Mount:
+    def __init__(self, src: Path, mnt: Path, delay: float, cache_s: float) -> None:
+        self.src, self.mnt = src, mnt
+        ctx = multiprocessing.get_context("fork")
+        self.counters = ctx.Array("q", len(fusedelay.OPS))
+        self.proc = ctx.Process(
+            target=fusedelay.serve,
+            args=(str(src), str(mnt), delay, self.counters, cache_s),
+            daemon=True,
+        )
+
+    def __enter__(self) -> Mount:
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["fusermount3", "-u", "-q", str(self.mnt)], check=False)
+        self.proc.start()
+        deadline = time.monotonic() + 20
+        while not os.path.ismount(self.mnt):
+            if time.monotonic() > deadline or not self.proc.is_alive():
+                raise RuntimeError("the FUSE mount did not come up")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=False)
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.terminate()
+
+    def snapshot(self) -> dict[str, int]:
+        with self.counters.get_lock():
+            return dict(zip(fusedelay.OPS, self.counters[:], strict=True))
+
+    @staticmethod
+    def meta(before: dict[str, int], after: dict[str, int]) -> tuple[int, dict[str, int]]:
+        diff = {k: after[k] - before[k] for k in after}
+        return sum(v for k, v in diff.items() if k in fusedelay.DELAYED), diff
+
+
+def run_direct(mount: Mount, label: str, argv: list[str]) -> dict[str, Any]:
+    before = mount.snapshot()
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+    )
+    wall = time.perf_counter() - t0
+    ops, diff = Mount.meta(before, mount.snapshot())
+    lines = len(out.stdout.splitlines())
+    print(f"  direct {label}: {wall:.2f}s, {ops} metadata ops, {lines} lines", flush=True)
+    return {
+        "label": label,
+        "argv": argv,
+        "wall_s": wall,
+        "meta_ops": ops,
+        "ops": diff,
+        "lines": lines,
+        "rc": out.returncode,
+    }
+
+
+async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> dict[str, Any]:
+    from tenantry.events import Bus
+    from tenantry.gateway.runtime import Runtime
+    from tenantry.index import ops as index_ops
+    from tenantry.index.component import IndexService
+    from tenantry.models import Principal
+    from tenantry.ops import REGISTRY, OpContext
+    from tenantry.settings import load
+
+    del index_ops  # registers the ops
+    settings = load(
+        env={}, overrides={"state_dir": str(state), "index_watch": False, "index_sweep_s": 0}
+    )
+    rt = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
+    svc = IndexService(rt)
+    rt.components["index"] = svc
+    await svc.start()
+    out: dict[str, Any] = {}
+    try:
+        root = str(mount.mnt)
+        before = mount.snapshot()
+        t0 = time.perf_counter()
+        await svc.add(root, wait=True)
+        crawl_s = time.perf_counter() - t0
+        ops, diff = Mount.meta(before, mount.snapshot())
+        out["crawl"] = {"wall_s": crawl_s, "meta_ops": ops, "ops": diff}
+        print(f"  crawl: {crawl_s:.1f}s, {ops} metadata ops", flush=True)
+        ctx = OpContext(Principal(uid=os.getuid(), user="bench"), rt)
+        some_dir = f"{root}/m00/p00/d00"
+        some_file = f"{some_dir}/f000.py"
+        queries: list[tuple[str, str, dict[str, Any]]] = [
+            ("find --name '*.py' (page of 200)", "index.find", {"path": root, "name": "*.py"}),
+            ("find --name f001.py (exact, page)", "index.find", {"path": root, "name": "f001.py"}),
+            ("find --name 'nosuch*' (no match)", "index.find", {"path": root, "name": "nosuch*"}),
+            (
+                "find --type f (all pages, every file)",
+                "index.find*",
+                {"path": root, "type": "f", "limit": 2000},
+            ),
+            (
+                "find --sort modified (Glob, page)",
+                "index.find",
+                {"path": root, "name": "*.py", "sort": "-modified"},
+            ),
+            (
+                "grep -l NEEDLE",
+                "index.grep",
+                {"path": root, "pattern": NEEDLE, "files_only": True, "limit": 2000},
+            ),
+            (
+                "grep 'error \\w+ index' (page of 200)",
+                "index.grep",
+                {"path": root, "pattern": r"error \w+ index"},
+            ),
+            ("ls DIR", "index.ls", {"path": some_dir}),
+            ("stat FILE", "index.stat", {"path": some_file}),
+            ("du ROOT", "index.du", {"path": root}),
+            ("tree ROOT --max-depth 2", "index.tree", {"path": root, "max_depth": 2}),
+            ("recent ROOT", "index.recent", {"path": root}),
+        ]
+        results = []
+        for label, name, params in queries:
+            all_pages = name.endswith("*")
+            fn = REGISTRY[name.rstrip("*")].fn
+            times, total_ops, items = [], 0, 0
+            repeat = max(3, args.repeat // 5) if all_pages else args.repeat
+            for _ in range(repeat):
+                before = mount.snapshot()
+                t0 = time.perf_counter()
+                res = await fn(ctx, dict(params))
+                items = len(res.get("items", []))
+                while all_pages and res.get("next_cursor"):
+                    res = await fn(ctx, {**params, "cursor": res["next_cursor"]})
+                    items += len(res.get("items", []))
+                times.append(time.perf_counter() - t0)
+                total_ops += Mount.meta(before, mount.snapshot())[0]
+            times.sort()
+            row = {
+                "label": label,
+                "op": name,
+                "p50_ms": statistics.median(times) * 1e3,
+                "p95_ms": times[int(0.95 * (len(times) - 1))] * 1e3,
+                "meta_ops_per_query": total_ops / repeat,
+                "items": items,
+            }
+            print(
+                f"  tenantry {label}: p50 {row['p50_ms']:.2f} ms, ops {row['meta_ops_per_query']}"
+                f", items {items}",
+                flush=True,
+            )
+            results.append(row)
+        out["queries"] = results
+        before = mount.snapshot()
+        t0 = time.perf_counter()
+        changed = await svc.sweep(svc.resolve(root).ws)
+        ops, _ = Mount.meta(before, mount.snapshot())
+        out["sweep"] = {"wall_s": time.perf_counter() - t0, "meta_ops": ops, "changed": changed}
+        out["footprint"] = await svc.footprint()
+    finally:
+        await svc.aclose()
+    return out
+
+
+async def watch_latency(trials: int = 20) -> dict[str, Any]:
+    """Seconds from creating a file in a watched local directory to the index answering."""
+    from tenantry.events import Bus
+    from tenantry.gateway.runtime import Runtime
+    from tenantry.index.component import IndexService
+    from tenantry.index.query import FindFilter, find
+    from tenantry.settings import load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "a" / "b").mkdir(parents=True)
+        settings = load(
+            env={}, overrides={"state_dir": str(Path(tmp) / "state"), "index_sweep_s": 0}
+        )
+        svc = IndexService(Runtime(settings, journal=None, bus=Bus(), backend=None))  # type: ignore[arg-type]
+        await svc.start()
+        await svc.add(str(ws), wait=True)
+        scope = svc.resolve(str(ws))
+        lat = []
+        for i in range(trials):
+            name = f"new{i}.txt"
+            t0 = time.perf_counter()
+            (ws / "a" / "b" / name).write_text("x\n")
+            flt = FindFilter(name=name)
+            while not (await svc.read(lambda c, f=flt: find(c, scope, f)))["items"]:
+                if time.perf_counter() - t0 > 10:
+                    break
+                await asyncio.sleep(0.001)
+            lat.append(time.perf_counter() - t0)
+        await svc.aclose()
+    lat.sort()
+    return {"trials": trials, "p50_ms": statistics.median(lat) * 1e3, "max_ms": lat[-1] * 1e3}
+
+
+def report(res: dict[str, Any]) -> str:
+    a = res["args"]
+    lines = [
+        f"workspace: {a['files']} files, delay {a['delay_ms']} ms per metadata op,"
+        f" kernel cache {a['cache_s']} s",
+        "",
+        "| direct command on the mount | wall | metadata ops | ops x delay |",
+        "|---|---:|---:|---:|",
+    ]
+    delay_s = a["delay_ms"] / 1e3
+    for d in res["direct"]:
+        lines.append(
+            f"| {d['label']} | {d['wall_s']:.2f} s | {d['meta_ops']} |"
+            f" {d['meta_ops'] * delay_s:.2f} s |"
+        )
+    t = res["tenantry"]
+    for label, key in (("Tenantry crawl (once)", "crawl"), ("Tenantry sweep (dirs only)", "sweep")):
+        lines.append(
+            f"| {label} | {t[key]['wall_s']:.2f} s | {t[key]['meta_ops']} |"
+            f" {t[key]['meta_ops'] * delay_s:.2f} s |"
+        )
+    lines += [
+        "",
+        "| Tenantry query | p50 | p95 | metadata ops/query | items |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for q in t["queries"]:
+        lines.append(
+            f"| {q['label']} | {q['p50_ms']:.2f} ms | {q['p95_ms']:.2f} ms |"
+            f" {q['meta_ops_per_query']:g} | {q['items']} |"
+        )
+    fp = t["footprint"]
+    lines += [
+        "",
+        f"footprint: {fp.get('path_bytes_per_entry')} bytes/entry (paths+stat+indexes),"
+        f" content {fp.get('content_bytes')} bytes for {fp.get('text_bytes')} bytes of"
+        f" text = {fp.get('content_ratio')}x",
+    ]
+    w = res.get("watch")
+    if w:
+        lines.append(
+            f"inotify latency (local dir): p50 {w['p50_ms']:.1f} ms, max {w['max_ms']:.1f}"
+            f" ms over {w['trials']} creates"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--files", type=int, default=100_000)
+    p.add_argument("--delay-ms", type=float, default=0.5)
+    p.add_argument(
+        "--cache-s",
+        type=float,
+        default=1.0,
+        help="kernel entry/attr cache timeout (libfuse default 1 s; 0 = none)",
+    )
+    p.add_argument("--repeat", type=int, default=21)
+    p.add_argument("--work", default="/tmp/tenantry-bench-metadata")
+    p.add_argument("--skip-direct", action="store_true")
+    args = p.parse_args()
+    work = Path(args.work)
+    src, mnt, state = work / "src", work / "mnt", work / "state"
+    t0 = time.perf_counter()
+    generate(src, args.files)
+    print(f"workspace ready ({time.perf_counter() - t0:.0f}s)", flush=True)
+    if state.exists():
+        shutil.rmtree(state)
+    res: dict[str, Any] = {"args": vars(args)}
+    with Mount(src, mnt, args.delay_ms / 1e3, args.cache_s) as mount:
+        m = str(mnt)
+        direct = [
+            ("find", ["find", m, "-name", "*.py"]),
+            ("rg --files", ["rg", "--files", m]),
+            ("Glob: rg --files --sort=modified", ["rg", "--files", "--sort=modified", m]),
+            ("rg -l PATTERN", ["rg", "-l", NEEDLE, m]),
+            ("git status", ["git", "-C", m, "--no-optional-locks", "status", "--porcelain"]),
+            # FUSE inode numbers differ from those in git's index, so plain git status
+            # re-reads every file; comparing only size and mtime shows the fresh-index cost
+            (
+                "git status (checkStat=minimal)",
+                [
+                    "git",
+                    "-C",
+                    m,
+                    "-c",
+                    "core.checkStat=minimal",
+                    "-c",
+                    "core.trustctime=false",
+                    "--no-optional-locks",
+                    "status",
+                    "--porcelain",
+                ],
+            ),
+        ]
+        res["direct"] = [] if args.skip_direct else [run_direct(mount, *d) for d in direct]
+        res["tenantry"] = asyncio.run(run_tenantry(mount, args, state))
+    res["watch"] = asyncio.run(watch_latency())
+    (work / "results.json").write_text(json.dumps(res, indent=2, default=str))
+    print(report(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
