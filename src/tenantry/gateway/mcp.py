@@ -21,6 +21,7 @@ from pydantic import Field
 from tenantry import __version__
 from tenantry.async_client import AsyncClient
 from tenantry.errors import TenantryError
+from tenantry.index.mcp_tools import add_tools as index_tools
 from tenantry.memory.mcp_tools import add_tools as memory_tools
 from tenantry.settings import Settings
 
@@ -252,7 +253,7 @@ def build_server(settings: Settings) -> MCPServer:
 
 
 # Concepts add tools with a function (server, forwarder) -> None.
-EXTRA_TOOLS: list[Callable[[MCPServer, _Forwarder], None]] = [memory_tools]
+EXTRA_TOOLS: list[Callable[[MCPServer, _Forwarder], None]] = [memory_tools, index_tools]
 
 
 def run_stdio(settings: Settings) -> int:
