@@ -20,6 +20,7 @@ from tenantry.cli_common import Handler
 # ``handler=`` on its parsers with ``set_defaults``.
 EXTENSIONS: tuple[str, ...] = (
     "tenantry.cli_core",
+    "tenantry.leases.cli",
 )
 
 DESCRIPTION = """\

@@ -160,6 +160,19 @@ class MemoryError_(TenantryError):  # noqa: N801 - avoid shadowing builtin Memor
 # --- leases -----------------------------------------------------------------
 
 
+class PilotProtocolError(TenantryError):
+    """A pilot or the daemon sent a message that is not valid protocol."""
+
+    code = "pilot_protocol"
+    http_status = 502
+
+
+class LeaseCapReached(BudgetExceeded):
+    """A user or session already holds as many leases as allowed."""
+
+    code = "lease_cap"
+
+
 # --- integrations -------------------------------------------------------------
 
 

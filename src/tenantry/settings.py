@@ -53,6 +53,8 @@ DECLARED: tuple[Setting, ...] = (
     Setting("login_node_commands", "", "Comma-separated programs allowed to run on the login node."),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting("lease_slots", 2, "Commands one lease runs at once (its allocation is slots x shape)."),
+    Setting("lease_listen", "127.0.0.1:0", "HOST:PORT where pilots dial back (port 0: any free)."),
 )
 
 
@@ -79,6 +81,8 @@ class Settings:
     login_node_commands: str = ""
     policy_file: str = "/etc/tenantry/policy.cedar"
     http: str = ""
+    lease_slots: int = 2
+    lease_listen: str = "127.0.0.1:0"
 
     @property
     def state_path(self) -> Path:
