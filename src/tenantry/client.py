@@ -84,9 +84,7 @@ class Client:
                 ) from exc
             except OSError as exc:
                 conn.close()
-                raise errors.DaemonUnavailable(
-                    f"lost the connection to the daemon: {exc}"
-                ) from exc
+                raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
         raise errors.DaemonUnavailable(
             f"no daemon answers on {self.settings.socket}",
             hint="start one with `tenantry serve` (or let the CLI start it)",
@@ -162,11 +160,11 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
             sys.executable,
             "-m",
             "tenantry",
-            "serve",
             "--socket",
             settings.socket,
             "--state",
             settings.state_dir,
+            "serve",
             "--backend",
             settings.backend,
         ]
@@ -188,6 +186,7 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
                 break
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+        tail = ""
         with contextlib.suppress(OSError):
             tail = (state / "daemon.log").read_text()[-600:]
         raise errors.DaemonUnavailable(

@@ -143,14 +143,14 @@ class IngestError(TenantryError):
 # --- index ------------------------------------------------------------------
 
 
-class IndexError_(TenantryError):  # noqa: N801 - avoid shadowing builtin IndexError
+class IndexError_(TenantryError):
     code = "index_error"
 
 
 # --- memory -----------------------------------------------------------------
 
 
-class MemoryError_(TenantryError):  # noqa: N801 - avoid shadowing builtin MemoryError
+class MemoryError_(TenantryError):
     code = "memory_error"
 
 

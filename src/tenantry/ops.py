@@ -59,9 +59,8 @@ def op(
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         existing = REGISTRY.get(name)
-        if existing is not None and existing.fn is not fn:
-            if existing.fn.__qualname__ != fn.__qualname__:
-                raise RuntimeError(f"op {name} registered twice")
+        if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
+            raise RuntimeError(f"op {name} registered twice")
         REGISTRY[name] = Op(name, fn, summary, streaming, action)
         return fn
 
@@ -78,9 +77,8 @@ def param(
 ) -> T:
     """Read one parameter, checking its JSON type; missing -> default or UsageError."""
     if name not in params or params[name] is None:
-        if required or default is None and kind is not object:
-            if required:
-                raise UsageError(f"missing parameter {name!r}")
+        if required:
+            raise UsageError(f"missing parameter {name!r}")
         return default  # type: ignore[return-value]
     value = params[name]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -88,7 +86,5 @@ def param(
     if kind is not object and (
         not isinstance(value, kind) or (kind is int and isinstance(value, bool))
     ):
-        raise UsageError(
-            f"parameter {name!r} must be {kind.__name__}, got {type(value).__name__}"
-        )
+        raise UsageError(f"parameter {name!r} must be {kind.__name__}, got {type(value).__name__}")
     return value  # type: ignore[no-any-return]

@@ -50,7 +50,9 @@ DECLARED: tuple[Setting, ...] = (
     Setting("lease_max_per_session", 2, "Most leases one agent session may hold at once."),
     Setting("lease_time_s", 3600, "Walltime asked for a lease's allocation."),
     Setting("lease_drain_s", 120.0, "Stop sending commands this long before a lease's walltime."),
-    Setting("login_node_commands", "", "Comma-separated programs allowed to run on the login node."),
+    Setting(
+        "login_node_commands", "", "Comma-separated programs allowed to run on the login node."
+    ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
     Setting("lease_slots", 2, "Commands one lease runs at once (its allocation is slots x shape)."),

@@ -27,9 +27,7 @@ class Component(Protocol):
 
 
 class Runtime:
-    def __init__(
-        self, settings: Settings, journal: Journal, bus: Bus, backend: Backend
-    ) -> None:
+    def __init__(self, settings: Settings, journal: Journal, bus: Bus, backend: Backend) -> None:
         self.settings = settings
         self.journal = journal
         self.bus = bus

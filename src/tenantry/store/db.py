@@ -178,11 +178,18 @@ class Database:
             raise StoreError(f"database read failed: {exc}") from exc
 
     async def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
-        """One write statement; returns ``lastrowid`` (or rowcount for updates)."""
+        """One write statement; returns the number of rows it changed."""
 
         def fn(conn: sqlite3.Connection) -> int:
-            cur = conn.execute(sql, args)
-            return int(cur.lastrowid or cur.rowcount)
+            return int(conn.execute(sql, args).rowcount)
+
+        return await self.write(fn)
+
+    async def insert(self, sql: str, args: Sequence[Any] = ()) -> int:
+        """One INSERT; returns the new row's rowid."""
+
+        def fn(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(sql, args).lastrowid or 0)
 
         return await self.write(fn)
 

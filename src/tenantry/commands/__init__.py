@@ -1,0 +1,1 @@
+"""Short commands: routed to a lease or run locally, journaled, streamed back."""

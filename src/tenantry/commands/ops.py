@@ -1,0 +1,52 @@
+"""The ``commands.run`` op: stream a short command's output, then its result."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tenantry.commands.service import CommandService, Utf8Chunks
+from tenantry.models import CommandSpec
+from tenantry.ops import OpContext, op
+
+
+@op(
+    "commands.run",
+    "Run a short command and stream its output",
+    streaming=True,
+    action="run_command",
+)
+async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    spec = CommandSpec.from_dict(params)
+    svc = ctx.runtime.component("commands", CommandService)
+    queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+    dec = Utf8Chunks()
+
+    async def sink(stream: str, data: bytes) -> None:
+        text = dec.feed(stream, data)
+        if text:
+            queue.put_nowait((stream, text))
+
+    async def work() -> Any:
+        try:
+            return await svc.run(ctx.principal, spec, sink)
+        finally:
+            queue.put_nowait(None)
+
+    task = asyncio.get_running_loop().create_task(work())
+    try:
+        while (item := await queue.get()) is not None:
+            yield {"stream": item[0], "data": item[1]}
+        result = await task
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    for stream in ("stdout", "stderr"):
+        rest = dec.flush(stream)
+        if rest:
+            yield {"stream": stream, "data": rest}
+    yield {"result": result.to_dict()}

@@ -1,0 +1,165 @@
+"""Run one short command for a principal: route, journal, stream, record.
+
+Routing: ``where=local`` runs on this host; ``lease`` on a warm lease (the
+``leases`` component); ``auto`` asks the lease router when leases exist and
+runs locally otherwise. On failure, lessons from the facility memory that
+match the error are attached to the result as data with provenance.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from tenantry.errors import UsageError
+from tenantry.events import Event, EventType
+from tenantry.models import CommandResult, CommandSpec, Principal
+from tenantry.runner import LocalRunner, Sink
+
+if TYPE_CHECKING:
+    from tenantry.gateway.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+TAIL_IN_EVENT = 2000
+
+
+class CommandService:
+    def __init__(self, runtime: Runtime, runner: LocalRunner) -> None:
+        self.rt = runtime
+        self.runner = runner
+
+    async def start(self) -> None:
+        n = await self.rt.journal.abandon_running_commands()
+        if n:
+            log.info("%d command(s) were running when the last daemon stopped", n)
+
+    async def aclose(self) -> None:
+        return None
+
+    def _where(self, spec: CommandSpec) -> str:
+        if spec.where not in {"auto", "local", "lease"}:
+            raise UsageError("where must be auto, local or lease")
+        leases = self.rt.components.get("leases")
+        if spec.where == "lease":
+            if leases is None:
+                raise UsageError(
+                    "no lease manager runs in this daemon", hint="use where=local or auto"
+                )
+            return "lease"
+        if spec.where == "local" or leases is None:
+            return "local"
+        router = getattr(leases, "route", None)
+        return str(router(spec)) if router is not None else "local"
+
+    async def run(self, p: Principal, spec: CommandSpec, sink: Sink) -> CommandResult:
+        where = self._where(spec)
+        cid = uuid.uuid4().hex[:12]
+        await self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
+        await self.rt.emit(
+            Event(
+                EventType.COMMAND_STARTED,
+                p.key,
+                cid,
+                "",
+                None,
+                {"argv": list(spec.argv), "cwd": spec.cwd, "where": where},
+            )
+        )
+        t0 = time.monotonic()
+        try:
+            if where == "lease":
+                result: CommandResult = await self.rt.components["leases"].run(spec, p, sink)
+            else:
+                result = await self.runner.run(spec, p, sink, cid=cid)
+        except BaseException as exc:
+            await self.rt.journal.command_finished(
+                cid,
+                exit_code=None,
+                state="error",
+                reason=str(exc),
+                cpu_s=0.0,
+                max_rss_kb=0,
+                where=where,
+            )
+            await self.rt.emit(
+                Event(
+                    EventType.COMMAND_FINISHED,
+                    p.key,
+                    cid,
+                    "error",
+                    time.monotonic() - t0,
+                    {
+                        "argv": list(spec.argv),
+                        "cwd": spec.cwd,
+                        "exit_code": None,
+                        "where": where,
+                        "error": str(exc),
+                    },
+                )
+            )
+            raise
+        result.id = cid
+        await self.rt.journal.command_finished(
+            cid,
+            exit_code=result.exit_code,
+            state=result.state,
+            reason=result.reason,
+            cpu_s=result.cpu_s,
+            max_rss_kb=result.max_rss_kb,
+            where=result.where,
+        )
+        await self.rt.emit(
+            Event(
+                EventType.COMMAND_FINISHED,
+                p.key,
+                cid,
+                result.state,
+                result.duration_s,
+                {
+                    "argv": list(spec.argv),
+                    "cwd": spec.cwd,
+                    "exit_code": result.exit_code,
+                    "where": result.where,
+                    "stdout_tail": result.stdout_tail[-TAIL_IN_EVENT:],
+                    "stderr_tail": result.stderr_tail[-TAIL_IN_EVENT:],
+                    "cpu_s": result.cpu_s,
+                    "reason": result.reason,
+                },
+            )
+        )
+        if result.state != "completed":
+            result.lessons = await self.lessons_for(
+                p, result.stderr_tail or result.stdout_tail or result.reason
+            )
+        return result
+
+    async def lessons_for(self, p: Principal, text: str) -> list[dict[str, Any]]:
+        memory = self.rt.components.get("memory")
+        if memory is None or not text.strip():
+            return []
+        try:
+            lessons: list[dict[str, Any]] = await memory.lessons_for_failure(p, text[-4000:])
+        except Exception:  # memory must never break a command result
+            log.exception("lesson lookup failed")
+            return []
+        return lessons
+
+
+class Utf8Chunks:
+    """Decode a byte stream to text without splitting multi-byte characters."""
+
+    def __init__(self) -> None:
+        self._dec = {
+            "stdout": codecs.getincrementaldecoder("utf-8")(errors="replace"),
+            "stderr": codecs.getincrementaldecoder("utf-8")(errors="replace"),
+        }
+
+    def feed(self, stream: str, data: bytes) -> str:
+        return self._dec[stream].decode(data)
+
+    def flush(self, stream: str) -> str:
+        return self._dec[stream].decode(b"", final=True)

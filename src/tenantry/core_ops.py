@@ -1,0 +1,44 @@
+"""Ops about the daemon itself: sessions, events, facility facts, health."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tenantry import __version__
+from tenantry.errors import UsageError
+from tenantry.ops import REGISTRY, OpContext, op, param
+
+
+@op("sessions.list", "Principals seen by this daemon and their activity", action="query_jobs")
+async def sessions(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    rows = await ctx.runtime.journal.sessions(uid=ctx.principal.uid)
+    return {"sessions": rows}
+
+
+@op("events.list", "Telemetry events, oldest first", action="query_jobs")
+async def events(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    since = param(params, "since", float, 0.0)
+    if since < 0:  # relative: seconds ago
+        since = time.time() + since
+    types = [str(t) for t in param(params, "types", list, [])]
+    limit = param(params, "limit", int, 1000)
+    if not 1 <= limit <= 100_000:
+        raise UsageError("limit must be between 1 and 100000")
+    rows = await ctx.runtime.journal.events(
+        since=since, types=types, principal=ctx.principal.user + "/", limit=limit
+    )
+    return {"events": rows}
+
+
+@op("facility.info", "Facility facts: backend, partitions, limits, services")
+async def facility_info(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    info = await ctx.runtime.backend.info()
+    return {
+        "version": __version__,
+        "backend": ctx.runtime.backend.name,
+        "scheduler": info,
+        "services": sorted(ctx.runtime.components),
+        "ops": sorted(REGISTRY),
+        "you": ctx.principal.to_dict(),
+    }

@@ -1,0 +1,293 @@
+"""The daemon's ASGI app: lifespan wiring and one op endpoint.
+
+``POST /v1/op/<name>`` runs a registered op for the caller. The caller's uid
+comes from the socket (``SO_PEERCRED``); the client only *claims* its agent
+product, session, host and project. Every error leaves as one JSON envelope
+``{"ok": false, "error": {"code", "message", "retryable", "hint"?}}``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import pwd
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tenantry import __version__
+from tenantry.backends.base import Backend
+from tenantry.commands.service import CommandService
+from tenantry.errors import (
+    NotFound,
+    PermissionDenied,
+    TenantryError,
+    UsageError,
+)
+from tenantry.events import Bus, Event, EventType
+from tenantry.gateway.peercred import PEER_KEY
+from tenantry.gateway.runtime import Runtime
+from tenantry.jobs.service import JobService
+from tenantry.models import AgentProduct, Principal
+from tenantry.ops import REGISTRY, Op, OpContext
+from tenantry.runner import LocalRunner
+from tenantry.settings import Settings
+from tenantry.store.journal import Journal
+
+log = logging.getLogger(__name__)
+
+# Modules whose @op registrations the daemon serves.
+OP_MODULES: tuple[str, ...] = (
+    "tenantry.core_ops",
+    "tenantry.jobs.ops",
+    "tenantry.commands.ops",
+)
+
+# Components started after the core ones, in order: (name, "module:factory").
+# A factory takes the Runtime and returns an object with start()/aclose().
+COMPONENTS: tuple[tuple[str, str], ...] = ()
+
+PRINCIPAL_HEADER = "x-tenantry-principal"
+MAX_BODY = 8 * 1024 * 1024
+_CLAIM_MAX = 200
+
+
+def make_backend(settings: Settings) -> Backend:
+    if settings.backend == "local":
+        from tenantry.backends.local import LocalBackend
+
+        return LocalBackend(settings.state_dir, settings.local_slots)
+    if settings.backend == "slurm":
+        from tenantry.backends.slurm import SlurmBackend  # type: ignore[import-not-found]
+
+        backend: Backend = SlurmBackend(settings)
+        return backend
+    if settings.backend == "fake":
+        from tenantry.backends.fake import FakeBackend
+
+        return FakeBackend()
+    raise UsageError(f"unknown backend {settings.backend!r}", hint="use local or slurm")
+
+
+def _load(target: str) -> Callable[[Runtime], Any]:
+    module, _, attr = target.partition(":")
+    fn: Callable[[Runtime], Any] = getattr(importlib.import_module(module), attr)
+    return fn
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings, backend: Backend | None = None
+) -> AsyncIterator[Runtime]:
+    """Open the store, backend and components; close them in reverse order."""
+    for mod in OP_MODULES:
+        importlib.import_module(mod)
+    async with AsyncExitStack() as stack:
+        journal = Journal(settings.db_path)
+        await journal.start()
+        stack.push_async_callback(journal.aclose)
+        bus = Bus()
+        bus.subscribe(journal.add_event)
+        backend = backend or make_backend(settings)
+        await backend.start()
+        stack.push_async_callback(backend.aclose)
+        rt = Runtime(settings, journal, bus, backend)
+        runner = LocalRunner(settings.output_cap_bytes, settings.command_timeout_s)
+        core: list[tuple[str, Any]] = [
+            ("runner", runner),
+            ("jobs", JobService(rt)),
+            ("commands", CommandService(rt, runner)),
+        ]
+        extra = [(name, _load(target)(rt)) for name, target in COMPONENTS]
+        for name, comp in core + extra:
+            rt.components[name] = comp
+            await comp.start()
+            stack.push_async_callback(comp.aclose)
+        await bus.publish(Event(EventType.DAEMON_STARTED, "", str(os.getpid()), "ok"))
+        try:
+            yield rt
+        finally:
+            await bus.publish(Event(EventType.DAEMON_STOPPED, "", str(os.getpid()), "ok"))
+
+
+def _claims(request: Request) -> dict[str, str]:
+    raw = request.headers.get(PRINCIPAL_HEADER, "{}")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise UsageError("the principal header is not valid JSON") from exc
+    if not isinstance(data, dict):
+        raise UsageError("the principal header must be a JSON object")
+    out: dict[str, str] = {}
+    for key in ("agent", "session", "host", "project"):
+        value = data.get(key, "")
+        if not isinstance(value, str) or len(value) > _CLAIM_MAX:
+            raise UsageError(f"principal field {key!r} must be a string of <= {_CLAIM_MAX} chars")
+        out[key] = value
+    return out
+
+
+def principal_of(request: Request) -> Principal:
+    peer = request.scope.get(PEER_KEY)
+    if peer is None:
+        raise PermissionDenied("the caller's identity cannot be read from this connection")
+    _pid, uid, _gid = peer
+    if uid != os.getuid():
+        raise PermissionDenied(
+            f"this daemon serves uid {os.getuid()} only (user mode); you are uid {uid}",
+            hint="use your own daemon: unset TENANTRY_SOCKET or point it at your own socket",
+        )
+    claims = _claims(request)
+    try:
+        agent = AgentProduct(claims["agent"] or "human")
+    except ValueError:
+        agent = AgentProduct.OTHER_AGENT
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    return Principal(
+        uid=uid,
+        user=user,
+        agent=agent,
+        session=claims["session"],
+        host=claims["host"],
+        project=claims["project"],
+    )
+
+
+def envelope(err: TenantryError) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": err.to_dict()}, status_code=err.http_status)
+
+
+def _internal(exc: Exception) -> TenantryError:
+    log.exception("internal error")
+    return TenantryError(
+        f"internal error: {type(exc).__name__}: {exc}",
+        hint="this is a Tenantry bug; the daemon is still up. See the daemon log.",
+    )
+
+
+async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> list[str]:
+    """Checks every op passes before it runs (kill switch, policy, budgets)."""
+    warnings: list[str] = []
+    for name in ("kill", "policy", "budgets"):
+        comp = rt.components.get(name)
+        gate = getattr(comp, "gate", None)
+        if gate is not None:
+            warnings.extend(await gate(p, op.name, op.action, params) or [])
+    return warnings
+
+
+async def op_endpoint(request: Request) -> Response:
+    rt: Runtime = request.app.state.runtime
+    name = request.path_params["name"]
+    t0 = time.monotonic()
+    try:
+        p = principal_of(request)
+        op = REGISTRY.get(name)
+        if op is None:
+            raise NotFound(f"unknown operation {name!r}", hint="see facility.info for the list")
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            raise UsageError(f"request body over {MAX_BODY} bytes")
+        try:
+            params = json.loads(body or b"{}")
+        except ValueError as exc:
+            raise UsageError(f"request body is not valid JSON: {exc}") from exc
+        if not isinstance(params, dict):
+            raise UsageError("request body must be a JSON object of parameters")
+        if await rt.journal.touch_session(p):
+            await rt.emit(
+                Event(
+                    EventType.SESSION_SEEN,
+                    p.key,
+                    p.session,
+                    "new",
+                    None,
+                    {"agent": p.agent.value, "host": p.host, "project": p.project},
+                )
+            )
+        warnings = await _gate(rt, op, p, params)
+        ctx = OpContext(p, rt)
+        if op.streaming:
+            return await _stream(op, ctx, params, warnings)
+        result = await op.fn(ctx, params)
+        out: dict[str, Any] = {"ok": True, "result": result}
+        if warnings:
+            out["warnings"] = warnings
+        return JSONResponse(out)
+    except TenantryError as err:
+        _log_denial(rt, request, name, err, t0)
+        return envelope(err)
+    except Exception as exc:
+        return envelope(_internal(exc))
+
+
+def _log_denial(rt: Runtime, request: Request, name: str, err: TenantryError, t0: float) -> None:
+    if isinstance(err, PermissionDenied):
+        log.info("denied %s: %s", name, err.message)
+
+
+async def _stream(op: Op, ctx: OpContext, params: dict[str, Any], warnings: list[str]) -> Response:
+    gen: AsyncGenerator[dict[str, Any], None] = op.fn(ctx, params)
+    try:
+        first = await gen.__anext__()
+    except StopAsyncIteration:
+        return JSONResponse({"ok": True, "result": None})
+    # errors before the first chunk are ordinary envelopes (raised to the caller)
+
+    async def body() -> AsyncIterator[bytes]:
+        if warnings:
+            yield json.dumps({"warnings": warnings}).encode() + b"\n"
+        yield json.dumps(first).encode() + b"\n"
+        try:
+            async for chunk in gen:
+                yield json.dumps(chunk).encode() + b"\n"
+        except TenantryError as err:
+            yield json.dumps({"error": err.to_dict()}).encode() + b"\n"
+        except Exception as exc:
+            yield json.dumps({"error": _internal(exc).to_dict()}).encode() + b"\n"
+        finally:
+            await gen.aclose()
+
+    return StreamingResponse(body(), media_type="application/x-ndjson")
+
+
+async def health(request: Request) -> Response:
+    rt: Runtime = request.app.state.runtime
+    return JSONResponse(
+        {
+            "ok": True,
+            "version": __version__,
+            "pid": os.getpid(),
+            "backend": rt.backend.name,
+            "uptime_s": round(time.time() - request.app.state.started, 3),
+            "components": sorted(rt.components),
+        }
+    )
+
+
+def create_app(settings: Settings, backend: Backend | None = None) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with open_runtime(settings, backend) as rt:
+            app.state.runtime = rt
+            app.state.started = time.time()
+            yield
+
+    return Starlette(
+        routes=[
+            Route("/v1/health", health, methods=["GET"]),
+            Route("/v1/op/{name:path}", op_endpoint, methods=["POST"]),
+        ],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,42 @@
+"""Caller identity from the Unix socket (SO_PEERCRED), never from the request.
+
+uvicorn's h11 protocol is subclassed so that each connection reads the peer's
+pid/uid/gid once and every request on it carries them in the ASGI scope as
+``scope["tenantry.peer"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+PEER_KEY = "tenantry.peer"
+_UCRED = struct.Struct("3i")
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of the other end of a Unix socket, or None (e.g. TCP)."""
+    if sock.family != socket.AF_UNIX:
+        return None
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    pid, uid, gid = _UCRED.unpack(raw)
+    return pid, uid, gid
+
+
+class PeerCredProtocol(H11Protocol):
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        cred = peer_credentials(sock) if sock is not None else None
+        inner = self.app
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            scope = dict(scope)
+            scope[PEER_KEY] = cred
+            await inner(scope, receive, send)
+
+        self.app = app

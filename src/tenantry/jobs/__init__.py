@@ -1,0 +1,1 @@
+"""Jobs: submission with journal and dedup, one shared status cache, waiters."""

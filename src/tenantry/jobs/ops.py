@@ -1,0 +1,80 @@
+"""Job ops: submit, status, list, wait, cancel, logs (answered from the cache)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tenantry.errors import UsageError
+from tenantry.jobs.service import JobService
+from tenantry.models import JobSpec, JobState
+from tenantry.ops import OpContext, op, param
+
+
+def _svc(ctx: OpContext) -> JobService:
+    return ctx.runtime.component("jobs", JobService)
+
+
+@op("jobs.submit", "Submit a batch job (journaled, deduplicated)", action="submit_job")
+async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    param(params, "script", str, required=True)
+    if not isinstance(params.get("script_text"), str):
+        raise UsageError(
+            "missing parameter 'script_text' (the script's content)",
+            hint="the CLI reads the file for you; over MCP pass the script text",
+        )
+    spec = JobSpec.from_dict(params)
+    job, dedup, note = await _svc(ctx).submit(ctx.principal, spec)
+    return {"job": _svc(ctx).view(job), "deduplicated": dedup, "note": note}
+
+
+@op("jobs.status", "Status of jobs from the shared cache", action="query_jobs")
+async def status(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    ids = param(params, "ids", list, [])
+    if not ids:
+        raise UsageError("give at least one job id", hint="list your jobs with `tenantry jobs`")
+    return {"jobs": await _svc(ctx).status(ctx.principal, [str(i) for i in ids])}
+
+
+@op("jobs.list", "List your jobs from the shared cache", action="query_jobs")
+async def list_jobs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    states = [str(s).upper() for s in param(params, "states", list, [])]
+    bad = [s for s in states if s not in JobState.__members__]
+    if bad:
+        raise UsageError(f"unknown job state(s): {', '.join(bad)}")
+    jobs = await _svc(ctx).list(
+        ctx.principal,
+        all_sessions=param(params, "all", bool, True),
+        states=states,
+        limit=param(params, "limit", int, 200),
+    )
+    return {"jobs": jobs}
+
+
+@op("jobs.wait", "Wait until a job ends, with progress", streaming=True, action="query_jobs")
+async def wait(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    ref = str(param(params, "id", object, required=True))
+    timeout = param(params, "timeout_s", float, None)
+    if timeout is not None and timeout < 0:
+        raise UsageError("timeout_s must be >= 0")
+    heartbeat = param(params, "heartbeat_s", float, 5.0)
+    async for chunk in _svc(ctx).wait(ctx.principal, ref, timeout, heartbeat):
+        if chunk["done"]:
+            yield {"result": {"job": chunk["job"], "timed_out": chunk["timed_out"]}}
+        else:
+            yield {"progress": chunk}
+
+
+@op("jobs.cancel", "Cancel a job", action="cancel_job")
+async def cancel(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    ref = str(param(params, "id", object, required=True))
+    job = await _svc(ctx).cancel(ctx.principal, ref)
+    return {"job": _svc(ctx).view(job)}
+
+
+@op("jobs.logs", "Read the tail of a job's output (untrusted data)", action="read_job_output")
+async def logs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    ref = str(param(params, "id", object, required=True))
+    tail = param(params, "tail", int, 200)
+    stream = param(params, "stream", str, "stdout")
+    return await _svc(ctx).logs(ctx.principal, ref, tail, stream)

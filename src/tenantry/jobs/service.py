@@ -1,0 +1,446 @@
+"""Jobs: journaled submission with dedup, one shared status cache, waiters.
+
+Any number of agents asking for status cost the backend the same: one poller
+per backend queries all active jobs in one call, adaptively (fast while jobs
+change, slow when idle); ``status``, ``list`` and ``wait`` are answered from
+the cache with a staleness field, and waiters wake on change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tenantry.errors import (
+    BackendError,
+    NotFound,
+    TenantryError,
+    Unavailable,
+    UsageError,
+)
+from tenantry.events import Event, EventType
+from tenantry.models import Job, JobSpec, JobState, Principal
+
+if TYPE_CHECKING:
+    from tenantry.backends.base import JobUpdate
+    from tenantry.gateway.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+LOST_AFTER_MISSES = 3
+LOG_CAP = 65536
+
+
+def spec_hash(spec: JobSpec) -> str:
+    """What dedup compares: script content, arguments, options and cwd (not env)."""
+    d = spec.to_dict()
+    for k in ("env", "force", "script"):
+        d.pop(k, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+class JobService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self.backend = runtime.backend
+        self.cache: dict[str, Job] = {}
+        self._by_backend: dict[str, str] = {}
+        self._misses: dict[str, int] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.last_ok: float = 0.0
+        self.last_error: str = ""
+        self.interval = runtime.settings.poll_fast_s
+        self.polls = 0
+        self.served = 0
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def start(self) -> None:
+        journal = self.rt.journal
+        for job in await journal.list_jobs(active_only=True, limit=100_000):
+            if job.backend_id:
+                self._remember(job)
+        self.last_ok = time.time()
+        if hasattr(self.backend, "notify"):
+            self.backend.notify = self._wake.set
+        for job in await journal.unhanded_jobs():
+            await self._resubmit(job)
+        self._task = asyncio.get_running_loop().create_task(self._poll_loop())
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _resubmit(self, job: Job) -> None:
+        """A job journaled but never handed over (the daemon died in between)."""
+        found = await self.rt.journal.job_spec(job.id)
+        if found is None:
+            return
+        spec, _ = found
+        try:
+            sub = await self.backend.submit(spec, self._principal_of(job), job.id)
+        except TenantryError as exc:
+            job.state, job.reason = (
+                JobState.LOST,
+                f"could not be resubmitted after a restart: {exc}",
+            )
+            job.ended_at = job.updated_at = time.time()
+            await self.rt.journal.update_job(job)
+            await self.rt.journal.mark_handed(job.id, "", "", "")
+            return
+        await self.rt.journal.mark_handed(job.id, sub.backend_id, sub.output, sub.error)
+        job.backend_id, job.output, job.error = sub.backend_id, sub.output, sub.error
+        job.reason = "resubmitted after a daemon restart"
+        self._remember(job)
+        await self.rt.emit(Event(EventType.JOB_RECOVERED, job.principal, job.id, "resubmitted"))
+
+    @staticmethod
+    def _principal_of(job: Job) -> Principal:
+        user, _, rest = job.principal.partition("/")
+        agent, _, session = rest.partition("/")
+        return Principal.from_dict(
+            {
+                "uid": job.uid,
+                "user": user,
+                "agent": agent or "human",
+                "session": "" if session == "-" else session,
+            }
+        )
+
+    def _remember(self, job: Job) -> None:
+        self.cache[job.id] = job
+        if job.backend_id:
+            self._by_backend[job.backend_id] = job.id
+        self._changed.setdefault(job.id, asyncio.Event())
+
+    # -- the poller -------------------------------------------------------------------
+    def _active(self) -> list[Job]:
+        return [j for j in self.cache.values() if not j.state.terminal and j.backend_id]
+
+    async def _poll_loop(self) -> None:
+        s = self.rt.settings
+        while True:
+            active = self._active()
+            timeout = self.interval if active else s.poll_slow_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+            active = self._active()
+            if not active:
+                self.last_ok = time.time()
+                continue
+            changed = await self.poll_once(active)
+            if changed:
+                self.interval = s.poll_fast_s
+            else:
+                self.interval = min(s.poll_slow_s, self.interval * 1.5)
+
+    async def poll_once(self, active: list[Job] | None = None) -> int:
+        """Query the backend once for all active jobs; returns how many changed."""
+        active = self._active() if active is None else active
+        ids = [j.backend_id for j in active]
+        t0 = time.time()
+        try:
+            updates = await self.backend.query(ids)
+        except Unavailable as exc:
+            self.last_error = exc.message
+            await self.rt.emit(
+                Event(
+                    EventType.BACKEND_POLL,
+                    "",
+                    "",
+                    "error",
+                    time.time() - t0,
+                    {"jobs": len(ids), "error": exc.message},
+                )
+            )
+            return 0
+        except TenantryError as exc:
+            self.last_error = exc.message
+            log.warning("status poll failed: %s", exc)
+            return 0
+        self.polls += 1
+        self.last_ok = time.time()
+        self.last_error = ""
+        await self.rt.emit(
+            Event(EventType.BACKEND_POLL, "", "", "ok", self.last_ok - t0, {"jobs": len(ids)})
+        )
+        changed = 0
+        for job in active:
+            upd = updates.get(job.backend_id)
+            if upd is None:
+                self._misses[job.id] = self._misses.get(job.id, 0) + 1
+                if self._misses[job.id] < LOST_AFTER_MISSES:
+                    continue
+                upd_state, reason = JobState.LOST, "the scheduler no longer knows this job"
+                await self._apply(job, None, upd_state, reason)
+                changed += 1
+                continue
+            self._misses.pop(job.id, None)
+            if self._differs(job, upd):
+                await self._apply(job, upd, upd.state, upd.reason)
+                changed += 1
+        return changed
+
+    @staticmethod
+    def _differs(job: Job, upd: JobUpdate) -> bool:
+        return (
+            job.state is not upd.state
+            or job.exit_code != upd.exit_code
+            or (upd.started_at is not None and job.started_at != upd.started_at)
+            or (upd.ended_at is not None and job.ended_at != upd.ended_at)
+        )
+
+    async def _apply(self, job: Job, upd: JobUpdate | None, state: JobState, reason: str) -> None:
+        old = job.state
+        job.state = state
+        job.reason = reason or job.reason
+        if upd is not None:
+            job.exit_code = upd.exit_code
+            job.started_at = upd.started_at or job.started_at
+            job.ended_at = upd.ended_at or job.ended_at
+        if state.terminal and job.ended_at is None:
+            job.ended_at = time.time()
+        job.updated_at = time.time()
+        await self.rt.journal.update_job(job)
+        if old is not state:
+            await self.rt.emit(
+                Event(
+                    EventType.JOB_STATE,
+                    job.principal,
+                    job.id,
+                    state.value,
+                    None,
+                    {
+                        "backend_id": job.backend_id,
+                        "exit_code": job.exit_code,
+                        "reason": job.reason,
+                        "resources": job.resources.to_dict(),
+                        "elapsed_s": (job.ended_at or time.time())
+                        - (job.started_at or time.time()),
+                    },
+                )
+            )
+        ev = self._changed.setdefault(job.id, asyncio.Event())
+        ev.set()
+        self._changed[job.id] = asyncio.Event()
+
+    # -- use cases --------------------------------------------------------------------
+    async def submit(self, p: Principal, spec: JobSpec) -> tuple[Job, bool, str]:
+        h = spec_hash(spec)
+        now = time.time()
+        if not spec.force:
+            dup = await self.rt.journal.find_duplicate(
+                p.key, h, now - self.rt.settings.dedup_window_s
+            )
+            if dup is not None:
+                job = self.cache.get(dup.id, dup)
+                await self.rt.emit(Event(EventType.JOB_DEDUPLICATED, p.key, job.id, "ok"))
+                note = (
+                    f"identical to job {job.id} submitted {now - job.submitted_at:.0f} s ago "
+                    "(same script, arguments, options and cwd); returning it. "
+                    "Pass force=true (--force) to submit again."
+                )
+                return job, True, note
+        job = Job(
+            id="",
+            backend=self.backend.name,
+            backend_id="",
+            state=JobState.PENDING,
+            principal=p.key,
+            uid=p.uid,
+            name=spec.name or Path(spec.script).name,
+            submitted_at=now,
+            resources=spec.resources,
+            updated_at=now,
+        )
+        job = await self.rt.journal.journal_job(job, spec, h)
+        try:
+            sub = await self.backend.submit(spec, p, job.id)
+        except TenantryError as exc:
+            await self.rt.journal.db.execute("DELETE FROM jobs WHERE id=?", (job.id,))
+            if isinstance(exc, BackendError | UsageError):
+                await self.rt.emit(
+                    Event(
+                        EventType.JOB_REJECTED,
+                        p.key,
+                        "",
+                        "rejected",
+                        None,
+                        {
+                            "error": exc.message,
+                            "script": spec.script,
+                            "resources": spec.resources.to_dict(),
+                            "cwd": spec.cwd,
+                        },
+                    )
+                )
+            raise
+        await self.rt.journal.mark_handed(job.id, sub.backend_id, sub.output, sub.error)
+        job.backend_id, job.output, job.error = sub.backend_id, sub.output, sub.error
+        self._remember(job)
+        self._wake.set()
+        await self.rt.emit(
+            Event(
+                EventType.JOB_SUBMITTED,
+                p.key,
+                job.id,
+                "ok",
+                None,
+                {
+                    "backend_id": job.backend_id,
+                    "name": job.name,
+                    "resources": spec.resources.to_dict(),
+                    "script": spec.script,
+                    "cwd": spec.cwd,
+                },
+            )
+        )
+        return job, False, ""
+
+    async def get(self, p: Principal, ref: str) -> Job:
+        ref = str(ref).strip()
+        if not ref:
+            raise UsageError("empty job id")
+        jid = ref if ref in self.cache else self._by_backend.get(ref)
+        job = self.cache.get(jid) if jid else None
+        if job is None:
+            job = await self.rt.journal.get_job(ref)
+        if job is None or job.uid != p.uid:
+            raise NotFound(
+                f"no job {ref!r} of yours is known to Tenantry",
+                hint="list your jobs with `tenantry jobs` (list_jobs over MCP)",
+            )
+        return job
+
+    def staleness(self, job: Job) -> float:
+        if job.state.terminal:
+            return 0.0
+        return max(0.0, time.time() - self.last_ok)
+
+    def view(self, job: Job) -> dict[str, Any]:
+        d = job.to_dict()
+        d["staleness_s"] = round(self.staleness(job), 3)
+        d["stale"] = bool(self.last_error) and not job.state.terminal
+        if d["stale"]:
+            d["stale_reason"] = self.last_error
+        return d
+
+    async def status(self, p: Principal, refs: list[str]) -> list[dict[str, Any]]:
+        self.served += 1
+        jobs = [await self.get(p, r) for r in refs]
+        await self.rt.emit(
+            Event(
+                EventType.STATUS_QUERY,
+                p.key,
+                ",".join(j.id for j in jobs),
+                "ok",
+                None,
+                {"served_from": "cache", "jobs": len(jobs)},
+            )
+        )
+        return [self.view(j) for j in jobs]
+
+    async def list(
+        self, p: Principal, *, all_sessions: bool, states: list[str], limit: int
+    ) -> list[dict[str, Any]]:
+        self.served += 1
+        jobs = await self.rt.journal.list_jobs(
+            uid=p.uid, principal=None if all_sessions else p.key, states=states, limit=limit
+        )
+        await self.rt.emit(
+            Event(
+                EventType.STATUS_QUERY,
+                p.key,
+                "",
+                "ok",
+                None,
+                {"served_from": "cache", "jobs": len(jobs)},
+            )
+        )
+        return [self.view(self.cache.get(j.id, j)) for j in jobs]
+
+    async def wait(
+        self, p: Principal, ref: str, timeout: float | None, heartbeat_s: float = 5.0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield progress dicts while waiting; the last has ``done`` set."""
+        job = await self.get(p, ref)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        started = time.monotonic()
+        while not job.state.terminal:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                yield {"done": True, "timed_out": True, "job": self.view(job)}
+                return
+            ev = self._changed.setdefault(job.id, asyncio.Event())
+            wait_for = heartbeat_s if remaining is None else min(heartbeat_s, remaining)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), wait_for)
+            job = self.cache.get(job.id, job)
+            yield {
+                "done": False,
+                "state": job.state.value,
+                "elapsed_s": round(time.monotonic() - started, 1),
+            }
+        yield {"done": True, "timed_out": False, "job": self.view(job)}
+
+    async def cancel(self, p: Principal, ref: str) -> Job:
+        job = await self.get(p, ref)
+        if job.state.terminal:
+            return job
+        await self.backend.cancel(job.backend_id)
+        await self.rt.emit(Event(EventType.JOB_CANCELLED, p.key, job.id, "ok"))
+        self._wake.set()
+        await self.poll_once([job])
+        return self.cache.get(job.id, job)
+
+    async def logs(
+        self, p: Principal, ref: str, tail: int = 200, stream: str = "stdout"
+    ) -> dict[str, Any]:
+        job = await self.get(p, ref)
+        if stream not in {"stdout", "stderr"}:
+            raise UsageError("stream must be stdout or stderr")
+        path = job.output if stream == "stdout" or not job.error else job.error
+        if not path:
+            raise NotFound(f"job {job.id} has no {stream} file recorded")
+        try:
+            with Path(path).open("rb") as f:
+                f.seek(0, 2)
+                size = f.tell()
+                f.seek(max(0, size - LOG_CAP))
+                data = f.read()
+        except FileNotFoundError:
+            return {
+                "job": job.id,
+                "path": path,
+                "text": "",
+                "lines": 0,
+                "size": 0,
+                "note": "the output file does not exist yet",
+                "origin": "job-output",
+            }
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        if tail > 0:
+            lines = lines[-tail:]
+        return {
+            "job": job.id,
+            "path": path,
+            "size": size,
+            "lines": len(lines),
+            "text": "\n".join(lines),
+            "truncated": size > len(data) or tail > 0,
+            "origin": "job-output",
+            "untrusted": True,
+        }

@@ -1,0 +1,274 @@
+"""The main store's use-case queries: sessions, jobs, commands, events.
+
+Jobs are journaled before they reach a backend (phase ``journaled``) and
+updated after (``handed``); the daemon's restart logic reads both phases.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tenantry.events import Event
+from tenantry.models import Job, JobSpec, JobState, Principal, Resources
+from tenantry.store.db import Database, load_migrations
+
+_JOB_COLS = (
+    "id, backend, backend_id, phase, state, principal, uid, name, submitted_at, started_at,"
+    " ended_at, exit_code, reason, output, error, resources_json, updated_at"
+)
+
+
+def _job(row: sqlite3.Row) -> Job:
+    return Job(
+        id=row["id"],
+        backend=row["backend"],
+        backend_id=row["backend_id"],
+        state=JobState(row["state"]),
+        principal=row["principal"],
+        uid=row["uid"],
+        name=row["name"],
+        submitted_at=row["submitted_at"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        exit_code=row["exit_code"],
+        reason=row["reason"],
+        output=row["output"],
+        error=row["error"],
+        resources=Resources.from_dict(json.loads(row["resources_json"])),
+        updated_at=row["updated_at"],
+    )
+
+
+class Journal:
+    def __init__(self, path: str | Path) -> None:
+        self.db = Database(path, load_migrations("tenantry.store"))
+
+    async def start(self) -> None:
+        await self.db.start()
+
+    async def aclose(self) -> None:
+        await self.db.aclose()
+
+    # -- sessions ---------------------------------------------------------------------
+    async def touch_session(self, p: Principal, now: float | None = None) -> bool:
+        """Record that ``p`` was seen; True when it is new."""
+        now = now or time.time()
+
+        def fn(c: sqlite3.Connection) -> bool:
+            cur = c.execute(
+                "UPDATE sessions SET last_seen=?, requests=requests+1 WHERE principal=?",
+                (now, p.key),
+            )
+            if cur.rowcount:
+                return False
+            c.execute(
+                "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,1)",
+                (p.key, p.uid, p.user, p.agent.value, p.session, p.host, p.project, now, now),
+            )
+            return True
+
+        return await self.db.write(fn)
+
+    async def sessions(self, uid: int | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM sessions"
+        args: tuple[Any, ...] = ()
+        if uid is not None:
+            sql += " WHERE uid=?"
+            args = (uid,)
+        rows = await self.db.fetchall(sql + " ORDER BY last_seen DESC", args)
+        return [dict(r) for r in rows]
+
+    # -- jobs -------------------------------------------------------------------------
+    async def journal_job(self, job: Job, spec: JobSpec, spec_hash: str) -> Job:
+        """Insert a job before it is handed to a backend; assigns the next id."""
+
+        def fn(c: sqlite3.Connection) -> Job:
+            row = c.execute(
+                "SELECT MAX(CAST(SUBSTR(id, 2) AS INTEGER)) FROM jobs WHERE id LIKE 't%'"
+            ).fetchone()
+            job.id = f"t{(row[0] or 0) + 1}"
+            c.execute(
+                "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, name,"
+                " spec_json, spec_hash, submitted_at, resources_json, updated_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    job.id,
+                    job.backend,
+                    job.backend_id,
+                    "journaled",
+                    job.state.value,
+                    job.principal,
+                    job.uid,
+                    job.name,
+                    json.dumps(spec.to_dict()),
+                    spec_hash,
+                    job.submitted_at,
+                    json.dumps(job.resources.to_dict()),
+                    job.updated_at,
+                ),
+            )
+            return job
+
+        return await self.db.write(fn)
+
+    async def mark_handed(self, job_id: str, backend_id: str, output: str, error: str) -> None:
+        await self.db.execute(
+            "UPDATE jobs SET phase='handed', backend_id=?, output=?, error=?, updated_at=?"
+            " WHERE id=?",
+            (backend_id, output, error, time.time(), job_id),
+        )
+
+    async def update_job(self, job: Job) -> None:
+        await self.db.execute(
+            "UPDATE jobs SET state=?, started_at=?, ended_at=?, exit_code=?, reason=?,"
+            " updated_at=? WHERE id=?",
+            (
+                job.state.value,
+                job.started_at,
+                job.ended_at,
+                job.exit_code,
+                job.reason,
+                job.updated_at,
+                job.id,
+            ),
+        )
+
+    async def get_job(self, ref: str) -> Job | None:
+        """A job by Tenantry id (``t12``) or backend id."""
+        row = await self.db.fetchone(
+            f"SELECT {_JOB_COLS} FROM jobs WHERE id=? OR backend_id=?"
+            " ORDER BY submitted_at DESC LIMIT 1",
+            (ref, ref),
+        )
+        return _job(row) if row else None
+
+    async def job_spec(self, job_id: str) -> tuple[JobSpec, str] | None:
+        row = await self.db.fetchone("SELECT spec_json, phase FROM jobs WHERE id=?", (job_id,))
+        if row is None:
+            return None
+        return JobSpec.from_dict(json.loads(row["spec_json"])), row["phase"]
+
+    async def list_jobs(
+        self,
+        *,
+        uid: int | None = None,
+        principal: str | None = None,
+        states: Iterable[str] = (),
+        active_only: bool = False,
+        limit: int = 500,
+    ) -> list[Job]:
+        where: list[str] = []
+        args: list[Any] = []
+        if uid is not None:
+            where.append("uid=?")
+            args.append(uid)
+        if principal:
+            where.append("principal=?")
+            args.append(principal)
+        states = list(states)
+        if active_only:
+            states = [s.value for s in JobState if not s.terminal]
+        if states:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(states)
+        sql = f"SELECT {_JOB_COLS} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY submitted_at DESC LIMIT ?"
+        args.append(limit)
+        return [_job(r) for r in await self.db.fetchall(sql, args)]
+
+    async def find_duplicate(self, principal: str, spec_hash: str, since: float) -> Job | None:
+        row = await self.db.fetchone(
+            f"SELECT {_JOB_COLS} FROM jobs WHERE principal=? AND spec_hash=?"
+            " AND submitted_at>=? AND phase='handed' ORDER BY submitted_at DESC LIMIT 1",
+            (principal, spec_hash, since),
+        )
+        return _job(row) if row else None
+
+    async def unhanded_jobs(self) -> list[Job]:
+        rows = await self.db.fetchall(f"SELECT {_JOB_COLS} FROM jobs WHERE phase='journaled'")
+        return [_job(r) for r in rows]
+
+    # -- commands ---------------------------------------------------------------------
+    async def command_started(
+        self, cid: str, p: Principal, argv: Sequence[str], cwd: str, where: str
+    ) -> None:
+        await self.db.execute(
+            "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (cid, p.key, p.uid, json.dumps(list(argv)), cwd, where, time.time()),
+        )
+
+    async def command_finished(
+        self,
+        cid: str,
+        *,
+        exit_code: int | None,
+        state: str,
+        reason: str,
+        cpu_s: float,
+        max_rss_kb: int,
+        where: str,
+    ) -> None:
+        await self.db.execute(
+            "UPDATE commands SET ended_at=?, exit_code=?, state=?, reason=?, cpu_s=?,"
+            " max_rss_kb=?, where_run=? WHERE id=?",
+            (time.time(), exit_code, state, reason, cpu_s, max_rss_kb, where, cid),
+        )
+
+    async def abandon_running_commands(self) -> int:
+        """Commands still 'running' after a restart ended with the old daemon."""
+        return await self.db.execute(
+            "UPDATE commands SET state='lost', reason='the daemon stopped while it ran',"
+            " ended_at=? WHERE state='running'",
+            (time.time(),),
+        )
+
+    # -- events -----------------------------------------------------------------------
+    async def add_event(self, e: Event) -> None:
+        await self.db.execute(
+            "INSERT INTO events (ts, type, principal, subject, outcome, duration_s, data_json)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (
+                e.ts,
+                e.type.value,
+                e.principal,
+                e.subject,
+                e.outcome,
+                e.duration_s,
+                json.dumps(e.data, default=str),
+            ),
+        )
+
+    async def events(
+        self,
+        *,
+        since: float = 0.0,
+        types: Sequence[str] = (),
+        principal: str | None = None,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:
+        where = ["ts>=?"]
+        args: list[Any] = [since]
+        if types:
+            where.append(f"type IN ({','.join('?' * len(types))})")
+            args.extend(types)
+        if principal:
+            where.append("principal LIKE ?")
+            args.append(principal + "%")
+        sql = "SELECT * FROM events WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC LIMIT ?"
+        args.append(limit)
+        rows = await self.db.fetchall(sql, args)
+        out = []
+        for r in reversed(rows):
+            d = dict(r)
+            d["data"] = json.loads(d.pop("data_json"))
+            out.append(d)
+        return out
