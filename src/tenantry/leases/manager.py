@@ -44,6 +44,7 @@ from tenantry.errors import (
 )
 from tenantry.events import Bus, Event, EventType
 from tenantry.leases.model import Lease, LeaseConfig, PoolKey, pilot_script, pythonpath_of_package
+from tenantry.leases.routing import route
 from tenantry.leases.store import LeaseStore
 from tenantry.models import CommandResult, CommandSpec, JobSpec, Principal
 from tenantry.pilot import protocol as p
@@ -102,6 +103,7 @@ class _Cmd:
     queued_at: float = field(default_factory=time.monotonic)
     attempts: int = 0
     lease: str = ""
+    orphan: bool = False  # started by an earlier daemon; its result goes to the store
 
 
 @dataclass(eq=False)
@@ -191,10 +193,10 @@ class LeaseManager:
             for cmd in q:
                 _fail(cmd, Unavailable("the daemon stopped before the command started"))
         self._queues.clear()
+        if self._tasks:  # pilot connections end as their sockets close
+            await asyncio.wait(list(self._tasks), timeout=5)
         for task in list(self._tasks):
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=5)
         for live in self._live.values():
             self._account(live)
             await self.store.save(live.lease)
@@ -210,15 +212,14 @@ class LeaseManager:
         spec: CommandSpec,
         principal: Principal,
         sink: Sink,
-        *,
-        command_id: str | None = None,
+        cid: str | None = None,
     ) -> CommandResult:
         """Run one command on a lease that fits; stream its output through ``sink``."""
         if self._closing:
             raise Unavailable("the lease manager is stopping")
         cap = self.cfg.output_cap_bytes
         cmd = _Cmd(
-            id=command_id or f"c-{secrets.token_hex(6)}",
+            id=cid or f"c-{secrets.token_hex(6)}",
             spec=spec,
             principal=principal,
             sink=sink,
@@ -235,6 +236,28 @@ class LeaseManager:
         except asyncio.CancelledError:
             self._abandon(cmd)
             raise
+
+    def route(self, spec: CommandSpec) -> str:
+        """``local`` or ``lease`` for a command (the gateway asks this for where=auto)."""
+        return route(spec, self.settings)
+
+    def _orphan(self, cid: str, lease: Lease) -> _Cmd:
+        async def drop(stream: str, data: bytes) -> None:
+            return None
+
+        cap = self.cfg.output_cap_bytes
+        return _Cmd(
+            id=cid,
+            spec=CommandSpec(argv=("?",)),
+            principal=Principal(uid=lease.uid, user=lease.key.user),
+            sink=drop,
+            key=lease.key,
+            future=asyncio.get_running_loop().create_future(),
+            out=_Tail(cap),
+            err=_Tail(cap),
+            lease=lease.id,
+            orphan=True,
+        )
 
     def _abandon(self, cmd: _Cmd) -> None:
         q = self._queues.get(cmd.key)
@@ -462,6 +485,9 @@ class LeaseManager:
         known = set(hello.running) | set(hello.finished)
         for cid in [c for c in live.running if c not in known]:
             self._requeue(live.running.pop(cid))  # never reached the pilot
+        for cid in hello.running:
+            if cid not in live.running:  # started under an earlier daemon
+                live.running[cid] = self._orphan(cid, lease)
         await writer.drain()
         await self.store.save(lease)
         if first:
@@ -487,6 +513,10 @@ class LeaseManager:
                 elif isinstance(msg, p.Exit):
                     await self._on_exit(live, msg)
                     p.send(writer, p.Ack(ids=(msg.id,)))
+                elif isinstance(msg, p.Drain):  # the pilot drains on its own clock
+                    if lease_ready(live):
+                        live.lease.state, live.lease.reason, live.final = "draining", msg.reason, "ended"
+                    self._after(live)
                 elif isinstance(msg, p.Replay):
                     for ex in msg.results:
                         await self._on_exit(live, ex, replayed=True)
@@ -545,9 +575,9 @@ class LeaseManager:
             cpu_s=ex.cpu_s,
             max_rss_kb=ex.max_rss_kb,
         )
-        if cmd is not None and not cmd.future.done():
+        if cmd is not None and not cmd.orphan and not cmd.future.done():
             cmd.future.set_result(result)
-        elif cmd is None:
+        elif cmd is None or cmd.orphan:
             # nobody waits any more (the daemon restarted): keep it for `leases.result`
             await self.store.put_result(lease.id, result)
             await self._emit(
@@ -585,8 +615,9 @@ class LeaseManager:
         if not lease.active:
             return
         self._account(live)
-        if lease.state == "draining" and not live.running:
-            await self._end(live, live.final, lease.reason or "drained")
+        near_end = lease.walltime_end and time.time() >= lease.walltime_end - self.cfg.drain_s - 1
+        if not live.running and (lease.state == "draining" or near_end):
+            await self._end(live, live.final, lease.reason or "walltime")
             return
         lease.state = "disconnected"
         lease.reason = "pilot disconnected"
@@ -621,12 +652,15 @@ class LeaseManager:
         return ""
 
     async def _lose(self, live: _Live, reason: str) -> None:
-        lost = 0
+        victims: list[_Cmd] = []
         for cmd in list(live.running.values()):
             if cmd.spec.idempotent and cmd.attempts < 2:
                 self._requeue(cmd)
-                continue
-            lost += 1
+            else:
+                victims.append(cmd)
+        live.running.clear()
+        await self._end(live, "lost", reason, commands_lost=len(victims))
+        for cmd in victims:
             if not cmd.future.done():
                 cmd.future.set_result(
                     CommandResult(
@@ -640,8 +674,6 @@ class LeaseManager:
                         reason="lease lost",
                     )
                 )
-        live.running.clear()
-        await self._end(live, "lost", reason, commands_lost=lost)
         if live.lease.backend_id:
             with contextlib.suppress(TenantryError):
                 await self.backend.cancel(live.lease.backend_id)
@@ -835,6 +867,10 @@ class LeaseManager:
         return self.dir
 
 
+def lease_ready(live: _Live) -> bool:
+    return live.lease.state == "ready"
+
+
 def _fail(cmd: _Cmd, err: BaseException) -> None:
-    if not cmd.future.done():
+    if not cmd.future.done() and not cmd.orphan:
         cmd.future.set_exception(err)

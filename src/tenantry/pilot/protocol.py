@@ -17,6 +17,7 @@ data that both sides validate before acting on it. Unknown fields are ignored
                                         <-  ack(ids)
       heartbeat                        <->  heartbeat
                                         <-  cancel(id) | drain | release
+      drain (walltime near, notice)     ->
 
 ``encode``/``decode`` are pure; ``recv``/``send`` are the thin stream edge.
 Standard library only: the pilot runs inside allocations with no extra packages.
@@ -86,7 +87,7 @@ class Run:
     id: str
     argv: tuple[str, ...]
     cwd: str
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # non-empty: the whole environment
     timeout_s: float | None = None
 
 
@@ -123,7 +124,7 @@ class Cancel:
 
 @dataclass(frozen=True, slots=True)
 class Drain:
-    """Daemon -> pilot: accept nothing new; finish what runs."""
+    """Accept nothing new; finish what runs (daemon -> pilot; pilot -> daemon as notice)."""
 
     t: ClassVar[str] = "drain"
     reason: str = ""

@@ -104,6 +104,7 @@ class Pilot:
         self._offline: dict[str, _Offline] = {}
         self._draining = False
         self._released = False
+        self._terminated = False
         self._wake = asyncio.Event()
         self._heartbeat_s = 5.0
         self._online_at = time.monotonic()  # last moment a daemon was connected
@@ -112,9 +113,15 @@ class Pilot:
     async def serve(self) -> int:
         """Run until released, drained at walltime, or orphaned. Returns an exit code."""
         walltimer = asyncio.create_task(self._walltime())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._on_term)
         backoff = 0.05
         try:
             while True:
+                if self._terminated:
+                    return 143
                 if self._finished():
                     return 0
                 try:
@@ -140,7 +147,17 @@ class Pilot:
             walltimer.cancel()
 
     def _finished(self) -> bool:
+        if self._terminated:
+            return True
         return (self._released or self._draining) and not self._running and not self._unacked
+
+    def _on_term(self) -> None:
+        """SIGTERM (scancel, job end): kill every command's process tree, then exit."""
+        log.info("pilot: terminated; killing %d command(s)", len(self._procs))
+        self._terminated = True
+        for proc in self._procs.values():
+            _killpg(proc)
+        self._wake.set()
 
     async def _walltime(self) -> None:
         if self.cfg.walltime_end <= 0:
@@ -148,6 +165,7 @@ class Pilot:
         await asyncio.sleep(max(0.0, self.cfg.walltime_end - self.cfg.drain_s - time.time()))
         log.info("pilot: walltime near; draining")
         self._draining = True
+        self._send(p.Drain(reason="walltime"))
         self._wake.set()
 
     async def _session(self) -> None:
@@ -300,7 +318,7 @@ class Pilot:
             proc = subprocess.Popen(  # noqa: ASYNC220
                 list(run.argv),
                 cwd=run.cwd,
-                env={**self._env, **run.env},
+                env=dict(run.env) if run.env else self._env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
