@@ -30,7 +30,9 @@ async def until(cond: Callable[[], Any], timeout: float = 15.0, what: str = "") 
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what() if callable(what) else what or cond}")
+            raise AssertionError(
+                f"timed out waiting for {what() if callable(what) else what or cond}"
+            )
         await asyncio.sleep(0.02)
 
 

@@ -49,8 +49,12 @@ async def test_command_cwd_env_exit_codes_and_usage(stack, alice, collect, tmp_p
     mgr = await stack.manager()
     env = {"PATH": os.environ["PATH"], "FOO": "bar"}
     r = await mgr.run(
-        py("import os; print(os.getcwd(), os.environ['FOO'], 'TENANTRY_LEASE_SECRET' in os.environ)",
-           cwd=str(tmp_path), env=env),
+        py(
+            "import os; e = os.environ;"
+            "print(os.getcwd(), e['FOO'], 'TENANTRY_LEASE_SECRET' in e)",
+            cwd=str(tmp_path),
+            env=env,
+        ),
         alice,
         collect(),
     )
@@ -153,8 +157,9 @@ async def test_walltime_drain_moves_new_work_to_another_lease(stack, alice, coll
     done = await asyncio.wait_for(long, 10)
     assert done.state == "completed", "a draining lease finishes what it runs"
     await wait(
-        lambda: any(x["id"] == first["id"] and x["state"] == "ended"
-                    for x in mgr.leases(include_ended=True)),
+        lambda: any(
+            x["id"] == first["id"] and x["state"] == "ended" for x in mgr.leases(include_ended=True)
+        ),
         what="drained lease to end",
     )
     assert len(jobs_of(mgr.backend)) == 2
@@ -189,8 +194,13 @@ async def test_caps_free_idle_leases_or_refuse(stack, alice, collect, wait):
     r = await mgr.run(two, alice, collect())
     assert r.stdout_tail == "2\n", "an idle lease of another pool made room"
     assert [x["pool"] for x in mgr.leases()] == ["2c"]
-    busy = asyncio.create_task(mgr.run(CommandSpec(argv=(PY, "-c", "import time; time.sleep(3)"),
-                                                   resources=Resources(cpus=2)), alice, collect()))
+    busy = asyncio.create_task(
+        mgr.run(
+            CommandSpec(argv=(PY, "-c", "import time; time.sleep(3)"), resources=Resources(cpus=2)),
+            alice,
+            collect(),
+        )
+    )
     await wait(lambda: mgr.leases()[0]["in_use"] == 1)
     with pytest.raises(LeaseCapReached):
         await mgr.run(py("pass"), alice, collect())
@@ -202,8 +212,15 @@ async def test_wrong_secret_is_rejected(stack, alice, collect):
     await mgr.run(py("pass"), alice, collect())
     lid = mgr.leases()[0]["id"]
     proc = await asyncio.create_subprocess_exec(
-        PY, "-m", "tenantry", "pilot", "--connect", f"127.0.0.1:{mgr.address[1]}",
-        "--lease", lid, env={**os.environ, "TENANTRY_LEASE_SECRET": "guess"},
+        PY,
+        "-m",
+        "tenantry",
+        "pilot",
+        "--connect",
+        f"127.0.0.1:{mgr.address[1]}",
+        "--lease",
+        lid,
+        env={**os.environ, "TENANTRY_LEASE_SECRET": "guess"},
         stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(proc.communicate(), 15)

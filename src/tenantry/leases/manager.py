@@ -515,7 +515,11 @@ class LeaseManager:
                     p.send(writer, p.Ack(ids=(msg.id,)))
                 elif isinstance(msg, p.Drain):  # the pilot drains on its own clock
                     if lease_ready(live):
-                        live.lease.state, live.lease.reason, live.final = "draining", msg.reason, "ended"
+                        live.lease.state, live.lease.reason, live.final = (
+                            "draining",
+                            msg.reason,
+                            "ended",
+                        )
                     self._after(live)
                 elif isinstance(msg, p.Replay):
                     for ex in msg.results:
