@@ -52,9 +52,14 @@ class SbatchBackend:
 
     async def submit(self, spec: JobSpec, principal: Principal, job_id: str) -> Submitted:
         res = spec.resources
-        argv = ["sbatch", "--parsable", f"--job-name={spec.name or job_id}",
-                f"--chdir={spec.cwd}", f"--cpus-per-task={res.cpus}",
-                f"--output={spec.output or 'tenantry-%j.out'}"]
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={spec.name or job_id}",
+            f"--chdir={spec.cwd}",
+            f"--cpus-per-task={res.cpus}",
+            f"--output={spec.output or 'tenantry-%j.out'}",
+        ]
         if res.time_s:
             argv.append(f"--time={max(1, -(-int(res.time_s) // 60))}")
         if res.mem_mb:
@@ -62,8 +67,7 @@ class SbatchBackend:
         if res.partition:
             argv.append(f"--partition={res.partition}")
         try:
-            out = await _run(*argv, stdin=spec.script_text.encode(),
-                             env={**os.environ, **spec.env})
+            out = await _run(*argv, stdin=spec.script_text.encode(), env={**os.environ, **spec.env})
         except BackendError as exc:
             raise SubmissionRejected(str(exc)) from exc
         jid = out.strip().split(";")[0]
@@ -73,8 +77,9 @@ class SbatchBackend:
     async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
         if not backend_ids:
             return {}
-        out = await _run("sacct", "-n", "-X", "-P", "-o", "JobID,State,ExitCode",
-                         "-j", ",".join(backend_ids))
+        out = await _run(
+            "sacct", "-n", "-X", "-P", "-o", "JobID,State,ExitCode", "-j", ",".join(backend_ids)
+        )
         ups: dict[str, JobUpdate] = {}
         for line in out.splitlines():
             jid, state, code = (line.split("|") + ["", "", ""])[:3]

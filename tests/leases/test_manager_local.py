@@ -50,8 +50,7 @@ async def test_command_cwd_env_exit_codes_and_usage(stack, alice, collect, tmp_p
     env = {"PATH": os.environ["PATH"], "FOO": "bar"}
     r = await mgr.run(
         py(
-            "import os; e = os.environ;"
-            "print(os.getcwd(), e['FOO'], 'TENANTRY_LEASE_SECRET' in e)",
+            "import os; e = os.environ;print(os.getcwd(), e['FOO'], 'TENANTRY_LEASE_SECRET' in e)",
             cwd=str(tmp_path),
             env=env,
         ),

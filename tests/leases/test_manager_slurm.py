@@ -41,8 +41,12 @@ def py(code: str, **kw: object) -> CommandSpec:
 
 
 def sacct_state(jid: str) -> str:
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", jid],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "State", "-j", jid],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     return out.stdout.strip().split("\n")[0]
 
 
@@ -109,8 +113,7 @@ async def test_scancel_of_a_lease_and_idle_release(stack, slurm_backend, alice, 
 
 async def test_walltime_drain_on_slurm(stack, slurm_backend, alice, collect, wait):
     # Slurm walltimes are whole minutes: a 60 s lease that drains in its last 56 s.
-    mgr = await stack.manager(slurm_backend, start_timeout_s=START, time_s=60, drain_s=56,
-                              slots=1)
+    mgr = await stack.manager(slurm_backend, start_timeout_s=START, time_s=60, drain_s=56, slots=1)
     long = asyncio.create_task(mgr.run(py("import time; time.sleep(6)"), alice, collect()))
     first = await wait(lambda: next((x for x in mgr.leases() if x["in_use"]), None), START)
     await wait(lambda: mgr.leases()[0]["state"] == "draining", 30, "walltime drain")
