@@ -35,7 +35,6 @@ import re
 import resource
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -82,7 +82,7 @@ class SbatchBackend:
         )
         ups: dict[str, JobUpdate] = {}
         for line in out.splitlines():
-            jid, state, code = (line.split("|") + ["", "", ""])[:3]
+            jid, state, code = ([*line.split("|"), "", "", ""])[:3]
             if jid in backend_ids:
                 ups[jid] = JobUpdate(jid, _state(state), int(code.split(":")[0] or 0))
         return ups
