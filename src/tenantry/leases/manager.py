@@ -382,7 +382,7 @@ class LeaseManager:
 
     async def _submit(self, live: _Live, owner: Principal, need_s: float) -> None:
         lease = live.lease
-        time_s = int(max(self.cfg.time_s, need_s + 2 * self.cfg.drain_s))
+        time_s = int(max(self.cfg.time_s, need_s + self.cfg.drain_s + 1))
         secret_file = self.dir / f"{lease.id}.secret"
         fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 SECRET_ENV = "TENANTRY_LEASE_SECRET"  # noqa: S105 - a variable name, not a secret
 OFFLINE_CAP = 1024 * 1024  # output bytes kept per stream while the daemon is away
 KILL_GRACE_S = 2.0
+SIGNAL_GRACE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,10 @@ class PilotConfig:
 
 class _Rejected(Exception):
     pass
+
+
+class _Terminated(Exception):
+    """The pilot is going down with its allocation: report nothing more."""
 
 
 class _Pipe(asyncio.Protocol):
@@ -105,6 +110,7 @@ class Pilot:
         self._draining = False
         self._released = False
         self._terminated = False
+        self._term = asyncio.Event()
         self._wake = asyncio.Event()
         self._heartbeat_s = 5.0
         self._online_at = time.monotonic()  # last moment a daemon was connected
@@ -155,6 +161,7 @@ class Pilot:
         """SIGTERM (scancel, job end): kill every command's process tree, then exit."""
         log.info("pilot: terminated; killing %d command(s)", len(self._procs))
         self._terminated = True
+        self._term.set()
         for proc in self._procs.values():
             _killpg(proc)
         self._wake.set()
@@ -300,6 +307,10 @@ class Pilot:
         started = time.monotonic()
         try:
             ex = await self._spawn_and_wait(run, started)
+        except _Terminated:
+            self._procs.pop(run.id, None)
+            self._running.pop(run.id, None)
+            return
         except Exception as exc:  # report, never die silently
             log.exception("pilot: command %s failed to run", run.id)
             ex = p.Exit(id=run.id, state="error", code=None, reason=f"pilot error: {exc}")
@@ -358,6 +369,14 @@ class Pilot:
         for tr in transports:
             tr.close()
         state = self._cancelled.pop(run.id, None) or ("completed" if code == 0 else "failed")
+        if code < 0 and state == "failed":
+            # Killed by a signal we did not send: often the allocation is being torn down
+            # (scancel, walltime), which signals every process of the job at once. Wait a
+            # moment; if the pilot is terminated too, the daemon reports "lease lost".
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._term.wait(), SIGNAL_GRACE_S)
+            if self._terminated:
+                raise _Terminated
         return p.Exit(
             id=run.id,
             state=state,
