@@ -12,6 +12,8 @@ import pytest
 
 from tenantry.errors import LeaseCapReached
 from tenantry.models import CommandSpec, Resources
+from tenantry.pilot import protocol as p
+from tenantry.pilot.worker import Pilot, PilotConfig
 
 PY = sys.executable
 
@@ -206,10 +208,20 @@ async def test_caps_free_idle_leases_or_refuse(stack, alice, collect, wait):
     assert (await busy).state == "completed"
 
 
-async def test_wrong_secret_is_rejected(stack, alice, collect):
+async def test_a_pilot_without_the_key_is_rejected(stack, alice, collect):
     mgr = await stack.manager()
     await mgr.run(py("pass"), alice, collect())
     lid = mgr.leases()[0]["id"]
+    reader, writer = await asyncio.open_connection(*mgr.address)
+    hello = p.Hello(lease=lid, nonce="n", slots=1, walltime_end=0, host="h", pid=1)
+    writer.write(p.encode(hello))
+    welcome = await p.recv(reader)
+    assert isinstance(welcome, p.Welcome)
+    writer.write(p.encode(p.Auth(proof="0" * 64)))
+    assert await p.recv(reader) == p.Reject(reason="authentication failed")
+    writer.close()
+    assert mgr.leases()[0]["state"] == "ready", "the real pilot is unaffected"
+
     proc = await asyncio.create_subprocess_exec(
         PY,
         "-m",
@@ -219,12 +231,33 @@ async def test_wrong_secret_is_rejected(stack, alice, collect):
         f"127.0.0.1:{mgr.address[1]}",
         "--lease",
         lid,
+        "--orphan",
+        "1",
         env={**os.environ, "TENANTRY_LEASE_SECRET": "guess"},
         stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(proc.communicate(), 15)
-    assert proc.returncode == 3, err
-    assert b"guess" not in err
+    assert proc.returncode == 4, err
+    assert b"did not prove the lease key" in err and b"guess" not in err
+
+
+async def test_a_pilot_never_runs_work_from_an_impostor_daemon(tmp_path):
+    marker = tmp_path / "ran"
+
+    async def impostor(reader, writer):
+        hello = await p.recv(reader)
+        writer.write(p.encode(p.Welcome(heartbeat_s=0.2, nonce="x", proof="f" * 64)))
+        writer.write(p.encode(p.Run(id="c", argv=("touch", str(marker)), cwd="/")))
+        await writer.drain()
+        assert isinstance(hello, p.Hello)
+        await reader.read()
+
+    server = await asyncio.start_server(impostor, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    cfg = PilotConfig(host="127.0.0.1", port=port, lease="l-x", secret="real", orphan_s=1.0)
+    code = await asyncio.wait_for(Pilot(cfg).serve(), 15)
+    server.close()
+    assert code == 4 and not marker.exists()
 
 
 async def test_kill_switch_stops_commands_and_releases_owned_leases(stack, alice, collect, wait):

@@ -13,7 +13,7 @@ from tenantry.pilot import protocol as p
 MESSAGES: list[p.Message] = [
     p.Hello(
         lease="l-1",
-        secret="s3cret",
+        nonce="n1",
         slots=2,
         walltime_end=1.5e9,
         host="n1",
@@ -22,7 +22,8 @@ MESSAGES: list[p.Message] = [
         finished=("c-0",),
         draining=True,
     ),
-    p.Welcome(heartbeat_s=5.0),
+    p.Welcome(heartbeat_s=5.0, nonce="n2", proof="ab"),
+    p.Auth(proof="cd"),
     p.Reject(reason="wrong secret"),
     p.Heartbeat(ts=123.5, running=1),
     p.Run(id="c-1", argv=("python", "-c", "print('é')"), cwd="/tmp", env={"A": "b"}, timeout_s=3.0),
@@ -58,9 +59,15 @@ def test_bytes_travel_as_base64() -> None:
     assert body["data"] == "/w=="
 
 
-def test_hello_repr_hides_the_secret() -> None:
-    hello = MESSAGES[0]
-    assert "s3cret" not in repr(hello)
+def test_proofs_bind_key_role_lease_and_nonces() -> None:
+    key = p.key_of("s3cret")
+    good = p.proof(key, "pilot", "l-1", "a", "b")
+    assert p.check(key, "pilot", "l-1", "a", "b", good)
+    assert not p.check(key, "daemon", "l-1", "a", "b", good)
+    assert not p.check(key, "pilot", "l-2", "a", "b", good)
+    assert not p.check(key, "pilot", "l-1", "b", "a", good)
+    assert not p.check(p.key_of("guess"), "pilot", "l-1", "a", "b", good)
+    assert "s3cret" not in good
 
 
 def _line(**d: object) -> bytes:
@@ -88,7 +95,7 @@ def _line(**d: object) -> bytes:
         (_line(t="exit", id="c", state="exploded", code=0), "state"),
         (_line(t="exit", id="c", state="completed", code=True), "'code'"),
         (
-            _line(t="hello", lease="l", secret="s", slots="2", walltime_end=0, host="h", pid=1),
+            _line(t="hello", lease="l", nonce="n", slots="2", walltime_end=0, host="h", pid=1),
             "'slots'",
         ),
         (_line(t="heartbeat", ts=float("nan")), "'ts'"),

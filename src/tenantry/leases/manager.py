@@ -6,9 +6,10 @@ packing onto the busiest lease so spare ones go idle and are released; when
 demand exceeds what is ready or starting, it acquires another lease (a pilot
 job submitted through the backend) within the per-user and per-session caps.
 
-Pilots dial back over TCP and prove the lease's secret (only its SHA-256 is
-kept, in ``<state>/leases.sqlite3``), so after a daemon restart a pilot that
-reconnects is recognised and the results it replays are kept. A pilot that
+Pilots dial back over TCP and both sides prove the lease key (SHA-256 of
+its secret, kept in ``<state>/leases.sqlite3``; see ``pilot.protocol``), so
+after a daemon restart a pilot that reconnects is recognised and the results
+it replays are kept. A pilot that
 vanishes has ``reconnect_grace_s`` to come back (less if the backend says its
 job ended); then its lease is lost and its commands end ``lost`` (retried
 once on another lease if marked idempotent). In the last ``drain_s`` of a
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import logging
 import os
 import secrets
@@ -65,7 +64,7 @@ _STATE_OF_EXIT = {
 
 
 def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
+    return p.key_of(secret).hex()
 
 
 class _Tail:
@@ -117,6 +116,7 @@ class _Live:
     final: str = "ended"  # terminal state once a draining pilot exits
     secret: str = field(default="", repr=False)
     next_query: float = 0.0
+    heard: float = 0.0  # monotonic time of the pilot's last message
 
 
 class LeaseManager:
@@ -443,16 +443,8 @@ class LeaseManager:
             hello = await asyncio.wait_for(p.recv(reader), 10)
             if not isinstance(hello, p.Hello):
                 return
-            live = self._live.get(hello.lease)
-            if (
-                live is None
-                or not live.lease.active
-                or not hmac.compare_digest(_hash(hello.secret), live.lease.secret_hash)
-            ):
-                log.warning("pilot for lease %s rejected", hello.lease)
-                p.send(writer, p.Reject(reason="unknown or ended lease, or wrong secret"))
-                await writer.drain()
-                live = None
+            live = await self._authenticate(hello, reader, writer)
+            if live is None:
                 return
             await self._welcome(live, hello, writer)
             await self._read_pilot(live, reader, writer)
@@ -464,6 +456,30 @@ class LeaseManager:
                 live.writer = None
                 if not self._closing:
                     await self._on_disconnect(live)
+
+    async def _authenticate(
+        self, hello: p.Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> _Live | None:
+        """Mutual proof of the lease key; the live lease, or None (rejected)."""
+        live = self._live.get(hello.lease)
+        if live is None or not live.lease.active:
+            p.send(writer, p.Reject(reason="unknown or ended lease"))
+            await writer.drain()
+            return None
+        key = bytes.fromhex(live.lease.secret_hash)
+        nonce = secrets.token_hex(16)
+        mine = p.proof(key, "daemon", hello.lease, hello.nonce, nonce)
+        p.send(writer, p.Welcome(heartbeat_s=self.cfg.heartbeat_s, nonce=nonce, proof=mine))
+        await writer.drain()
+        auth = await asyncio.wait_for(p.recv(reader), 10)
+        if not isinstance(auth, p.Auth) or not p.check(
+            key, "pilot", hello.lease, nonce, hello.nonce, auth.proof
+        ):
+            log.warning("pilot for lease %s failed authentication", hello.lease)
+            p.send(writer, p.Reject(reason="authentication failed"))
+            await writer.drain()
+            return None
+        return live
 
     async def _welcome(self, live: _Live, hello: p.Hello, writer: asyncio.StreamWriter) -> None:
         lease = live.lease
@@ -481,7 +497,6 @@ class LeaseManager:
         lease.state = "draining" if hello.draining or lease.state == "draining" else "ready"
         lease.reason = ""
         live.writer = writer
-        p.send(writer, p.Welcome(heartbeat_s=self.cfg.heartbeat_s))
         known = set(hello.running) | set(hello.finished)
         for cid in [c for c in live.running if c not in known]:
             self._requeue(live.running.pop(cid))  # never reached the pilot
@@ -502,12 +517,14 @@ class LeaseManager:
     async def _read_pilot(
         self, live: _Live, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        beat = asyncio.create_task(self._beat(writer))
+        live.heard = time.monotonic()
+        beat = asyncio.create_task(self._beat(live, writer))
         try:
             while True:
-                msg = await asyncio.wait_for(p.recv(reader), 4 * self.cfg.heartbeat_s)
+                msg = await p.recv(reader)
                 if msg is None:
                     return
+                live.heard = time.monotonic()
                 if isinstance(msg, p.Output):
                     await self._on_output(live, msg.id, msg.stream, msg.data)
                 elif isinstance(msg, p.Exit):
@@ -530,9 +547,14 @@ class LeaseManager:
         finally:
             beat.cancel()
 
-    async def _beat(self, writer: asyncio.StreamWriter) -> None:
+    async def _beat(self, live: _Live, writer: asyncio.StreamWriter) -> None:
+        silence = 4 * self.cfg.heartbeat_s
         while not writer.is_closing():
             await asyncio.sleep(self.cfg.heartbeat_s)
+            if time.monotonic() - live.heard > silence:
+                log.warning("lease %s: pilot silent for %.0f s", live.lease.id, silence)
+                writer.close()  # the reader sees end of stream: disconnected
+                return
             p.send(writer, p.Heartbeat(ts=time.time()))
 
     def _send(self, live: _Live, msg: p.Message) -> None:

@@ -7,8 +7,10 @@ data that both sides validate before acting on it. Unknown fields are ignored
 (a newer peer may add some); an unknown type or version is an error.
 
     pilot                                   daemon
-      hello(lease, secret, slots, ...)  ->
-                                        <-  welcome(heartbeat_s) | reject(reason)
+      hello(lease, nonce, slots, ...)   ->
+                                        <-  welcome(nonce', proof_d) | reject(reason)
+      auth(proof_p)                     ->
+                                        <-  reject(reason)              (bad proof)
       replay(results finished offline)  ->                  (after a reconnect)
                                         <-  ack(ids)
                                         <-  run(id, argv, cwd, env, timeout_s)
@@ -19,6 +21,13 @@ data that both sides validate before acting on it. Unknown fields are ignored
                                         <-  cancel(id) | drain | release
       drain (walltime near, notice)     ->
 
+Authentication is mutual and the secret never travels: both sides hold
+``key = sha256(secret)``; the daemon proves it with
+``HMAC(key, "daemon", lease, nonce, nonce')`` in its welcome (a pilot never
+runs commands for a process that merely squats on the daemon's port), and the
+pilot answers with ``HMAC(key, "pilot", lease, nonce', nonce)``. Messages after
+that are not encrypted: on a network that is not trusted, tunnel the link.
+
 ``encode``/``decode`` are pure; ``recv``/``send`` are the thin stream edge.
 Standard library only: the pilot runs inside allocations with no extra packages.
 """
@@ -28,6 +37,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -49,7 +60,7 @@ class Hello:
 
     t: ClassVar[str] = "hello"
     lease: str
-    secret: str
+    nonce: str
     slots: int
     walltime_end: float  # unix time at which the allocation ends
     host: str
@@ -58,14 +69,23 @@ class Hello:
     finished: tuple[str, ...] = ()  # commands ended but not yet acked (replay follows)
     draining: bool = False
 
-    def __repr__(self) -> str:  # never print the secret
-        return f"Hello(lease={self.lease!r}, slots={self.slots}, host={self.host!r})"
-
 
 @dataclass(frozen=True, slots=True)
 class Welcome:
+    """Daemon -> pilot: its own nonce and its proof of the lease key."""
+
     t: ClassVar[str] = "welcome"
     heartbeat_s: float
+    nonce: str
+    proof: str
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """Pilot -> daemon: the pilot's proof of the lease key."""
+
+    t: ClassVar[str] = "auth"
+    proof: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +177,7 @@ class Replay:
 Message = (
     Hello
     | Welcome
+    | Auth
     | Reject
     | Heartbeat
     | Run
@@ -168,6 +189,24 @@ Message = (
     | Ack
     | Replay
 )
+
+
+# -- authentication ------------------------------------------------------------------
+
+
+def key_of(secret: str) -> bytes:
+    """The HMAC key both sides hold (the daemon stores only this, hex-encoded)."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def proof(key: bytes, role: str, lease: str, first: str, second: str) -> str:
+    """``role``'s proof of ``key`` bound to this lease and both nonces."""
+    msg = "\n".join((role, lease, first, second)).encode()
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
+def check(key: bytes, role: str, lease: str, first: str, second: str, given: str) -> bool:
+    return hmac.compare_digest(proof(key, role, lease, first, second), given)
 
 
 # -- encoding -----------------------------------------------------------------------
@@ -348,7 +387,7 @@ def from_dict(d: dict[str, Any]) -> Message:
     if t == "hello":
         return Hello(
             lease=_str(d, t, "lease"),
-            secret=_str(d, t, "secret"),
+            nonce=_str(d, t, "nonce"),
             slots=_int(d, t, "slots"),
             walltime_end=_float(d, t, "walltime_end"),
             host=_str(d, t, "host"),
@@ -358,7 +397,13 @@ def from_dict(d: dict[str, Any]) -> Message:
             draining=_bool(d, t, "draining"),
         )
     if t == "welcome":
-        return Welcome(heartbeat_s=_float(d, t, "heartbeat_s"))
+        return Welcome(
+            heartbeat_s=_float(d, t, "heartbeat_s"),
+            nonce=_str(d, t, "nonce"),
+            proof=_str(d, t, "proof"),
+        )
+    if t == "auth":
+        return Auth(proof=_str(d, t, "proof"))
     if t == "reject":
         return Reject(reason=_str(d, t, "reason"))
     if t == "heartbeat":

@@ -1,10 +1,11 @@
 """``tenantry pilot``: the worker inside a lease allocation.
 
 It dials back to the daemon's advertised TCP address, proves it holds the
-lease's secret, then runs the commands it is sent, up to ``slots`` at once.
-Each command is an argv list started in its own session (process group), so
-a cancel or a timeout kills the whole tree; stdout and stderr stream back as
-they come; the exit carries the code, CPU time and peak RSS from ``wait4``.
+lease's key (and checks that the daemon proves it too), then runs the
+commands it is sent, up to ``slots`` at once. Each command is an argv list
+started in its own session (process group), so a cancel or a timeout kills
+the whole tree; stdout and stderr stream back as they come; the exit
+carries the code, CPU time and peak RSS from ``wait4``.
 
 If the daemon goes away, the pilot keeps running its commands, buffers their
 output and results, and redials with backoff; after a reconnect it replays
@@ -24,6 +25,7 @@ import dataclasses
 import logging
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -114,6 +116,7 @@ class Pilot:
         self._wake = asyncio.Event()
         self._heartbeat_s = 5.0
         self._online_at = time.monotonic()  # last moment a daemon was connected
+        self._heard = time.monotonic()  # last message from the daemon
 
     # -- lifecycle ---------------------------------------------------------------------
     async def serve(self) -> int:
@@ -164,7 +167,7 @@ class Pilot:
         self._term.set()
         for proc in self._procs.values():
             _killpg(proc)
-        self._wake.set()
+        self._settle()
 
     async def _walltime(self) -> None:
         if self.cfg.walltime_end <= 0:
@@ -173,7 +176,7 @@ class Pilot:
         log.info("pilot: walltime near; draining")
         self._draining = True
         self._send(p.Drain(reason="walltime"))
-        self._wake.set()
+        self._settle()
 
     async def _session(self) -> None:
         reader, writer = await asyncio.wait_for(
@@ -181,9 +184,10 @@ class Pilot:
             self.cfg.connect_timeout_s,
         )
         try:
+            nonce = secrets.token_hex(16)
             hello = p.Hello(
                 lease=self.cfg.lease,
-                secret=self.cfg.secret,
+                nonce=nonce,
                 slots=self.cfg.slots,
                 walltime_end=self.cfg.walltime_end,
                 host=socket.gethostname(),
@@ -199,7 +203,13 @@ class Pilot:
                 raise _Rejected(first.reason)
             if not isinstance(first, p.Welcome):
                 raise PilotProtocolError(f"expected welcome, got {type(first).__name__}")
+            key = p.key_of(self.cfg.secret)
+            if not p.check(key, "daemon", self.cfg.lease, nonce, first.nonce, first.proof):
+                # not our daemon (or not our secret): never take work from it
+                raise PilotProtocolError("the daemon did not prove the lease key")
+            p.send(writer, p.Auth(proof=p.proof(key, "pilot", self.cfg.lease, first.nonce, nonce)))
             self._heartbeat_s = first.heartbeat_s
+            self._heard = time.monotonic()
             self._writer = writer
             self._replay(writer)
             await writer.drain()
@@ -236,32 +246,34 @@ class Pilot:
                 del self._offline[cid]
 
     async def _beat(self, writer: asyncio.StreamWriter) -> None:
-        while True:
+        silence = max(4 * self._heartbeat_s, 1.0)
+        while not writer.is_closing():
             await asyncio.sleep(self._heartbeat_s)
+            if time.monotonic() - self._heard > silence:
+                log.info("pilot: daemon silent for %.0f s; redialling", silence)
+                writer.close()  # the reader sees end of stream
+                return
             p.send(writer, p.Heartbeat(ts=time.time(), running=len(self._running)))
-            await writer.drain()
+            try:
+                await writer.drain()
+            except ConnectionError:
+                return
 
     async def _loop(self, reader: asyncio.StreamReader) -> None:
-        silence = max(4 * self._heartbeat_s, 1.0)
-        while not self._finished():
-            recv = asyncio.ensure_future(p.recv(reader))
-            wake = asyncio.ensure_future(self._wake.wait())
-            done, _ = await asyncio.wait(
-                {recv, wake}, timeout=silence, return_when="FIRST_COMPLETED"
-            )
-            wake.cancel()
-            if recv not in done:
-                recv.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await recv
-                if not done:
-                    raise TimeoutError("daemon silent for too long")
-                self._wake.clear()
-                continue
-            msg = recv.result()
+        self._settle()
+        while True:
+            msg = await p.recv(reader)
             if msg is None:
                 return
+            self._heard = time.monotonic()
             self._handle(msg)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Close the link once nothing is left to do (released or drained, all acked)."""
+        self._wake.set()
+        if self._finished() and self._writer is not None:
+            self._writer.close()
 
     def _handle(self, msg: p.Message) -> None:
         if isinstance(msg, p.Run):
@@ -276,6 +288,8 @@ class Pilot:
             self._draining = True
         elif isinstance(msg, p.Release):
             self._released = True
+        elif isinstance(msg, p.Reject):
+            raise _Rejected(msg.reason)
         elif not isinstance(msg, p.Heartbeat):
             raise PilotProtocolError(f"unexpected {msg.t} message from the daemon")
 
@@ -319,7 +333,7 @@ class Pilot:
             self._running.pop(run.id, None)
         self._unacked[ex.id] = ex
         self._send(ex)
-        self._wake.set()
+        self._settle()
 
     async def _spawn_and_wait(self, run: p.Run, started: float) -> p.Exit:
         loop = asyncio.get_running_loop()
