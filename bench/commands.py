@@ -40,7 +40,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
@@ -180,9 +179,15 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-# -- the arms -------------------------------------------------------------------------
-
 Runner = Callable[[list[str]], Awaitable[int]]
+
+
+# -- the arms -------------------------------------------------------------------------
+#
+# Every arm is an object with ``open()`` (returns its startup seconds), an async
+# ``run(argv) -> exit code`` and ``close()``. All arms are opened first, then the
+# workload runs in rounds that alternate between arms, so the load other users
+# put on the shared machine falls on every arm alike.
 
 
 async def windowed(cmds: list[list[str]], run: Runner) -> tuple[list[float], float, int]:
@@ -204,45 +209,43 @@ async def windowed(cmds: list[list[str]], run: Runner) -> tuple[list[float], flo
     return lat, time.perf_counter() - t0, bad
 
 
-async def singles(run: Runner, k: int) -> list[float]:
-    out = []
-    for _ in range(k):
-        t0 = time.perf_counter()
-        await run(["true"])
-        out.append(time.perf_counter() - t0)
-    return out
-
-
 def _bare_task(argv: list[str]) -> int:
     return subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL).returncode
 
 
-def bare_arm(cmds: list[list[str]], k: int) -> dict[str, Any]:
-    """``subprocess.run`` from 2 threads: the floor every other arm is compared to."""
-    from concurrent.futures import ThreadPoolExecutor
+class BareArm:
+    """``subprocess.run`` on 2 threads: the floor every other arm is compared to."""
 
-    with ThreadPoolExecutor(WINDOW) as pool:
+    name = "bare"
 
-        def submit(argv: list[str]) -> Future[int]:
-            return pool.submit(_bare_task, argv)
+    async def open(self) -> float:
+        from concurrent.futures import ThreadPoolExecutor
 
-        return _sync_measure("bare", cmds, k, submit, 0.0, _cf_first)
+        self.pool = ThreadPoolExecutor(WINDOW)
+        return 0.0
+
+    async def run(self, argv: list[str]) -> int:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, _bare_task, argv)
+
+    async def close(self) -> None:
+        self.pool.shutdown()
 
 
 class LeaseArm:
+    """Tenantry's lease manager in-process; one lease with 2 slots."""
+
     def __init__(self, backend_kind: str, state: Path) -> None:
         self.kind = backend_kind
+        self.name = "leases" if backend_kind == "local" else "leases-slurm"
         self.state = state
-        self.mgr: Any = None
-        self.backend: Any = None
-        self.start_s = 0.0
 
-    async def open(self) -> None:
+    async def open(self) -> float:
         from tenantry.leases.manager import LeaseManager
         from tenantry.leases.model import LeaseConfig
-        from tenantry.models import AgentProduct, Principal
+        from tenantry.models import AgentProduct, CommandSpec, Principal
         from tenantry.settings import load
 
+        self.spec = CommandSpec
         settings = load(env={}, overrides={"state_dir": str(self.state)})
         if self.kind == "slurm":
             self.backend = _slurm_backend()
@@ -252,7 +255,7 @@ class LeaseArm:
             self.backend = LocalBackend(str(self.state), slots=4)
         await self.backend.start()
         cfg = LeaseConfig.from_settings(
-            settings, slots=WINDOW, max_per_session=1, idle_s=600, start_timeout_s=600
+            settings, slots=WINDOW, max_per_session=1, idle_s=3600, start_timeout_s=600
         )
         self.mgr = LeaseManager(settings, self.backend, None, cfg)
         await self.mgr.start()
@@ -261,16 +264,22 @@ class LeaseArm:
         )
         t0 = time.perf_counter()
         await self.run(["true"])
-        self.start_s = time.perf_counter() - t0
+        return time.perf_counter() - t0
 
     async def run(self, argv: list[str]) -> int:
-        from tenantry.models import CommandSpec
-
         async def sink(stream: str, data: bytes) -> None:
             return None
 
-        r = await self.mgr.run(CommandSpec(argv=tuple(argv), cwd=os.getcwd()), self.who, sink)
+        r = await self.mgr.run(self.spec(argv=tuple(argv), cwd=os.getcwd()), self.who, sink)
         return r.exit_code if r.exit_code is not None else 255
+
+    def jobs(self) -> list[str]:
+        if self.kind == "local":
+            return []  # local processes, not Slurm jobs
+        return [x["backend_id"] for x in self.mgr.leases(include_ended=True)]
+
+    def client_calls(self) -> dict[str, int]:
+        return dict(getattr(self.backend, "calls_by_verb", {}))
 
     async def close(self) -> None:
         await self.mgr.release_all("bench over")
@@ -301,212 +310,136 @@ def _dask_task(argv: list[str]) -> int:
     return subprocess.run(argv, capture_output=True, check=False).returncode
 
 
-def sync_windowed(
-    cmds: list[list[str]], submit: Callable[[list[str]], Any], first: Callable[[list[Any]], Any]
-) -> tuple[list[float], float, int]:
-    lat: list[float] = []
-    bad = 0
-    inflight: dict[Future[Any], float] = {}
-    it = iter(cmds)
-    t0 = time.perf_counter()
-    done_all = False
-    while True:
-        while not done_all and len(inflight) < WINDOW:
-            argv = next(it, None)
-            if argv is None:
-                done_all = True
-                break
-            inflight[submit(argv)] = time.perf_counter()
-        if not inflight:
-            break
-        done, _ = first(list(inflight))
-        now = time.perf_counter()
-        for f in done:
-            lat.append(now - inflight.pop(f))
-            try:
-                bad += f.result() != 0
-            except Exception:
-                bad += 1
-    return lat, time.perf_counter() - t0, bad
+class DaskArm:
+    """``distributed.LocalCluster``: 2 single-thread worker processes."""
+
+    name = "dask"
+
+    async def open(self) -> float:
+        from distributed import Client, LocalCluster
+
+        t0 = time.perf_counter()
+        self.cluster = await LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            asynchronous=True,
+        )
+        self.client = await Client(self.cluster, asynchronous=True)
+        await self.run(["true"])
+        return time.perf_counter() - t0
+
+    async def run(self, argv: list[str]) -> int:
+        code: int = await self.client.submit(_dask_task, argv, pure=False)
+        return code
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.cluster.close()
 
 
-def dask_arm(cmds: list[list[str]], k: int) -> dict[str, Any]:
-    from distributed import Client, LocalCluster
-    from distributed import wait as dask_wait
+class ParslArm:
+    """Parsl ``HighThroughputExecutor`` (2 workers, ``LocalProvider``), bash apps."""
 
-    t0 = time.perf_counter()
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    )
-    client = Client(cluster)
-    client.submit(_dask_task, ["true"], pure=False).result()
-    start_s = time.perf_counter() - t0
+    name = "parsl"
 
-    def submit(argv: list[str]) -> Any:
-        return client.submit(_dask_task, argv, pure=False)
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
 
-    def first(fs: list[Any]) -> Any:
-        return dask_wait(fs, return_when="FIRST_COMPLETED")
+    async def open(self) -> float:
+        return await asyncio.to_thread(self._open)
 
-    try:
-        return _sync_measure("dask", cmds, k, submit, start_s, first)
-    finally:
-        client.close()
-        cluster.close()
+    def _open(self) -> float:
+        import parsl
+        from parsl.app.app import bash_app
+        from parsl.config import Config
+        from parsl.executors import HighThroughputExecutor
+        from parsl.providers import LocalProvider
 
+        # Parsl starts interchange.py / process_worker_pool.py from PATH
+        os.environ["PATH"] = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+        t0 = time.perf_counter()
+        cfg = Config(
+            executors=[
+                HighThroughputExecutor(
+                    label="htex",
+                    address="127.0.0.1",
+                    max_workers_per_node=WINDOW,
+                    provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1),
+                    worker_logdir_root=str(self.run_dir),
+                )
+            ],
+            run_dir=str(self.run_dir),
+            strategy="none",
+            usage_tracking=0,
+        )
+        parsl.load(cfg)
+        self.out = self.run_dir / "out"
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.counter = iter(range(10**9))
 
-def parsl_arm(cmds: list[list[str]], k: int, run_dir: Path) -> dict[str, Any]:
-    import parsl
-    from parsl.app.app import bash_app
-    from parsl.config import Config
-    from parsl.executors import HighThroughputExecutor
-    from parsl.providers import LocalProvider
+        @bash_app
+        def sh(command: str, stdout: str = "", stderr: str = "") -> str:
+            return command
 
-    # Parsl starts interchange.py / process_worker_pool.py from PATH
-    os.environ["PATH"] = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
-    t0 = time.perf_counter()
-    cfg = Config(
-        executors=[
-            HighThroughputExecutor(
-                label="htex",
-                address="127.0.0.1",
-                max_workers_per_node=2,
-                provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1),
-                worker_logdir_root=str(run_dir),
-            )
-        ],
-        run_dir=str(run_dir),
-        strategy="none",
-        usage_tracking=0,
-    )
-    parsl.load(cfg)
-    out = run_dir / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    counter = iter(range(10**9))
+        self.sh = sh
+        self.sh("true", stdout=str(self.out / "w.out"), stderr=str(self.out / "w.err")).result()
+        return time.perf_counter() - t0
 
-    @bash_app
-    def sh(command: str, stdout: str = "", stderr: str = "") -> str:
-        return command
+    async def run(self, argv: list[str]) -> int:
+        n = next(self.counter)
+        fut = self.sh(
+            shlex.join(argv), stdout=str(self.out / f"{n}.out"), stderr=str(self.out / f"{n}.err")
+        )
+        try:
+            await asyncio.wrap_future(fut)
+        except Exception:
+            return 1
+        return 0
 
-    def submit(argv: list[str]) -> Future[Any]:
-        n = next(counter)
-        return sh(shlex.join(argv), stdout=str(out / f"{n}.out"), stderr=str(out / f"{n}.err"))
+    async def close(self) -> None:
+        import parsl
 
-    submit(["true"]).result()
-    start_s = time.perf_counter() - t0
-    try:
-        return _sync_measure("parsl", cmds, k, submit, start_s, _cf_first)
-    finally:
-        parsl.dfk().cleanup()
+        await asyncio.to_thread(parsl.dfk().cleanup)
         parsl.clear()
 
 
-def _cf_first(fs: list[Future[Any]]) -> Any:
-    return wait(fs, return_when=FIRST_COMPLETED)
+class SbatchArm:
+    """One ``sbatch --wait`` job per command on the real Slurm."""
 
+    name = "sbatch"
 
-def _sync_measure(
-    name: str,
-    cmds: list[list[str]],
-    k: int,
-    submit: Callable[[list[str]], Any],
-    start_s: float,
-    first: Callable[[list[Any]], Any],
-) -> dict[str, Any]:
-    single = []
-    for _ in range(k):
-        t0 = time.perf_counter()
-        submit(["true"]).result()
-        single.append(time.perf_counter() - t0)
-    cpu0, rpc0 = tree_cpu(), sdiag_rpcs()
-    lat, wall, bad = sync_windowed(cmds, submit, first)
-    cpu1, rpc1 = tree_cpu(), sdiag_rpcs()
-    return summarize(name, lat, wall, bad, single, cpu1 - cpu0, 0, rpc0, rpc1, start_s)
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.ids: list[str] = []
 
+    async def open(self) -> float:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        return 0.0
 
-def summarize(
-    name: str,
-    lat: list[float],
-    wall: float,
-    bad: int,
-    single: list[float],
-    cpu: float,
-    jobs: int,
-    rpc0: int | None,
-    rpc1: int | None,
-    start_s: float = 0.0,
-    **extra: Any,
-) -> dict[str, Any]:
-    n = len(lat)
-    return {
-        "arm": name,
-        "n": n,
-        "failed": bad,
-        "wall_s": round(wall, 3),
-        "commands_per_s": round(n / wall, 1) if wall else None,
-        "p50_ms": round(pct(lat, 0.5) * 1e3, 2),
-        "p99_ms": round(pct(lat, 0.99) * 1e3, 2),
-        "single_p50_ms": round(pct(single, 0.5) * 1e3, 2),
-        "single_p99_ms": round(pct(single, 0.99) * 1e3, 2),
-        "cpu_ms_per_command": round(cpu / n * 1e3, 2) if n else None,
-        "slurm_jobs": jobs,
-        "sdiag_rpcs": (rpc1 - rpc0) if rpc0 is not None and rpc1 is not None else None,
-        "startup_s": round(start_s, 3),
-        **extra,
-    }
-
-
-async def async_arm(
-    name: str, cmds: list[list[str]], k: int, run: Runner, jobs: int = 0, start_s: float = 0.0
-) -> dict[str, Any]:
-    single = await singles(run, k)
-    cpu0, rpc0, d0 = tree_cpu(), sdiag_rpcs(), slurm_daemon_cpu()
-    lat, wall, bad = await windowed(cmds, run)
-    cpu1, rpc1, d1 = tree_cpu(), sdiag_rpcs(), slurm_daemon_cpu()
-    return summarize(
-        name,
-        lat,
-        wall,
-        bad,
-        single,
-        cpu1 - cpu0,
-        jobs,
-        rpc0,
-        rpc1,
-        start_s,
-        slurm_daemons_cpu_s=round(d1 - d0, 3),
-    )
-
-
-async def sbatch_arm(cmds: list[list[str]], k: int, tmp: Path) -> dict[str, Any]:
-    ids: list[str] = []
-
-    async def run(argv: list[str]) -> int:
+    async def run(self, argv: list[str]) -> int:
         script = f"#!/bin/sh\nexec {shlex.join(argv)}\n"
         proc = await asyncio.create_subprocess_exec(
-            "sbatch",
-            "--parsable",
-            "--wait",
-            "--job-name=bench-cmd",
-            "--time=1",
-            f"--chdir={os.getcwd()}",
-            f"--output={tmp}/%j.out",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
+            "sbatch", "--parsable", "--wait", "--job-name=bench-cmd", "--time=1",
+            f"--chdir={os.getcwd()}", f"--output={self.out_dir}/%j.out",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-        )
+        )  # fmt: skip
         out, _ = await proc.communicate(script.encode())
         if out.strip():
-            ids.append(out.decode().strip().split(";")[0])
+            self.ids.append(out.decode().strip().split(";")[0])
         return proc.returncode or 0
 
-    res = await async_arm("sbatch", cmds, k, run)
-    res["slurm_jobs"] = len(ids)
-    res["job_cpu_ms_per_command"] = round(sacct_cpu(ids) / max(1, len(ids)) * 1e3, 2)
-    return res
+    def jobs(self) -> list[str]:
+        return self.ids
+
+    async def close(self) -> None:
+        return None
 
 
 def sacct_cpu(ids: list[str]) -> float:
+    """Total CPU seconds Slurm accounted to these jobs."""
     total = 0.0
     for i in range(0, len(ids), 200):
         out = subprocess.run(
@@ -516,57 +449,130 @@ def sacct_cpu(ids: list[str]) -> float:
             timeout=60,
         ).stdout
         for line in out.split():
-            parts = [float(x) for x in re.split(r"[:]", line.split("-")[-1]) if x]
+            days, _, clock = line.rpartition("-")
             secs = 0.0
-            for part in parts:
-                secs = secs * 60 + part
-            total += secs
+            for part in clock.split(":"):
+                secs = secs * 60 + float(part or 0)
+            total += secs + (float(days) * 86400 if days else 0.0)
     return total
 
 
-# -- main -----------------------------------------------------------------------------
+# -- measurement loop -----------------------------------------------------------------
+
+
+class Tally:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lat: list[float] = []
+        self.single: list[float] = []
+        self.wall = 0.0
+        self.bad = 0
+        self.cpu = 0.0
+        self.daemons_cpu = 0.0
+        self.rpcs: int | None = 0
+        self.startup = 0.0
+        self.extra: dict[str, Any] = {}
+
+    async def chunk(self, arm: Any, cmds: list[list[str]]) -> None:
+        cpu0, rpc0, d0 = tree_cpu(), sdiag_rpcs(), slurm_daemon_cpu()
+        lat, wall, bad = await windowed(cmds, arm.run)
+        cpu1, rpc1, d1 = tree_cpu(), sdiag_rpcs(), slurm_daemon_cpu()
+        self.lat += lat
+        self.wall += wall
+        self.bad += bad
+        self.cpu += cpu1 - cpu0
+        self.daemons_cpu += d1 - d0
+        if self.rpcs is not None and rpc0 is not None and rpc1 is not None and rpc1 >= rpc0:
+            self.rpcs += rpc1 - rpc0
+        else:
+            self.rpcs = None  # no Slurm, or its counters were reset meanwhile
+
+    async def singles(self, arm: Any, k: int) -> None:
+        for _ in range(k):
+            t0 = time.perf_counter()
+            await arm.run(["true"])
+            self.single.append(time.perf_counter() - t0)
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.lat)
+        return {
+            "arm": self.name,
+            "n": n,
+            "failed": self.bad,
+            "wall_s": round(self.wall, 3),
+            "commands_per_s": round(n / self.wall, 1) if self.wall else None,
+            "p50_ms": round(pct(self.lat, 0.5) * 1e3, 2),
+            "p99_ms": round(pct(self.lat, 0.99) * 1e3, 2),
+            "single_p50_ms": round(pct(self.single, 0.5) * 1e3, 2),
+            "single_p99_ms": round(pct(self.single, 0.99) * 1e3, 2),
+            "cpu_ms_per_command": round(self.cpu / n * 1e3, 2) if n else None,
+            "slurm_daemons_cpu_s": round(self.daemons_cpu, 3),
+            "sdiag_rpcs": self.rpcs,
+            "startup_s": round(self.startup, 3),
+            **self.extra,
+        }
 
 
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="tnt-bench-"))
     cmds = workload(args.n, tmp / "data")
     os.chdir(tmp / "data")
-    k = args.singles
-    arms = set(args.arms.split(","))
+    wanted = args.arms.split(",")
     have_slurm = slurm_up()
-    results = []
-
-    def show(r: dict[str, Any]) -> None:
-        results.append(r)
-        print(json.dumps(r), file=sys.stderr, flush=True)
-
-    if "bare" in arms:
-        show(await asyncio.to_thread(bare_arm, cmds, k))
-    if "leases" in arms:
-        arm = LeaseArm("local", tmp / "state-local")
-        await arm.open()
-        try:
-            show(await async_arm("leases", cmds, k, arm.run, start_s=arm.start_s))
-        finally:
+    makers: dict[str, Callable[[], Any]] = {
+        "bare": BareArm,
+        "leases": lambda: LeaseArm("local", tmp / "state-local"),
+        "leases-slurm": lambda: LeaseArm("slurm", tmp / "state-slurm"),
+        "dask": DaskArm,
+        "parsl": lambda: ParslArm(tmp / "parsl"),
+    }
+    arms: list[Any] = []
+    tallies: dict[str, Tally] = {}
+    try:
+        for name in wanted:
+            if name not in makers:
+                continue
+            if name == "leases-slurm" and not have_slurm:
+                print("no Slurm is up: skipping leases-slurm", file=sys.stderr)
+                continue
+            arm = makers[name]()
+            tally = tallies[name] = Tally(name)
+            tally.startup = await arm.open()
+            arms.append(arm)
+        for arm in arms:  # single commands on an otherwise idle system
+            await tallies[arm.name].singles(arm, args.singles)
+        rounds = max(1, args.rounds)
+        size = -(-len(cmds) // rounds)
+        for r in range(rounds):
+            part = cmds[r * size : (r + 1) * size]
+            order = arms if r % 2 == 0 else arms[::-1]
+            for arm in order:
+                await tallies[arm.name].chunk(arm, part)
+            print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    finally:
+        for arm in arms:
             await arm.close()
-    if "leases-slurm" in arms and have_slurm:
-        arm = LeaseArm("slurm", tmp / "state-slurm")
-        rpc0 = sdiag_rpcs()
+    for arm in arms:
+        t = tallies[arm.name]
+        t.extra["slurm_jobs"] = len(arm.jobs()) if hasattr(arm, "jobs") else 0
+        if arm.name == "leases-slurm":
+            t.extra["slurm_client_calls"] = arm.client_calls()
+            await asyncio.sleep(2)  # let accounting see the released lease job
+            t.extra["job_cpu_ms_per_command"] = round(sacct_cpu(arm.jobs()) / args.n * 1e3, 2)
+    results = [tallies[a.name].summary() for a in arms]
+    if "sbatch" in wanted and have_slurm:
+        arm = SbatchArm(tmp / "sbatch")
+        t = Tally("sbatch")
         await arm.open()
-        try:
-            r = await async_arm("leases-slurm", cmds, k, arm.run, jobs=1, start_s=arm.start_s)
-        finally:
-            await arm.close()
-        rpc1 = sdiag_rpcs()
-        r["sdiag_rpcs_incl_lease_start"] = (rpc1 - rpc0) if rpc0 is not None and rpc1 else None
-        show(r)
-    if "dask" in arms:
-        show(await asyncio.to_thread(dask_arm, cmds, k))
-    if "parsl" in arms:
-        show(await asyncio.to_thread(parsl_arm, cmds, k, tmp / "parsl"))
-    if "sbatch" in arms and have_slurm:
-        show(await sbatch_arm(cmds[: args.n_slurm], min(k, args.singles_slurm), tmp / "sbatch"))
-    elif "sbatch" in arms:
+        await t.singles(arm, args.singles_slurm)
+        await t.chunk(arm, cmds[: args.n_slurm])
+        t.extra["slurm_jobs"] = len(arm.jobs())
+        t.extra["slurm_client_calls"] = {"sbatch --wait": len(arm.jobs())}
+        t.extra["job_cpu_ms_per_command"] = round(
+            sacct_cpu(arm.jobs()) / max(1, len(arm.jobs())) * 1e3, 2
+        )
+        results.append(t.summary())
+    elif "sbatch" in wanted:
         print("no Slurm is up: skipping the sbatch arm", file=sys.stderr)
     return results
 
@@ -591,11 +597,12 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="commands per arm (default 2000)")
     ap.add_argument("--n-slurm", type=int, default=100, help="commands for the sbatch arm")
     ap.add_argument("--singles", type=int, default=200, help="single-command latency samples")
     ap.add_argument("--singles-slurm", type=int, default=5, help="samples for the sbatch arm")
+    ap.add_argument("--rounds", type=int, default=8, help="rounds alternating between arms")
     ap.add_argument("--arms", default="bare,leases,leases-slurm,dask,parsl,sbatch")
     ap.add_argument("--out", help="also write the results as JSON here")
     args = ap.parse_args()

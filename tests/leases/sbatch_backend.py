@@ -43,6 +43,10 @@ class SbatchBackend:
 
     def __init__(self) -> None:
         self.submitted: list[str] = []
+        self.calls_by_verb: dict[str, int] = {}
+
+    def _count(self, verb: str) -> None:
+        self.calls_by_verb[verb] = self.calls_by_verb.get(verb, 0) + 1
 
     async def start(self) -> None:
         return None
@@ -66,6 +70,7 @@ class SbatchBackend:
             argv.append(f"--mem={res.mem_mb}M")
         if res.partition:
             argv.append(f"--partition={res.partition}")
+        self._count("sbatch")
         try:
             out = await _run(*argv, stdin=spec.script_text.encode(), env={**os.environ, **spec.env})
         except BackendError as exc:
@@ -77,6 +82,7 @@ class SbatchBackend:
     async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
         if not backend_ids:
             return {}
+        self._count("sacct")
         out = await _run(
             "sacct", "-n", "-X", "-P", "-o", "JobID,State,ExitCode", "-j", ",".join(backend_ids)
         )
@@ -88,6 +94,7 @@ class SbatchBackend:
         return ups
 
     async def cancel(self, backend_id: str) -> None:
+        self._count("scancel")
         await _run("scancel", backend_id)
 
     async def info(self) -> dict[str, Any]:
