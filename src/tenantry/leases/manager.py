@@ -323,7 +323,8 @@ class LeaseManager:
     def _grow(self, key: PoolKey, q: deque[_Cmd]) -> None:
         waiting = [c for c in q if not c.future.done()]
         pool = [lv for lv in self._live.values() if lv.lease.key == key and lv.lease.active]
-        coming = sum(lv.lease.slots for lv in pool if lv.lease.state == "pending")
+        # starting pilots, and pilots that are expected back (daemon restart, blip)
+        coming = sum(lv.lease.slots for lv in pool if lv.lease.state in ("pending", "disconnected"))
         while len(waiting) > coming:
             owner = waiting[0].principal
             user_n = sum(
