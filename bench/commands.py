@@ -18,7 +18,9 @@ running two tool calls at once):
 
 Per arm: commands/s over the workload, p50/p99 submit-to-result latency of the
 workload and of single ``true`` commands on an otherwise idle system, CPU per
-command (this process tree, from rusage and /proc; Slurm jobs from sacct),
+command (this process and the processes each arm started: pilot, workers,
+interchange; from rusage and /proc, so a pilot under slurmstepd counts too;
+the sbatch arm's jobs from sacct),
 Slurm jobs submitted and controller RPCs (``sdiag`` message counts, deltas;
 other users of the shared controller add noise).
 
@@ -99,20 +101,18 @@ def _proc_stat(pid: int) -> tuple[int, float] | None:
     return ppid, (ut + st + cut + cst) / TICK
 
 
-def tree_cpu() -> float:
-    """CPU seconds of this process, its reaped children and all live descendants."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        ru = resource.getrusage(who)
-        total += ru.ru_utime + ru.ru_stime
+def _children_map() -> dict[int, list[tuple[int, float]]]:
     kids: dict[int, list[tuple[int, float]]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             st = _proc_stat(int(entry))
             if st is not None:
                 kids.setdefault(st[0], []).append((int(entry), st[1]))
-    seen: set[int] = set()
-    todo = [os.getpid()]
+    return kids
+
+
+def _markers() -> set[int]:
+    found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -120,17 +120,47 @@ def tree_cpu() -> float:
             except OSError:
                 continue
             if any(m.encode() in cmdline for m in MARKERS):
-                st = _proc_stat(int(entry))
-                if st is not None:
-                    total += st[1]
-                    seen.add(int(entry))
-                    todo.append(int(entry))
+                found.add(int(entry))
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    kids = _children_map()
+    out: set[int] = set()
+    todo = [root]
+    while todo:
+        for pid, _ in kids.get(todo.pop(), []):
+            if pid not in out:
+                out.add(pid)
+                todo.append(pid)
+    return out
+
+
+def roots_cpu(roots: set[int]) -> float:
+    """CPU seconds of these processes and their live descendants (reaped ones included)."""
+    kids = _children_map()
+    total = 0.0
+    seen: set[int] = set()
+    todo = list(roots)
+    for pid in roots:
+        st = _proc_stat(pid)
+        total += st[1] if st else 0.0
+        seen.add(pid)
     while todo:
         for pid, cpu in kids.get(todo.pop(), []):
             if pid not in seen:
                 seen.add(pid)
                 total += cpu
                 todo.append(pid)
+    return total
+
+
+def own_cpu() -> float:
+    """This process plus its reaped children (where bare commands land)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
     return total
 
 
@@ -471,12 +501,15 @@ class Tally:
         self.daemons_cpu = 0.0
         self.rpcs: int | None = 0
         self.startup = 0.0
+        self.roots: set[int] = set()
         self.extra: dict[str, Any] = {}
 
     async def chunk(self, arm: Any, cmds: list[list[str]]) -> None:
-        cpu0, rpc0, d0 = tree_cpu(), sdiag_rpcs(), slurm_daemon_cpu()
+        cpu0 = own_cpu() + roots_cpu(self.roots)
+        rpc0, d0 = sdiag_rpcs(), slurm_daemon_cpu()
         lat, wall, bad = await windowed(cmds, arm.run)
-        cpu1, rpc1, d1 = tree_cpu(), sdiag_rpcs(), slurm_daemon_cpu()
+        cpu1 = own_cpu() + roots_cpu(self.roots)
+        rpc1, d1 = sdiag_rpcs(), slurm_daemon_cpu()
         self.lat += lat
         self.wall += wall
         self.bad += bad
@@ -513,6 +546,25 @@ class Tally:
         }
 
 
+def _ancestors(pid: int) -> set[int]:
+    out = set()
+    while pid > 1:
+        st = _proc_stat(pid)
+        if st is None:
+            break
+        pid = st[0]
+        out.add(pid)
+    return out
+
+
+def arm_pids(arm: Any) -> set[int]:
+    """Processes of an arm outside our tree (a pilot under slurmstepd)."""
+    mgr = getattr(arm, "mgr", None)
+    if mgr is None:
+        return set()
+    return {lv.lease.pid for lv in mgr._live.values() if lv.lease.pid}
+
+
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="tnt-bench-"))
     cmds = workload(args.n, tmp / "data")
@@ -537,7 +589,11 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             arm = makers[name]()
             tally = tallies[name] = Tally(name)
+            before = descendants(os.getpid()) | _markers()
             tally.startup = await arm.open()
+            # the processes this arm started (pilot, workers), outside other arms' trees
+            new = (descendants(os.getpid()) | _markers()) - before
+            tally.roots = {p for p in new if not (_ancestors(p) & new)} | arm_pids(arm)
             arms.append(arm)
         for arm in arms:  # single commands on an otherwise idle system
             await tallies[arm.name].singles(arm, args.singles)
