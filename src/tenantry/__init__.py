@@ -1,22 +1,41 @@
 """Tenantry: coding agents as first-class, facility-aware tenants of HPC systems.
 
 The public API is deliberately small; most use goes through the daemon
-(``tenantry serve``), the CLI and the MCP server.
+(``tenantry serve``), the CLI and the MCP server. Names load lazily so the
+CLI client starts fast.
 """
 
-from tenantry.errors import TenantryError
-from tenantry.models import (
-    AgentProduct,
-    CommandResult,
-    CommandSpec,
-    Job,
-    JobSpec,
-    JobState,
-    Principal,
-    Resources,
-)
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the client path avoids importing typing
+if TYPE_CHECKING:
+    from tenantry.errors import TenantryError
+    from tenantry.models import (
+        AgentProduct,
+        CommandResult,
+        CommandSpec,
+        Job,
+        JobSpec,
+        JobState,
+        Principal,
+        Resources,
+    )
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "TenantryError": "tenantry.errors",
+    "AgentProduct": "tenantry.models",
+    "CommandResult": "tenantry.models",
+    "CommandSpec": "tenantry.models",
+    "Job": "tenantry.models",
+    "JobSpec": "tenantry.models",
+    "JobState": "tenantry.models",
+    "Principal": "tenantry.models",
+    "Resources": "tenantry.models",
+}
 
 __all__ = [
     "AgentProduct",
@@ -30,3 +49,10 @@ __all__ = [
     "TenantryError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tenantry' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -16,12 +16,39 @@ from collections.abc import Sequence
 from tenantry import errors
 from tenantry.cli_common import Handler
 
-# Modules that add subcommands: each defines ``register(sub) -> None`` and sets
-# ``handler=`` on its parsers with ``set_defaults``.
-EXTENSIONS: tuple[str, ...] = (
-    "tenantry.cli_core",
-    "tenantry.leases.cli",
-)
+# Which module adds each subcommand. A module defines ``register(sub) -> None``
+# and sets ``handler=`` on its parsers with ``set_defaults``. Only the module of
+# the command being run is imported, so the CLI starts fast however many
+# commands exist; a test checks this table against what each module registers.
+COMMANDS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "run",
+            "submit",
+            "status",
+            "jobs",
+            "wait",
+            "cancel",
+            "logs",
+            "sessions",
+            "events",
+            "info",
+            "settings",
+            "serve",
+            "mcp",
+            "version",
+        ),
+        "tenantry.cli_core",
+    ),
+    "budgets": "tenantry.budgets.cli",
+    "admin": "tenantry.kill.cli",
+    "guard": "tenantry.guard.cli",
+    "audit": "tenantry.audit.cli",
+    "leases": "tenantry.leases.cli",
+    "pilot": "tenantry.leases.cli",
+}
+EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
+_GLOBAL_WITH_VALUE = ("--socket", "--state")
 
 DESCRIPTION = """\
 Tenantry: a facility-aware gateway for coding agents on HPC systems.
@@ -41,7 +68,18 @@ examples:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (skipping global options), if any."""
+    it = iter(argv)
+    for tok in it:
+        if tok in _GLOBAL_WITH_VALUE:
+            next(it, None)
+        elif not tok.startswith("-"):
+            return tok
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tenantry",
         description=DESCRIPTION,
@@ -51,13 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--socket", help="daemon socket (default: TENANTRY_SOCKET or per-user)")
     parser.add_argument("--state", help="state directory (default: TENANTRY_STATE_DIR)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in EXTENSIONS:
+    modules = (COMMANDS[command],) if command in COMMANDS else EXTENSIONS
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:

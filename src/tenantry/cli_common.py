@@ -10,10 +10,14 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from tenantry import errors
 from tenantry.settings import Settings, load
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -32,9 +36,16 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
+def _print_warnings(warnings: list[str]) -> None:
+    for w in warnings:
+        sys.stderr.write(f"tenantry: warning: {w}\n")
+
+
 def client_from(args: argparse.Namespace, **kw: Any) -> Any:
+    """A daemon client; warnings that come with results go to stderr."""
     from tenantry.client import Client
 
+    kw.setdefault("on_warnings", _print_warnings)
     return Client(settings_from(args), **kw)
 
 

@@ -7,12 +7,15 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any
 
 from tenantry import errors
 from tenantry.cli_common import add_json, client_from, emit, settings_from, table
 from tenantry.units import format_duration, parse_mem_mb, parse_time_s
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -71,7 +74,10 @@ def register(sub: Any) -> None:
 
 # -- run ----------------------------------------------------------------------------------
 def _resources(args: argparse.Namespace) -> dict[str, Any]:
-    res: dict[str, Any] = {"cpus": args.cpus}
+    """Only what was given: the script's #SBATCH lines fill the rest."""
+    res: dict[str, Any] = {}
+    if args.cpus is not None:
+        res["cpus"] = args.cpus
     if args.mem:
         res["mem_mb"] = parse_mem_mb(args.mem)
     if args.time:
@@ -96,7 +102,7 @@ def _register_run(sub: Any) -> None:
         "  tenantry run --cpus 4 --mem 8G --where lease -- make -j4\n"
         "  tenantry run --json -- python -c 'print(1)'",
     )
-    p.add_argument("--cpus", type=int, default=1, help="CPUs the command needs")
+    p.add_argument("--cpus", type=int, help="CPUs the command needs (default 1)")
     p.add_argument("--mem", help="memory, e.g. 4G (also the address-space limit locally)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs the command needs")
     p.add_argument("--time", help="walltime of a lease to run on (Slurm format)")
@@ -155,16 +161,17 @@ def _register_jobs(sub: Any) -> None:
         "submit",
         help="submit a batch job (prints its id)",
         formatter_class=_FMT,
-        description="Submit a batch script, sbatch-style. Identical submissions (same"
+        description="Submit a batch script, sbatch-style (#SBATCH lines in the script are"
+        " read; options given here win). Identical submissions (same"
         " script, arguments, options and cwd) within the dedup window return the"
         " existing job unless --force is given.",
         epilog="examples:\n  tenantry submit --time 10 --cpus 2 train.sh --epochs 3\n"
         "  tenantry submit --json -J sweep -o logs/%j.out sweep.sh",
     )
     p.add_argument("-J", "--job-name", default="", help="job name")
-    p.add_argument("-c", "--cpus", "--cpus-per-task", type=int, default=1, dest="cpus")
+    p.add_argument("-c", "--cpus", "--cpus-per-task", type=int, dest="cpus", help="CPUs")
     p.add_argument("--mem", help="memory, e.g. 4G")
-    p.add_argument("-G", "--gpus", type=int, default=0)
+    p.add_argument("-G", "--gpus", type=int, default=0, help="GPUs")
     p.add_argument("-t", "--time", help="time limit (minutes, H:M:S or D-H:M:S)")
     p.add_argument("-p", "--partition")
     p.add_argument("-A", "--account")
@@ -214,6 +221,8 @@ def _register_jobs(sub: Any) -> None:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     script = Path(args.script)
     try:
         text = script.read_text()

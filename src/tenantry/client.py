@@ -16,13 +16,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
 
 from tenantry import errors
 from tenantry.principal import client_claims
 from tenantry.settings import Settings
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 API = "/v1"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
@@ -49,11 +52,15 @@ class Client:
         autostart: bool = True,
         timeout: float | None = None,
         claims: dict[str, str] | None = None,
+        on_warnings: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.settings = settings
         self.autostart = autostart
         self.timeout = timeout
         self.claims = claims if claims is not None else client_claims()
+        # warnings (budget thresholds, policy notes) that came with the last result
+        self.last_warnings: list[str] = []
+        self.on_warnings = on_warnings
 
     # -- transport -----------------------------------------------------------------
     def _request(
@@ -96,6 +103,9 @@ class Client:
         data = _read_json(resp)
         if not data.get("ok"):
             raise errors.from_dict(data.get("error") or {})
+        self.last_warnings = list(data.get("warnings") or [])
+        if self.last_warnings and self.on_warnings is not None:
+            self.on_warnings(self.last_warnings)
         return data.get("result")
 
     def stream(self, op: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
@@ -148,6 +158,8 @@ def _alive(path: str) -> bool:
 
 def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     """Start a daemon for these settings unless one answers; never two at once."""
+    from pathlib import Path
+
     state = Path(settings.state_dir)
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     with (state / "spawn.lock").open("a") as lock:

@@ -11,6 +11,7 @@ a message that says what to do next, and whether retrying may help.
     +-- PermissionDenied         identity or ownership check failed
     |   +-- PolicyDenied         a policy decision denied the action
     |   +-- BudgetExceeded       a budget or rate limit is exhausted
+    |   +-- SessionStopped       an operator stopped this agent session (kill switch)
     +-- Unavailable              something we depend on is down (retryable)
     |   +-- DaemonUnavailable    the client cannot reach the daemon
     |   +-- BackendUnavailable   the scheduler/backend cannot be reached
@@ -30,7 +31,10 @@ This module imports only the standard library: the CLI client uses it.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 
 class TenantryError(Exception):
@@ -129,6 +133,13 @@ class LeaseLost(TenantryError):
 
 class StoreError(TenantryError):
     code = "store_error"
+
+
+# --- guard (budgets, kill switch, audit) ------------------------------------
+
+
+class SessionStopped(PermissionDenied):
+    code = "session_stopped"
 
 
 # --- report -----------------------------------------------------------------

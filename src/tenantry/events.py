@@ -42,6 +42,10 @@ class EventType(enum.StrEnum):
     HOOK_DECISION = "hook.decision"
     DAEMON_STARTED = "daemon.started"
     DAEMON_STOPPED = "daemon.stopped"
+    BUDGET_EXCEEDED = "budget.exceeded"
+    SESSION_STOPPED = "session.stopped"
+    SESSION_RESUMED = "session.resumed"
+    GUARD_FINDING = "guard.finding"
 
 
 @dataclass(frozen=True, slots=True)

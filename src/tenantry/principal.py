@@ -10,20 +10,23 @@ import os
 import socket
 from collections.abc import Mapping
 
-from tenantry.models import AgentProduct
-
 # (marker, product, session-id variable) in priority order. A marker ending in
 # "*" matches any variable with that prefix.
-MARKERS: tuple[tuple[str, AgentProduct, str], ...] = (
-    ("CLAUDECODE", AgentProduct.CLAUDE_CODE, "CLAUDE_CODE_SESSION_ID"),
-    ("CLAUDE_CODE_SESSION_ID", AgentProduct.CLAUDE_CODE, "CLAUDE_CODE_SESSION_ID"),
-    ("CLAUDE_CODE_ENTRYPOINT", AgentProduct.CLAUDE_CODE, "CLAUDE_CODE_SESSION_ID"),
-    ("CODEX_THREAD_ID", AgentProduct.CODEX, "CODEX_THREAD_ID"),
-    ("CODEX_SANDBOX*", AgentProduct.CODEX, "CODEX_THREAD_ID"),
-    ("GEMINI_CLI", AgentProduct.GEMINI_CLI, "GEMINI_SESSION_ID"),
-    ("OPENCODE*", AgentProduct.OPENCODE, "OPENCODE_SESSION_ID"),
-    ("CURSOR_AGENT", AgentProduct.CURSOR, "CURSOR_SESSION_ID"),
-    ("OPENHANDS_SESSION_ID", AgentProduct.OPENHANDS, "OPENHANDS_SESSION_ID"),
+# Product names are the values of ``tenantry.models.AgentProduct`` (kept as plain
+# strings here so the client does not import the models).
+MARKERS: tuple[tuple[str, str, str], ...] = (
+    ("CLAUDECODE", "claude-code", "CLAUDE_CODE_SESSION_ID"),
+    ("CLAUDE_CODE_SESSION_ID", "claude-code", "CLAUDE_CODE_SESSION_ID"),
+    ("CLAUDE_CODE_ENTRYPOINT", "claude-code", "CLAUDE_CODE_SESSION_ID"),
+    ("CODEX_THREAD_ID", "codex", "CODEX_THREAD_ID"),
+    ("CODEX_SANDBOX*", "codex", "CODEX_THREAD_ID"),
+    ("GEMINI_CLI", "gemini-cli", "GEMINI_SESSION_ID"),
+    ("OPENCODE*", "opencode", "OPENCODE_SESSION_ID"),
+    ("CURSOR_AGENT", "cursor", "CURSOR_SESSION_ID"),
+    ("OPENHANDS_SESSION_ID", "openhands", "OPENHANDS_SESSION_ID"),
+)
+PRODUCTS = frozenset(
+    {"claude-code", "codex", "gemini-cli", "opencode", "cursor", "openhands", "agent", "human"}
 )
 
 PROJECT_VARS = ("TENANTRY_PROJECT", "SLURM_ACCOUNT", "SBATCH_ACCOUNT")
@@ -36,19 +39,16 @@ def _has(env: Mapping[str, str], marker: str) -> bool:
     return bool(env.get(marker))
 
 
-def detect_agent(env: Mapping[str, str]) -> tuple[AgentProduct, str]:
-    """The agent product and its session id (``""`` when none is set)."""
+def detect_agent(env: Mapping[str, str]) -> tuple[str, str]:
+    """The agent product (an ``AgentProduct`` value) and its session id (or ``""``)."""
     forced = env.get("TENANTRY_AGENT")
     if forced:
-        try:
-            product = AgentProduct(forced)
-        except ValueError:
-            product = AgentProduct.OTHER_AGENT
+        product = forced if forced in PRODUCTS else "agent"
         return product, env.get("TENANTRY_SESSION", "")
     for marker, product, session_var in MARKERS:
         if _has(env, marker):
             return product, env.get("TENANTRY_SESSION") or env.get(session_var, "")
-    return AgentProduct.HUMAN, env.get("TENANTRY_SESSION", "")
+    return "human", env.get("TENANTRY_SESSION", "")
 
 
 def client_claims(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -57,7 +57,7 @@ def client_claims(env: Mapping[str, str] | None = None) -> dict[str, str]:
     product, session = detect_agent(env)
     project = next((env[v] for v in PROJECT_VARS if env.get(v)), "")
     return {
-        "agent": product.value,
+        "agent": product,
         "session": session,
         "host": socket.gethostname(),
         "project": project,

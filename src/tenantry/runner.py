@@ -23,6 +23,7 @@ from tenantry.models import CommandResult, CommandSpec, Principal
 Sink = Callable[[str, bytes], Awaitable[None]]
 
 _CHUNK = 65536
+PIPE_GRACE_S = 2.0
 
 
 class _Tail:
@@ -59,6 +60,32 @@ def _limits(mem_mb: int | None, cpu_s: float | None) -> Callable[[], None]:
     return apply
 
 
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Wait for the process itself to exit, not for its pipes to close.
+
+    (asyncio's ``Process.wait`` also waits until every pipe is closed, which a
+    background child can hold open forever.) Uses a pidfd where Linux has one.
+    """
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        await proc.wait()
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, ready)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
 class LocalRunner:
     """Runs commands on this host; tracks them per principal for the kill switch."""
 
@@ -86,7 +113,8 @@ class LocalRunner:
 
     async def kill_principal(self, key: str) -> int:
         """End every command of this principal (or of every session under a user prefix)."""
-        victims = [c for c, (k, _) in self._running.items() if k == key or k.startswith(key)]
+        prefix = key.rstrip("/") + "/"
+        victims = [c for c, (k, _) in self._running.items() if k == key or k.startswith(prefix)]
         for cid in victims:
             self._kill(cid)
         return len(victims)
@@ -144,13 +172,24 @@ class LocalRunner:
         state = "completed"
         reason = ""
         try:
-            await asyncio.wait_for(asyncio.shield(pumps), timeout)
-            await proc.wait()
+            async with asyncio.timeout(timeout):
+                await _exited(proc)
+                try:
+                    async with asyncio.timeout(PIPE_GRACE_S):
+                        await asyncio.shield(pumps)
+                except TimeoutError:
+                    # background children still hold the pipes after the command
+                    # exited: end them (commands are short; nothing may linger)
+                    reason = "ended background processes left running by the command"
+                    self._kill(cid)
+                    await pumps
+                await proc.wait()
         except TimeoutError:
             state, reason = "timeout", f"killed after the {timeout:g} s timeout"
             self._kill(cid)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(pumps, 5)
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(5):
+                    await pumps
             await proc.wait()
         except asyncio.CancelledError:
             self._kill(cid)

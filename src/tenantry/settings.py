@@ -8,27 +8,32 @@ Only the standard library is used: the CLI client imports this module.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import tomllib
+import os.path
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from tenantry.errors import UsageError
 
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
 
 def _default_state_dir() -> str:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return str(Path(base) / "tenantry")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "tenantry")
 
 
-@dataclass(frozen=True, slots=True)
 class Setting:
-    name: str
-    default: Any
-    help: str
+    """One declared setting: its name, default (whose type it keeps) and help."""
+
+    __slots__ = ("default", "help", "name")
+
+    def __init__(self, name: str, default: Any, help: str) -> None:
+        self.name, self.default, self.help = name, default, help
 
 
 DECLARED: tuple[Setting, ...] = (
@@ -38,7 +43,6 @@ DECLARED: tuple[Setting, ...] = (
     Setting("local_slots", 0, "CPU slots of the local backend's job queue; 0 = number of CPUs."),
     Setting("output_cap_bytes", 1_048_576, "Most output bytes kept per command result."),
     Setting("command_timeout_s", 3600.0, "Default timeout of `tenantry run` commands."),
-    Setting("idle_exit_s", 0.0, "Exit the daemon after this many idle seconds; 0 = never."),
     Setting("poll_fast_s", 0.5, "Status poller interval while jobs are changing."),
     Setting("poll_slow_s", 5.0, "Status poller interval when nothing changes."),
     Setting("dedup_window_s", 300.0, "Identical submissions within this window return the job."),
@@ -55,39 +59,76 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
+    Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
+    Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
+    Setting("audit_key_file", "", "HMAC key of the audit chain; empty = <audit_dir>/audit.key."),
     Setting("lease_slots", 2, "Commands one lease runs at once (its allocation is slots x shape)."),
     Setting("lease_listen", "127.0.0.1:0", "HOST:PORT where pilots dial back (port 0: any free)."),
 )
 
 
-@dataclass(frozen=True, slots=True)
 class Settings:
+    """The settings in force: one attribute per declared setting, frozen.
+
+    (A hand-written frozen class rather than a dataclass: the CLI imports this
+    module on every call and ``dataclasses`` pulls in ``inspect``.)
+    """
+
     state_dir: str
     socket: str
-    backend: str = "local"
-    local_slots: int = 0
-    output_cap_bytes: int = 1_048_576
-    command_timeout_s: float = 3600.0
-    idle_exit_s: float = 0.0
-    poll_fast_s: float = 0.5
-    poll_slow_s: float = 5.0
-    dedup_window_s: float = 300.0
-    slurm_timeout_s: float = 15.0
-    slurm_partition: str = ""
-    slurm_account: str = ""
-    lease_idle_s: float = 180.0
-    lease_max_per_user: int = 4
-    lease_max_per_session: int = 2
-    lease_time_s: int = 3600
-    lease_drain_s: float = 120.0
-    login_node_commands: str = ""
-    policy_file: str = "/etc/tenantry/policy.cedar"
-    http: str = ""
-    lease_slots: int = 2
-    lease_listen: str = "127.0.0.1:0"
+    backend: str
+    local_slots: int
+    output_cap_bytes: int
+    command_timeout_s: float
+    poll_fast_s: float
+    poll_slow_s: float
+    dedup_window_s: float
+    slurm_timeout_s: float
+    slurm_partition: str
+    slurm_account: str
+    lease_idle_s: float
+    lease_max_per_user: int
+    lease_max_per_session: int
+    lease_time_s: int
+    lease_drain_s: float
+    login_node_commands: str
+    policy_file: str
+    http: str
+    budgets_file: str
+    admin_users: str
+    audit_dir: str
+    audit_key_file: str
+    lease_slots: int
+    lease_listen: str
+
+    def __init__(self, **values: Any) -> None:
+        names = {s.name for s in DECLARED}
+        unknown = set(values) - names
+        if unknown:
+            raise TypeError(f"unknown settings: {sorted(unknown)}")
+        for s in DECLARED:
+            object.__setattr__(self, s.name, values.get(s.name, s.default))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Settings are frozen; use replace()")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.as_dict().items())))
+
+    def __repr__(self) -> str:
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {s.name: getattr(self, s.name) for s in DECLARED}
 
     @property
     def state_path(self) -> Path:
+        from pathlib import Path
+
         return Path(self.state_dir)
 
     @property
@@ -95,14 +136,14 @@ class Settings:
         return self.state_path / "tenantry.sqlite3"
 
     def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+        return Settings(**{**self.as_dict(), **changes})
 
 
 def default_socket(state_dir: str, env: Mapping[str, str]) -> str:
     runtime = env.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return str(Path(runtime) / "tenantry" / "sock")
-    return str(Path(state_dir) / "sock")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "tenantry", "sock")
+    return os.path.join(state_dir, "sock")
 
 
 def _coerce(name: str, raw: Any, default: Any) -> Any:
@@ -132,10 +173,13 @@ def load(
         overrides.get("state_dir") or env.get("TENANTRY_STATE_DIR") or _default_state_dir()
     )
     values: dict[str, Any] = {}
-    cfg = Path(state_dir) / "config.toml"
-    if cfg.is_file():
+    cfg = os.path.join(state_dir, "config.toml")
+    if os.path.isfile(cfg):
+        import tomllib
+
         try:
-            values.update(tomllib.loads(cfg.read_text()))
+            with open(cfg, encoding="utf-8") as f:
+                values.update(tomllib.loads(f.read()))
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"cannot parse {cfg}: {exc}") from exc
     for s in DECLARED:

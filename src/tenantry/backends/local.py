@@ -58,6 +58,14 @@ def _pid_is_wrapper(pid: int, job_dir: Path) -> bool:
     return b"tenantry.backends.local_job" in cmdline and str(job_dir).encode() in cmdline
 
 
+def _find_wrapper(job_dir: Path) -> int | None:
+    """The pid of the wrapper running ``job_dir``, found by scanning /proc."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and _pid_is_wrapper(int(proc.name), job_dir):
+            return int(proc.name)
+    return None
+
+
 class LocalBackend:
     name = "local"
 
@@ -95,6 +103,8 @@ class LocalBackend:
             return
         self._apply(e, status)
         if e.state is JobState.RUNNING:
+            if not e.pid:
+                e.pid = _find_wrapper(d)
             if e.pid and _pid_is_wrapper(e.pid, d):
                 self._spawn_task(self._watch_adopted(e))
             else:
@@ -260,6 +270,9 @@ class LocalBackend:
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, e: _Entry) -> None:
+        # intent first: a crash between here and the wrapper's own status write
+        # must not make the job look never-started (it would run twice)
+        write_status(e.dir, {"state": "RUNNING", "started_at": e.started_at, "pid": None})
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

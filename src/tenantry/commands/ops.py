@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tenantry.commands.service import CommandService, Utf8Chunks
+from tenantry.guard.adapters import StreamGuard, guard_command_result
 from tenantry.models import CommandSpec
 from tenantry.ops import OpContext, op
 
@@ -35,10 +36,21 @@ async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str,
         finally:
             queue.put_nowait(None)
 
+    # Output reaching an agent passes the untrusted-content guard (secrets
+    # redacted, instruction-like text marked); a human's own output is left as is.
+    agent = ctx.principal.is_agent
+    origin = f"command:{spec.argv[0]}"
+    guards = {s: StreamGuard(origin) for s in ("stdout", "stderr")}
+
+    def clean(stream: str, text: str) -> str:
+        return guards[stream].feed(text) if agent else text
+
     task = asyncio.get_running_loop().create_task(work())
     try:
         while (item := await queue.get()) is not None:
-            yield {"stream": item[0], "data": item[1]}
+            text = clean(*item)
+            if text:
+                yield {"stream": item[0], "data": text}
         result = await task
     finally:
         if not task.done():
@@ -46,7 +58,10 @@ async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str,
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     for stream in ("stdout", "stderr"):
-        rest = dec.flush(stream)
+        rest = clean(stream, dec.flush(stream)) + (guards[stream].flush() if agent else "")
         if rest:
             yield {"stream": stream, "data": rest}
-    yield {"result": result.to_dict()}
+    out = result.to_dict()
+    if agent:
+        out = guard_command_result(out, f"command:{result.id}")
+    yield {"result": out}

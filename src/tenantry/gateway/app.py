@@ -27,6 +27,7 @@ from tenantry import __version__
 from tenantry.backends.base import Backend
 from tenantry.commands.service import CommandService
 from tenantry.errors import (
+    BudgetExceeded,
     NotFound,
     PermissionDenied,
     TenantryError,
@@ -49,11 +50,17 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.core_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
+    "tenantry.budgets.ops",
+    "tenantry.kill.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime and returns an object with start()/aclose().
-COMPONENTS: tuple[tuple[str, str], ...] = ()
+COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("audit", "tenantry.audit.component:create"),
+    ("kill", "tenantry.kill.component:create"),
+    ("budgets", "tenantry.budgets.service:create"),
+)
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
 MAX_BODY = 8 * 1024 * 1024
@@ -179,7 +186,7 @@ def _internal(exc: Exception) -> TenantryError:
 async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> list[str]:
     """Checks every op passes before it runs (kill switch, policy, budgets)."""
     warnings: list[str] = []
-    for name in ("kill", "policy", "budgets"):
+    for name in ("kill", "policy", "budgets", "audit"):
         comp = rt.components.get(name)
         gate = getattr(comp, "gate", None)
         if gate is not None:
@@ -190,7 +197,7 @@ async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> li
 async def op_endpoint(request: Request) -> Response:
     rt: Runtime = request.app.state.runtime
     name = request.path_params["name"]
-    t0 = time.monotonic()
+    p: Principal | None = None
     try:
         p = principal_of(request)
         op = REGISTRY.get(name)
@@ -226,15 +233,32 @@ async def op_endpoint(request: Request) -> Response:
             out["warnings"] = warnings
         return JSONResponse(out)
     except TenantryError as err:
-        _log_denial(rt, request, name, err, t0)
+        await _record_denial(rt, p, name, err)
         return envelope(err)
     except Exception as exc:
         return envelope(_internal(exc))
 
 
-def _log_denial(rt: Runtime, request: Request, name: str, err: TenantryError, t0: float) -> None:
-    if isinstance(err, PermissionDenied):
-        log.info("denied %s: %s", name, err.message)
+async def _record_denial(rt: Runtime, p: Principal | None, name: str, err: TenantryError) -> None:
+    """Policy and identity denials become ``request.denied`` events (audited).
+
+    Budget and kill-switch denials publish their own, richer events.
+    """
+    if not isinstance(err, PermissionDenied) or isinstance(err, BudgetExceeded):
+        return
+    if err.code == "session_stopped":
+        return
+    log.info("denied %s: %s", name, err.message)
+    await rt.emit(
+        Event(
+            EventType.REQUEST_DENIED,
+            p.key if p else "",
+            name,
+            "denied",
+            None,
+            {"code": err.code, "message": err.message, "rule": err.details.get("rule", "")},
+        )
+    )
 
 
 async def _stream(op: Op, ctx: OpContext, params: dict[str, Any], warnings: list[str]) -> Response:

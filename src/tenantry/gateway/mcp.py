@@ -77,13 +77,28 @@ class _Forwarder:
     """Calls the daemon from worker threads (the client is synchronous)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.client = Client(settings)
+        self.settings = settings
+
+    def _client(self) -> Client:
+        # one per call: calls run concurrently in threads, and a Client is cheap
+        return Client(self.settings)
 
     async def call(self, op: str, params: dict[str, Any]) -> Any:
+        warnings: list[str] = []
+
+        def call() -> Any:
+            client = self._client()
+            result = client.call(op, params)
+            warnings.extend(client.last_warnings)
+            return result
+
         try:
-            return await asyncio.to_thread(self.client.call, op, params)
+            result = await asyncio.to_thread(call)
         except TenantryError as err:
             raise ToolError(_message(err)) from err
+        if warnings and isinstance(result, dict):
+            result["warnings"] = warnings
+        return result
 
     async def stream(
         self, op: str, params: dict[str, Any], on_chunk: Callable[[dict[str, Any]], Any]
@@ -93,7 +108,7 @@ class _Forwarder:
 
         def pump() -> None:
             try:
-                chunks: Iterator[dict[str, Any]] = self.client.stream(op, params)
+                chunks: Iterator[dict[str, Any]] = self._client().stream(op, params)
                 for chunk in chunks:
                     loop.call_soon_threadsafe(queue.put_nowait, ("chunk", chunk))
                 loop.call_soon_threadsafe(queue.put_nowait, ("end", None))

@@ -63,7 +63,8 @@ def bind_socket(path: Path) -> socket.socket:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
-    sock.listen(512)
+    # not listening yet: uvicorn listens once the lifespan has started, so a
+    # client that can connect knows the daemon is ready
     return sock
 
 

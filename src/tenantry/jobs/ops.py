@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tenantry.errors import UsageError
+from tenantry.guard.adapters import guard_text_result
+from tenantry.jobs import directives
 from tenantry.jobs.service import JobService
 from tenantry.models import JobSpec, JobState
 from tenantry.ops import OpContext, op, param
@@ -23,7 +25,7 @@ async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             "missing parameter 'script_text' (the script's content)",
             hint="the CLI reads the file for you; over MCP pass the script text",
         )
-    spec = JobSpec.from_dict(params)
+    spec = JobSpec.from_dict(directives.apply(params))
     job, dedup, note = await _svc(ctx).submit(ctx.principal, spec)
     return {"job": _svc(ctx).view(job), "deduplicated": dedup, "note": note}
 
@@ -77,4 +79,7 @@ async def logs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     ref = str(param(params, "id", object, required=True))
     tail = param(params, "tail", int, 200)
     stream = param(params, "stream", str, "stdout")
-    return await _svc(ctx).logs(ctx.principal, ref, tail, stream)
+    out = await _svc(ctx).logs(ctx.principal, ref, tail, stream)
+    if ctx.principal.is_agent:
+        out = guard_text_result(out, f"job:{out['job']}")
+    return out

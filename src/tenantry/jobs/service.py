@@ -133,7 +133,8 @@ class JobService:
             active = self._active()
             timeout = self.interval if active else s.poll_slow_s
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             self._wake.clear()
             active = self._active()
             if not active:
@@ -375,6 +376,17 @@ class JobService:
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield progress dicts while waiting; the last has ``done`` set."""
         job = await self.get(p, ref)
+        self.served += 1
+        await self.rt.emit(
+            Event(
+                EventType.STATUS_QUERY,
+                p.key,
+                job.id,
+                "ok",
+                None,
+                {"served_from": "cache", "jobs": 1, "kind": "wait"},
+            )
+        )
         deadline = None if timeout is None else time.monotonic() + timeout
         started = time.monotonic()
         while not job.state.terminal:
@@ -385,7 +397,8 @@ class JobService:
             ev = self._changed.setdefault(job.id, asyncio.Event())
             wait_for = heartbeat_s if remaining is None else min(heartbeat_s, remaining)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), wait_for)
+                async with asyncio.timeout(wait_for):
+                    await ev.wait()
             job = self.cache.get(job.id, job)
             yield {
                 "done": False,

@@ -1,0 +1,251 @@
+"""The audit log file format: an append-only, hash-chained JSON-lines file.
+
+Each line is one record::
+
+    {"seq": 7, "ts": 1764543600.1, "principal": "alice/codex/s1",
+     "action": "command.finished", "subject": "c-12", "decision": "completed",
+     "rule": "", "input_digest": "sha256:...", "prev": "<hash of seq 6>",
+     "hash": "<hash of this record>"}
+
+``hash`` is HMAC-SHA256 (keyed, ``alg = hmac-sha256``) or SHA-256 (``sha256``)
+over the canonical JSON of the record without ``hash``. The first record's
+``prev`` is 64 zeros. The *anchor* (``audit.head``, a separate file) holds the
+last ``seq`` and ``hash``; it is rewritten atomically after every append, so a
+truncated log (fewer records than the anchor says) is detected, as is any
+edit, deletion, insertion or reordering (a broken chain). Pure functions plus
+one small synchronous writer; the component runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+GENESIS = "0" * 64
+LOG_NAME = "audit.jsonl"
+HEAD_NAME = "audit.head"
+KEY_NAME = "audit.key"
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def digest(obj: Any) -> str:
+    """``sha256:<hex>`` of the canonical JSON of ``obj`` (inputs are never stored)."""
+    return "sha256:" + hashlib.sha256(canonical(obj)).hexdigest()
+
+
+def record_hash(record: dict[str, Any], key: bytes | None) -> str:
+    body = canonical({k: v for k, v in record.items() if k != "hash"})
+    if key:
+        return hmac.new(key, body, hashlib.sha256).hexdigest()
+    return hashlib.sha256(body).hexdigest()
+
+
+def alg(key: bytes | None) -> str:
+    return "hmac-sha256" if key else "sha256"
+
+
+def load_key(path: Path, *, create: bool) -> bytes | None:
+    """The HMAC key at ``path``; created (0600) when asked and missing."""
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        if not create:
+            return None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(os.urandom(32).hex() + "\n")
+    return bytes.fromhex(path.read_text().strip())
+
+
+def read_head(directory: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((directory / HEAD_NAME).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"seq": -1, "hash": "", "alg": "", "corrupt": True}
+    return data if isinstance(data, dict) else {"seq": -1, "hash": "", "corrupt": True}
+
+
+def iter_records(directory: Path) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
+    """(line number, record or None when unparsable, raw line) for each line."""
+    try:
+        fh = (directory / LOG_NAME).open(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    with fh:
+        for n, raw in enumerate(fh, 1):
+            line = raw.rstrip("\n")
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                yield n, None, line
+                continue
+            yield n, rec if isinstance(rec, dict) else None, line
+
+
+class ChainWriter:
+    """Appends records to ``<dir>/audit.jsonl`` and keeps the anchor current."""
+
+    def __init__(self, directory: Path, key: bytes | None) -> None:
+        self.dir = directory
+        self.key = key
+        self.seq = 0
+        self.prev = GENESIS
+        self._fd: int | None = None
+
+    def open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._fd = os.open(self.dir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        head = read_head(self.dir)
+        last: dict[str, Any] | None = None
+        for _n, rec, _raw in iter_records(self.dir):
+            if rec is not None:
+                last = rec
+        # Resume from the anchor when there is one, so a truncated log stays
+        # detectably broken instead of being silently continued.
+        head_seq = int(head.get("seq", 0)) if head and not head.get("corrupt") else 0
+        last_seq = int(last.get("seq", 0)) if last is not None else 0
+        if last is not None and last_seq > head_seq:
+            # records written just before a crash, ahead of the anchor: continue after them
+            self.seq, self.prev = last_seq, str(last.get("hash", GENESIS))
+        elif head_seq > 0:
+            assert head is not None
+            self.seq, self.prev = head_seq, str(head["hash"])
+        elif last is not None:
+            self.seq, self.prev = int(last.get("seq", 0)), str(last.get("hash", GENESIS))
+
+    def append(self, fields: dict[str, Any], *, fsync: bool = True) -> dict[str, Any]:
+        return self.append_many([fields], fsync=fsync)[0]
+
+    def append_many(
+        self, batch: list[dict[str, Any]], *, fsync: bool = True
+    ) -> list[dict[str, Any]]:
+        """Append records in order with one write, one fsync and one anchor update."""
+        if self._fd is None:
+            raise RuntimeError("audit log is not open")
+        out: list[dict[str, Any]] = []
+        seq, prev = self.seq, self.prev
+        for fields in batch:
+            record: dict[str, Any] = {"seq": seq + 1, "ts": round(time.time(), 6)}
+            record.update(fields)
+            record["prev"] = prev
+            record["hash"] = record_hash(record, self.key)
+            seq, prev = record["seq"], record["hash"]
+            out.append(record)
+        os.write(self._fd, b"".join(canonical(r) + b"\n" for r in out))
+        if fsync:
+            os.fsync(self._fd)
+        self.seq, self.prev = seq, prev
+        self._write_head(fsync=fsync)
+        return out
+
+    def _write_head(self, *, fsync: bool) -> None:
+        tmp = self.dir / (HEAD_NAME + ".tmp")
+        data = {"seq": self.seq, "hash": self.prev, "alg": alg(self.key), "updated": time.time()}
+        with tmp.open("w") as fh:
+            json.dump(data, fh)
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        tmp.replace(self.dir / HEAD_NAME)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+@dataclass(slots=True)
+class Report:
+    ok: bool
+    records: int
+    alg: str
+    head_seq: int | None
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "records": self.records,
+            "alg": self.alg,
+            "head_seq": self.head_seq,
+            "problems": self.problems,
+            "warnings": self.warnings,
+        }
+
+
+def verify(directory: Path, key: bytes | None, *, max_problems: int = 50) -> Report:
+    """Check every record's hash, the chain, the sequence and the anchor."""
+    problems: list[dict[str, Any]] = []
+
+    def problem(kind: str, line: int, message: str) -> None:
+        if len(problems) < max_problems:
+            problems.append({"kind": kind, "line": line, "message": message})
+
+    head = read_head(directory)
+    warnings: list[str] = []
+    prev, expect_seq, count = GENESIS, 1, 0
+    last_hash = GENESIS
+    for n, rec, _raw in iter_records(directory):
+        count += 1
+        if rec is None:
+            problem("unparsable", n, "line is not a JSON record")
+            expect_seq += 1
+            prev = ""
+            continue
+        seq = rec.get("seq")
+        if seq != expect_seq:
+            problem(
+                "sequence",
+                n,
+                f"seq {seq} where {expect_seq} was expected"
+                " (deleted, inserted or reordered records)",
+            )
+        if rec.get("prev") != prev:
+            problem("chain", n, f"prev hash does not match record before it (seq {seq})")
+        if not hmac.compare_digest(str(rec.get("hash", "")), record_hash(rec, key)):
+            problem("hash", n, f"record seq {seq} was modified (hash mismatch)")
+        prev = str(rec.get("hash", ""))
+        last_hash = prev
+        expect_seq = (seq + 1) if isinstance(seq, int) else expect_seq + 1
+    head_seq: int | None = None
+    if head is None:
+        if count:
+            problem("anchor", 0, "the anchor file audit.head is missing")
+    elif head.get("corrupt"):
+        problem("anchor", 0, "the anchor file audit.head is unreadable")
+    else:
+        head_seq = int(head.get("seq", 0))
+        if head.get("alg") and head.get("alg") != alg(key):
+            problem(
+                "anchor",
+                0,
+                f"log is {head.get('alg')} but verifying with {alg(key)} (wrong or missing key)",
+            )
+        last_seq = expect_seq - 1
+        if head_seq > last_seq:
+            problem(
+                "truncated", 0, f"the anchor says {head_seq} records, the log ends at {last_seq}"
+            )
+        elif head_seq < last_seq:
+            # A valid chain past the anchor is a write in progress (or cut short by a
+            # crash), not evidence of tampering: forging it needs the key.
+            warnings.append(f"{last_seq - head_seq} record(s) after the anchored head (in flight)")
+        elif head.get("hash") != last_hash:
+            problem("anchor", 0, "the last record's hash differs from the anchored head")
+    return Report(not problems, count, alg(key), head_seq, problems, warnings)

@@ -1,0 +1,135 @@
+"""A real daemon on a real socket, started as a subprocess for each test module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry.client import Client
+from tenantry.settings import Settings, load
+
+
+def wait_for(cond: Any, timeout: float = 15.0, what: str = "condition") -> Any:
+    """Poll ``cond`` until truthy or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def socket_alive(path: str) -> bool:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+@dataclass
+class Daemon:
+    state: str
+    env: dict[str, str]
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def socket(self) -> str:
+        return str(Path(self.state) / "sock")
+
+    @property
+    def settings(self) -> Settings:
+        return load(env=self.env)
+
+    def start(self) -> None:
+        log = (Path(self.state) / "daemon.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tenantry", "serve"],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        wait_for(lambda: socket_alive(self.socket), what="daemon socket")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=15)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill(signal.SIGTERM)
+
+    def client(self, **claims: str) -> Client:
+        base = {"agent": "human", "session": "", "host": "test", "project": ""}
+        base.update(claims)
+        return Client(self.settings, autostart=False, claims=base)
+
+    def cli(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        input: str | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        e = dict(self.env)
+        e.update(env or {})
+        return subprocess.run(
+            [sys.executable, "-m", "tenantry", *args],
+            env=e,
+            cwd=cwd or self.state,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+        )
+
+    def log(self) -> str:
+        return (Path(self.state) / "daemon.log").read_text(errors="replace")
+
+
+def clean_env(state: str, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            ("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "CURSOR", "OPENHANDS", "TENANTRY_")
+        )
+    }
+    env.update(TENANTRY_STATE_DIR=state, TENANTRY_SOCKET=str(Path(state) / "sock"))
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    state = tempfile.mkdtemp(prefix="tnt-")
+    os.chmod(state, 0o700)
+    d = Daemon(state, clean_env(state, TENANTRY_LOCAL_SLOTS="2", TENANTRY_POLL_SLOW_S="1"))
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+        if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
+            sys.stderr.write(d.log())
