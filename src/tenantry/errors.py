@@ -11,6 +11,7 @@ a message that says what to do next, and whether retrying may help.
     +-- PermissionDenied         identity or ownership check failed
     |   +-- PolicyDenied         a policy decision denied the action
     |   +-- BudgetExceeded       a budget or rate limit is exhausted
+    |   |   +-- LeaseCapReached  a user/session holds as many leases as allowed
     |   +-- SessionStopped       an operator stopped this agent session (kill switch)
     +-- Unavailable              something we depend on is down (retryable)
     |   +-- DaemonUnavailable    the client cannot reach the daemon
@@ -18,6 +19,7 @@ a message that says what to do next, and whether retrying may help.
     +-- BackendError             the backend refused or failed an operation
     |   +-- SubmissionRejected   the scheduler rejected a submission
     +-- LeaseLost                the lease running a command went away
+    +-- PilotProtocolError       a pilot or the daemon sent invalid protocol
     +-- StoreError               the state store failed
     +-- IngestError              an input file for the report cannot be read
     +-- IndexError_              the workspace index cannot answer

@@ -37,7 +37,7 @@ from tenantry.errors import (
     BackendError,
     LeaseCapReached,
     NotFound,
-    PermissionDenied,
+    SessionStopped,
     TenantryError,
     Unavailable,
 )
@@ -749,17 +749,18 @@ class LeaseManager:
                 await self.store.save(lease)
         return self.describe(live)
 
-    async def drain_principal(self, key: str) -> dict[str, int]:
+    async def drain_principal(self, key: str) -> int:
         """Kill switch: stop this principal's commands and release the leases it owns.
 
         ``key`` is a ``Principal.key`` (``user/agent/session``) or a bare user name.
+        Returns the number of leases released (the kill switch reports it).
         """
 
         def match(pkey: str) -> bool:
             return pkey == key if "/" in key else pkey.split("/", 1)[0] == key
 
         stopped = 0
-        err = PermissionDenied("stopped by the kill switch", hint="ask the operator")
+        err = SessionStopped("stopped by the kill switch", hint="ask the operator")
         for q in self._queues.values():
             for cmd in [c for c in q if match(c.principal.key)]:
                 q.remove(cmd)
@@ -773,7 +774,10 @@ class LeaseManager:
         owned = [lv for lv in self._live.values() if lv.lease.active and match(lv.lease.owner)]
         for lv in owned:
             await self.release(lv.lease.id, reason="kill switch")
-        return {"commands": stopped, "leases": len(owned)}
+        log.warning(
+            "kill switch on %s: %d command(s) stopped, %d lease(s)", key, stopped, len(owned)
+        )
+        return len(owned)
 
     # -- housekeeping --------------------------------------------------------------------
     def _account(self, live: _Live) -> None:
