@@ -16,7 +16,10 @@ running two tool calls at once):
 - ``sbatch``: one ``sbatch --wait`` job per command on the real Slurm (a
   smaller ``--n-slurm``, since each costs a scheduling cycle).
 
-Per arm: commands/s over the workload, p50/p99 submit-to-result latency of the
+Per arm: commands/s over the workload with 2 in flight (closed loop, bound
+by latency) and with everything submitted at once (``burst``: each system's
+own queue feeds its 2 executors; Tenantry sends up to 2 commands ahead to the
+pilot), p50/p99 submit-to-result latency of the
 workload and of single ``true`` commands on an otherwise idle system, CPU per
 command (this process and the processes each arm started: pilot, workers,
 interchange; from rusage and /proc, so a pilot under slurmstepd counts too;
@@ -220,9 +223,11 @@ Runner = Callable[[list[str]], Awaitable[int]]
 # put on the shared machine falls on every arm alike.
 
 
-async def windowed(cmds: list[list[str]], run: Runner) -> tuple[list[float], float, int]:
-    """Run ``cmds`` with at most WINDOW in flight; latencies, wall time, failures."""
-    sem = asyncio.Semaphore(WINDOW)
+async def windowed(
+    cmds: list[list[str]], run: Runner, window: int = WINDOW
+) -> tuple[list[float], float, int]:
+    """Run ``cmds`` with at most ``window`` in flight; latencies, wall time, failures."""
+    sem = asyncio.Semaphore(window)
     lat: list[float] = []
     bad = 0
 
@@ -502,6 +507,9 @@ class Tally:
         self.rpcs: int | None = 0
         self.startup = 0.0
         self.roots: set[int] = set()
+        self.burst_n = 0
+        self.burst_wall = 0.0
+        self.burst_cpu = 0.0
         self.extra: dict[str, Any] = {}
 
     async def chunk(self, arm: Any, cmds: list[list[str]]) -> None:
@@ -519,6 +527,16 @@ class Tally:
             self.rpcs += rpc1 - rpc0
         else:
             self.rpcs = None  # no Slurm, or its counters were reset meanwhile
+
+    async def burst(self, arm: Any, cmds: list[list[str]]) -> None:
+        """Everything submitted at once: throughput with 2-way execution parallelism."""
+        cpu0 = own_cpu() + roots_cpu(self.roots)
+        _, wall, bad = await windowed(cmds, arm.run, window=len(cmds))
+        cpu1 = own_cpu() + roots_cpu(self.roots)
+        self.burst_n += len(cmds)
+        self.burst_wall += wall
+        self.burst_cpu += cpu1 - cpu0
+        self.bad += bad
 
     async def singles(self, arm: Any, k: int) -> None:
         for _ in range(k):
@@ -539,6 +557,12 @@ class Tally:
             "single_p50_ms": round(pct(self.single, 0.5) * 1e3, 2),
             "single_p99_ms": round(pct(self.single, 0.99) * 1e3, 2),
             "cpu_ms_per_command": round(self.cpu / n * 1e3, 2) if n else None,
+            "burst_commands_per_s": (
+                round(self.burst_n / self.burst_wall, 1) if self.burst_wall else None
+            ),
+            "burst_cpu_ms_per_command": (
+                round(self.burst_cpu / self.burst_n * 1e3, 2) if self.burst_n else None
+            ),
             "slurm_daemons_cpu_s": round(self.daemons_cpu, 3),
             "sdiag_rpcs": self.rpcs,
             "startup_s": round(self.startup, 3),
@@ -604,6 +628,9 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
             order = arms if r % 2 == 0 else arms[::-1]
             for arm in order:
                 await tallies[arm.name].chunk(arm, part)
+            if args.burst:
+                for arm in order:
+                    await tallies[arm.name].burst(arm, part)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     finally:
         for arm in arms:
@@ -638,6 +665,7 @@ def table(results: list[dict[str, Any]]) -> str:
         "arm",
         "n",
         "commands_per_s",
+        "burst_commands_per_s",
         "p50_ms",
         "p99_ms",
         "single_p50_ms",
@@ -659,6 +687,9 @@ def main() -> int:
     ap.add_argument("--singles", type=int, default=200, help="single-command latency samples")
     ap.add_argument("--singles-slurm", type=int, default=5, help="samples for the sbatch arm")
     ap.add_argument("--rounds", type=int, default=8, help="rounds alternating between arms")
+    ap.add_argument(
+        "--no-burst", dest="burst", action="store_false", help="skip the all-at-once phase"
+    )
     ap.add_argument("--arms", default="bare,leases,leases-slurm,dask,parsl,sbatch")
     ap.add_argument("--out", help="also write the results as JSON here")
     args = ap.parse_args()

@@ -269,3 +269,22 @@ async def test_kill_switch_stops_commands_and_releases_owned_leases(stack, alice
     result = await asyncio.wait_for(task, 10)
     assert result.state == "error" and result.reason == "cancelled"
     await wait(lambda: not mgr.leases(), what="owned lease released")
+
+
+async def test_commands_sent_ahead_run_as_slots_free_and_can_be_cancelled(
+    stack, alice, collect, wait
+):
+    mgr = await stack.manager(max_per_session=1, prefetch=2)
+    slow = [
+        asyncio.create_task(mgr.run(py("import time; time.sleep(1)"), alice, collect()))
+        for _ in range(2)
+    ]
+    await wait(lambda: mgr.leases() and mgr.leases()[0]["in_use"] == 2, what="both slots busy")
+    ahead = asyncio.create_task(mgr.run(py("print('ahead')"), alice, collect()))
+    doomed = asyncio.create_task(mgr.run(py("print('never')"), alice, collect()))
+    await wait(lambda: mgr.leases()[0]["sent_ahead"] == 2, what="two sent ahead")
+    doomed.cancel()
+    assert (await ahead).stdout_tail == "ahead\n"
+    assert [r.state for r in await asyncio.gather(*slow)] == ["completed", "completed"]
+    assert len(jobs_of(mgr.backend)) == 1
+    await wait(lambda: mgr.leases()[0]["in_use"] == 0, what="all slots free")

@@ -295,11 +295,13 @@ class LeaseManager:
             lease = live.lease
             if lease.key != key or lease.state != "ready" or live.writer is None:
                 continue
-            if len(live.running) >= lease.slots:
+            if len(live.running) >= lease.slots + self.cfg.prefetch:
                 continue
             if lease.walltime_end and deadline > lease.walltime_end:
                 continue
-            if best is None or len(live.running) > len(best.running):
+            # prefer a free slot; among those, the busiest lease (spare ones go idle)
+            key_ = (len(live.running) < lease.slots, len(live.running))
+            if best is None or key_ > (len(best.running) < best.lease.slots, len(best.running)):
                 best = live
         return best
 
@@ -865,7 +867,8 @@ class LeaseManager:
             "backend": lease.backend,
             "backend_id": lease.backend_id,
             "slots": lease.slots,
-            "in_use": len(live.running),
+            "in_use": min(len(live.running), lease.slots),
+            "sent_ahead": max(0, len(live.running) - lease.slots),
             "queued": queued if lease.active else 0,
             "idle_s": round(idle, 1) if lease.active else None,
             "served": lease.served,

@@ -81,6 +81,7 @@ class LeaseConfig:
     listen_host: str = "127.0.0.1"
     listen_port: int = 0
     slots: int = 2
+    prefetch: int = 2  # commands sent ahead to a busy pilot (it starts them without a round trip)
     idle_s: float = 180.0
     time_s: int = 3600
     drain_s: float = 120.0

@@ -43,6 +43,7 @@ SECRET_ENV = "TENANTRY_LEASE_SECRET"  # noqa: S105 - a variable name, not a secr
 OFFLINE_CAP = 1024 * 1024  # output bytes kept per stream while the daemon is away
 KILL_GRACE_S = 2.0
 SIGNAL_GRACE_S = 0.5
+MAX_QUEUED = 64  # runs a pilot holds beyond its slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,9 @@ class Pilot:
         self._env = base
         self._writer: asyncio.StreamWriter | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
+        # accepted but waiting for a free slot: the daemon may send a few ahead so
+        # a slot never idles for a round trip between two commands
+        self._queue: dict[str, p.Run] = {}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._cancelled: dict[str, str] = {}  # id -> state to report (cancelled|timeout)
         self._unacked: dict[str, p.Exit] = {}
@@ -158,12 +162,18 @@ class Pilot:
     def _finished(self) -> bool:
         if self._terminated:
             return True
-        return (self._released or self._draining) and not self._running and not self._unacked
+        return (
+            (self._released or self._draining)
+            and not self._running
+            and not self._queue
+            and not self._unacked
+        )
 
     def _on_term(self) -> None:
         """SIGTERM (scancel, job end): kill every command's process tree, then exit."""
         log.info("pilot: terminated; killing %d command(s)", len(self._procs))
         self._terminated = True
+        self._queue.clear()
         self._term.set()
         for proc in self._procs.values():
             _killpg(proc)
@@ -176,6 +186,7 @@ class Pilot:
         log.info("pilot: walltime near; draining")
         self._draining = True
         self._send(p.Drain(reason="walltime"))
+        self._refuse_queued()
         self._settle()
 
     async def _session(self) -> None:
@@ -192,7 +203,7 @@ class Pilot:
                 walltime_end=self.cfg.walltime_end,
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                running=tuple(self._running),
+                running=(*self._running, *self._queue),
                 finished=tuple(self._unacked),
                 draining=self._draining,
             )
@@ -279,6 +290,9 @@ class Pilot:
         if isinstance(msg, p.Run):
             self._start(msg)
         elif isinstance(msg, p.Cancel):
+            queued = self._queue.pop(msg.id, None)
+            if queued is not None:
+                self._finish(p.Exit(id=msg.id, state="cancelled", code=None, reason="cancelled"))
             self._kill(msg.id, "cancelled")
         elif isinstance(msg, p.Ack):
             for cid in msg.ids:
@@ -286,8 +300,10 @@ class Pilot:
                 self._offline.pop(cid, None)
         elif isinstance(msg, p.Drain):
             self._draining = True
+            self._refuse_queued()
         elif isinstance(msg, p.Release):
             self._released = True
+            self._refuse_queued()
         elif isinstance(msg, p.Reject):
             raise _Rejected(msg.reason)
         elif not isinstance(msg, p.Heartbeat):
@@ -302,16 +318,36 @@ class Pilot:
         return True
 
     def _start(self, run: p.Run) -> None:
-        if run.id in self._running:
+        if run.id in self._running or run.id in self._queue:
             return
         if run.id in self._unacked:
             self._send(self._unacked[run.id])
             return
-        if self._draining or self._released or len(self._running) >= self.cfg.slots:
+        if self._draining or self._released or len(self._queue) >= MAX_QUEUED:
             why = "pilot is draining" if self._draining or self._released else "pilot is full"
             self._send(p.Exit(id=run.id, state="refused", code=None, reason=why))
             return
-        self._running[run.id] = asyncio.create_task(self._execute(run))
+        if len(self._running) < self.cfg.slots:
+            self._running[run.id] = asyncio.create_task(self._execute(run))
+        else:
+            self._queue[run.id] = run
+
+    def _next(self) -> None:
+        while self._queue and len(self._running) < self.cfg.slots:
+            cid = next(iter(self._queue))
+            run = self._queue.pop(cid)
+            self._running[cid] = asyncio.create_task(self._execute(run))
+
+    def _refuse_queued(self) -> None:
+        """Draining: hand back what never started (the daemon sends it elsewhere)."""
+        for cid in list(self._queue):
+            del self._queue[cid]
+            self._send(p.Exit(id=cid, state="refused", code=None, reason="pilot is draining"))
+
+    def _finish(self, ex: p.Exit) -> None:
+        self._unacked[ex.id] = ex
+        self._send(ex)
+        self._settle()
 
     def _on_output(self, cid: str, stream: str, data: bytes) -> None:
         if not self._send(p.Output(id=cid, stream=stream, data=data)):
@@ -331,9 +367,9 @@ class Pilot:
         finally:
             self._procs.pop(run.id, None)
             self._running.pop(run.id, None)
-        self._unacked[ex.id] = ex
-        self._send(ex)
-        self._settle()
+            if not self._terminated:
+                self._next()
+        self._finish(ex)
 
     async def _spawn_and_wait(self, run: p.Run, started: float) -> p.Exit:
         loop = asyncio.get_running_loop()
