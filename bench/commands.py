@@ -474,17 +474,20 @@ class SbatchArm:
 
 
 def sacct_cpu(ids: list[str]) -> float:
-    """Total CPU seconds Slurm accounted to these jobs."""
+    """Total CPU seconds Slurm accounted to these jobs (job lines, not ``-X``)."""
     total = 0.0
     for i in range(0, len(ids), 200):
         out = subprocess.run(
-            ["sacct", "-n", "-X", "-P", "-o", "TotalCPU", "-j", ",".join(ids[i : i + 200])],
+            ["sacct", "-n", "-P", "-o", "JobID,TotalCPU", "-j", ",".join(ids[i : i + 200])],
             capture_output=True,
             text=True,
             timeout=60,
         ).stdout
-        for line in out.split():
-            days, _, clock = line.rpartition("-")
+        for line in out.splitlines():
+            jid, _, cpu = line.partition("|")
+            if "." in jid or not cpu:
+                continue  # steps are included in the job's line
+            days, _, clock = cpu.rpartition("-")
             secs = 0.0
             for part in clock.split(":"):
                 secs = secs * 60 + float(part or 0)
