@@ -27,8 +27,7 @@ import secrets
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,9 @@ from tenantry.errors import (
 )
 from tenantry.events import Bus, Event, EventType
 from tenantry.leases.model import Lease, LeaseConfig, PoolKey, pilot_script, pythonpath_of_package
+from tenantry.leases.pilots import PilotLinks
 from tenantry.leases.routing import route
+from tenantry.leases.state import Cmd, Live, Sink, Tail, fail, key_hex
 from tenantry.leases.store import LeaseStore
 from tenantry.models import CommandResult, CommandSpec, JobSpec, Principal
 from tenantry.pilot import protocol as p
@@ -52,74 +53,8 @@ from tenantry.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Sink = Callable[[str, bytes], Awaitable[None]]
 
-_STATE_OF_EXIT = {
-    "completed": "completed",
-    "failed": "failed",
-    "timeout": "timeout",
-    "cancelled": "error",
-    "error": "error",
-}
-
-
-def _hash(secret: str) -> str:
-    return p.key_of(secret).hex()
-
-
-class _Tail:
-    """The last ``cap`` bytes of a stream."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.buf = bytearray()
-        self.truncated = False
-
-    def add(self, data: bytes) -> None:
-        self.buf += data
-        if len(self.buf) > 2 * self.cap:
-            del self.buf[: len(self.buf) - self.cap]
-            self.truncated = True
-
-    def text(self) -> str:
-        if len(self.buf) > self.cap:
-            self.truncated = True
-            return bytes(self.buf[-self.cap :]).decode("utf-8", "replace")
-        return self.buf.decode("utf-8", "replace")
-
-
-@dataclass(eq=False)
-class _Cmd:
-    id: str
-    spec: CommandSpec
-    principal: Principal
-    sink: Sink
-    key: PoolKey
-    future: asyncio.Future[CommandResult]
-    out: _Tail
-    err: _Tail
-    need_s: float = 0.0
-    queued_at: float = field(default_factory=time.monotonic)
-    attempts: int = 0
-    lease: str = ""
-    orphan: bool = False  # started by an earlier daemon; its result goes to the store
-
-
-@dataclass(eq=False)
-class _Live:
-    """A lease plus what only the running daemon knows of it."""
-
-    lease: Lease
-    writer: asyncio.StreamWriter | None = None
-    running: dict[str, _Cmd] = field(default_factory=dict)
-    watch: asyncio.Task[None] | None = None
-    final: str = "ended"  # terminal state once a draining pilot exits
-    secret: str = field(default="", repr=False)
-    next_query: float = 0.0
-    heard: float = 0.0  # monotonic time of the pilot's last message
-
-
-class LeaseManager:
+class LeaseManager(PilotLinks):
     """The ``leases`` component. ``run`` has the command-runner signature."""
 
     def __init__(
@@ -139,8 +74,8 @@ class LeaseManager:
         self.dir = settings.state_path / "leases"
         self.store = LeaseStore(settings.state_path / "leases.sqlite3")
         self.address: tuple[str, int] = (self.cfg.listen_host, 0)
-        self._live: dict[str, _Live] = {}
-        self._queues: dict[PoolKey, deque[_Cmd]] = {}
+        self._live: dict[str, Live] = {}
+        self._queues: dict[PoolKey, deque[Cmd]] = {}
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
@@ -151,7 +86,7 @@ class LeaseManager:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         await self.store.start()
         for lease in await self.store.active():
-            live = _Live(lease)
+            live = Live(lease)
             self._live[lease.id] = live
             if lease.state != "pending":
                 lease.state = "disconnected"
@@ -188,10 +123,10 @@ class LeaseManager:
             if live.writer is not None:
                 live.writer.close()
             for cmd in live.running.values():
-                _fail(cmd, Unavailable("the daemon stopped while the command ran"))
+                fail(cmd, Unavailable("the daemon stopped while the command ran"))
         for q in self._queues.values():
             for cmd in q:
-                _fail(cmd, Unavailable("the daemon stopped before the command started"))
+                fail(cmd, Unavailable("the daemon stopped before the command started"))
         self._queues.clear()
         if self._tasks:  # pilot connections end as their sockets close
             await asyncio.wait(list(self._tasks), timeout=5)
@@ -218,15 +153,15 @@ class LeaseManager:
         if self._closing:
             raise Unavailable("the lease manager is stopping")
         cap = self.cfg.output_cap_bytes
-        cmd = _Cmd(
+        cmd = Cmd(
             id=cid or f"c-{secrets.token_hex(6)}",
             spec=spec,
             principal=principal,
             sink=sink,
             key=PoolKey.of(principal, spec.resources, self.settings),
             future=asyncio.get_running_loop().create_future(),
-            out=_Tail(cap),
-            err=_Tail(cap),
+            out=Tail(cap),
+            err=Tail(cap),
             need_s=float(spec.resources.time_s or 0),
         )
         self._queues.setdefault(cmd.key, deque()).append(cmd)
@@ -241,25 +176,25 @@ class LeaseManager:
         """``local`` or ``lease`` for a command (the gateway asks this for where=auto)."""
         return route(spec, self.settings)
 
-    def _orphan(self, cid: str, lease: Lease) -> _Cmd:
+    def _orphan(self, cid: str, lease: Lease) -> Cmd:
         async def drop(stream: str, data: bytes) -> None:
             return None
 
         cap = self.cfg.output_cap_bytes
-        return _Cmd(
+        return Cmd(
             id=cid,
             spec=CommandSpec(argv=("?",)),
             principal=Principal(uid=lease.uid, user=lease.key.user),
             sink=drop,
             key=lease.key,
             future=asyncio.get_running_loop().create_future(),
-            out=_Tail(cap),
-            err=_Tail(cap),
+            out=Tail(cap),
+            err=Tail(cap),
             lease=lease.id,
             orphan=True,
         )
 
-    def _abandon(self, cmd: _Cmd) -> None:
+    def _abandon(self, cmd: Cmd) -> None:
         q = self._queues.get(cmd.key)
         if q is not None and cmd in q:
             q.remove(cmd)
@@ -288,8 +223,8 @@ class LeaseManager:
             if not q:
                 self._queues.pop(key, None)
 
-    def _pick(self, key: PoolKey, cmd: _Cmd) -> _Live | None:
-        best: _Live | None = None
+    def _pick(self, key: PoolKey, cmd: Cmd) -> Live | None:
+        best: Live | None = None
         deadline = time.time() + cmd.need_s + self.cfg.drain_s
         for live in self._live.values():
             lease = live.lease
@@ -305,7 +240,7 @@ class LeaseManager:
                 best = live
         return best
 
-    def _dispatch(self, live: _Live, cmd: _Cmd) -> None:
+    def _dispatch(self, live: Live, cmd: Cmd) -> None:
         self._account(live)
         cmd.attempts += 1
         cmd.lease = live.lease.id
@@ -322,7 +257,7 @@ class LeaseManager:
             ),
         )
 
-    def _grow(self, key: PoolKey, q: deque[_Cmd]) -> None:
+    def _grow(self, key: PoolKey, q: deque[Cmd]) -> None:
         waiting = [c for c in q if not c.future.done()]
         pool = [lv for lv in self._live.values() if lv.lease.key == key and lv.lease.active]
         # starting pilots, and pilots that are expected back (daemon restart, blip)
@@ -343,7 +278,7 @@ class LeaseManager:
             coming += self.cfg.slots
 
     def _make_room(
-        self, key: PoolKey, waiting: list[_Cmd], pool: list[_Live], user_n: int, sess_n: int
+        self, key: PoolKey, waiting: list[Cmd], pool: list[Live], user_n: int, sess_n: int
     ) -> None:
         idle = [
             lv
@@ -366,7 +301,7 @@ class LeaseManager:
             hint="wait for running commands to finish, or `tenantry leases release ID`",
         )
         for cmd in waiting:
-            _fail(cmd, err)
+            fail(cmd, err)
 
     def _acquire(self, key: PoolKey, owner: Principal, need_s: float) -> None:
         secret = secrets.token_urlsafe(32)
@@ -375,15 +310,15 @@ class LeaseManager:
             key=key,
             uid=owner.uid,
             owner=owner.key,
-            secret_hash=_hash(secret),
+            secret_hash=key_hex(secret),
             backend=self.backend.name,
             slots=self.cfg.slots,
         )
-        live = _Live(lease, secret=secret)
+        live = Live(lease, secret=secret)
         self._live[lease.id] = live
         self._spawn(self._submit(live, owner, need_s))
 
-    async def _submit(self, live: _Live, owner: Principal, need_s: float) -> None:
+    async def _submit(self, live: Live, owner: Principal, need_s: float) -> None:
         lease = live.lease
         time_s = int(max(self.cfg.time_s, need_s + self.cfg.drain_s + 1))
         secret_file = self.dir / f"{lease.id}.secret"
@@ -423,7 +358,7 @@ class LeaseManager:
             log.warning("lease %s: pilot job not submitted: %s", lease.id, err)
             await self._end(live, "lost", f"pilot job not submitted: {err}")
             for cmd in self._queues.get(lease.key, ()):
-                _fail(cmd, err)
+                fail(cmd, err)
             return
         lease.backend_id = sub.backend_id
         await self.store.save(lease)
@@ -433,255 +368,8 @@ class LeaseManager:
             data={"backend_id": sub.backend_id, "pool": lease.key.label(), "slots": lease.slots},
         )
 
-    # -- pilots ------------------------------------------------------------------------
-    async def _serve_pilot(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        live: _Live | None = None
-        try:
-            hello = await asyncio.wait_for(p.recv(reader), 10)
-            if not isinstance(hello, p.Hello):
-                return
-            live = await self._authenticate(hello, reader, writer)
-            if live is None:
-                return
-            await self._welcome(live, hello, writer)
-            await self._read_pilot(live, reader, writer)
-        except (TimeoutError, OSError, TenantryError) as exc:
-            log.info("pilot connection ended: %s", exc)
-        finally:
-            writer.close()
-            if live is not None and live.writer is writer:
-                live.writer = None
-                if not self._closing:
-                    await self._on_disconnect(live)
-
-    async def _authenticate(
-        self, hello: p.Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> _Live | None:
-        """Mutual proof of the lease key; the live lease, or None (rejected)."""
-        live = self._live.get(hello.lease)
-        if live is None or not live.lease.active:
-            p.send(writer, p.Reject(reason="unknown or ended lease"))
-            await writer.drain()
-            return None
-        key = bytes.fromhex(live.lease.secret_hash)
-        nonce = secrets.token_hex(16)
-        mine = p.proof(key, "daemon", hello.lease, hello.nonce, nonce)
-        p.send(writer, p.Welcome(heartbeat_s=self.cfg.heartbeat_s, nonce=nonce, proof=mine))
-        await writer.drain()
-        auth = await asyncio.wait_for(p.recv(reader), 10)
-        if not isinstance(auth, p.Auth) or not p.check(
-            key, "pilot", hello.lease, nonce, hello.nonce, auth.proof
-        ):
-            log.warning("pilot for lease %s failed authentication", hello.lease)
-            p.send(writer, p.Reject(reason="authentication failed"))
-            await writer.drain()
-            return None
-        return live
-
-    async def _welcome(self, live: _Live, hello: p.Hello, writer: asyncio.StreamWriter) -> None:
-        lease = live.lease
-        if live.writer is not None:
-            live.writer.close()  # superseded by this connection
-        if live.watch is not None:
-            live.watch.cancel()
-            live.watch = None
-        self._account(live)
-        first = lease.ready_at is None
-        lease.slots = max(1, hello.slots)
-        lease.walltime_end = hello.walltime_end or lease.walltime_end
-        lease.host, lease.pid = hello.host, hello.pid
-        lease.ready_at = lease.ready_at or time.time()
-        lease.state = "draining" if hello.draining or lease.state == "draining" else "ready"
-        lease.reason = ""
-        live.writer = writer
-        known = set(hello.running) | set(hello.finished)
-        for cid in [c for c in live.running if c not in known]:
-            self._requeue(live.running.pop(cid))  # never reached the pilot
-        for cid in hello.running:
-            if cid not in live.running:  # started under an earlier daemon
-                live.running[cid] = self._orphan(cid, lease)
-        await writer.drain()
-        await self.store.save(lease)
-        if first:
-            await self._emit(
-                EventType.LEASE_READY,
-                lease,
-                duration_s=lease.ready_at - lease.created_at,
-                data={"host": lease.host, "slots": lease.slots},
-            )
-        self._pump()
-
-    async def _read_pilot(
-        self, live: _Live, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        live.heard = time.monotonic()
-        beat = asyncio.create_task(self._beat(live, writer))
-        try:
-            while True:
-                msg = await p.recv(reader)
-                if msg is None:
-                    return
-                live.heard = time.monotonic()
-                if isinstance(msg, p.Output):
-                    await self._on_output(live, msg.id, msg.stream, msg.data)
-                elif isinstance(msg, p.Exit):
-                    await self._on_exit(live, msg)
-                    p.send(writer, p.Ack(ids=(msg.id,)))
-                elif isinstance(msg, p.Drain):  # the pilot drains on its own clock
-                    if lease_ready(live):
-                        live.lease.state, live.lease.reason, live.final = (
-                            "draining",
-                            msg.reason,
-                            "ended",
-                        )
-                    self._after(live)
-                elif isinstance(msg, p.Replay):
-                    for ex in msg.results:
-                        await self._on_exit(live, ex, replayed=True)
-                    p.send(writer, p.Ack(ids=tuple(ex.id for ex in msg.results)))
-                elif not isinstance(msg, p.Heartbeat):
-                    raise TenantryError(f"unexpected {msg.t} message from pilot")
-        finally:
-            beat.cancel()
-
-    async def _beat(self, live: _Live, writer: asyncio.StreamWriter) -> None:
-        silence = 4 * self.cfg.heartbeat_s
-        while not writer.is_closing():
-            await asyncio.sleep(self.cfg.heartbeat_s)
-            if time.monotonic() - live.heard > silence:
-                log.warning("lease %s: pilot silent for %.0f s", live.lease.id, silence)
-                writer.close()  # the reader sees end of stream: disconnected
-                return
-            p.send(writer, p.Heartbeat(ts=time.time()))
-
-    def _send(self, live: _Live, msg: p.Message) -> None:
-        if live.writer is not None and not live.writer.is_closing():
-            p.send(live.writer, msg)
-
-    async def _on_output(self, live: _Live, cid: str, stream: str, data: bytes) -> None:
-        cmd = live.running.get(cid)
-        if cmd is None:
-            return
-        (cmd.out if stream == "stdout" else cmd.err).add(data)
-        if not cmd.future.done():
-            try:
-                await cmd.sink(stream, data)
-            except Exception:  # a broken consumer never breaks the lease
-                log.exception("output sink of command %s failed", cid)
-
-    async def _on_exit(self, live: _Live, ex: p.Exit, *, replayed: bool = False) -> None:
-        lease = live.lease
-        self._account(live)
-        cmd = live.running.pop(ex.id, None)
-        if ex.state == "refused":
-            if cmd is not None:
-                self._requeue(cmd, front=True)
-            if "draining" in ex.reason and lease.state == "ready":
-                lease.state, live.final = "draining", "ended"
-            self._after(live)
-            return
-        for stream, data in (("stdout", ex.stdout), ("stderr", ex.stderr)):
-            if data and cmd is not None:
-                await self._on_output_of(cmd, stream, data)
-        lease.served += 1
-        lease.last_used = time.monotonic()
-        result = CommandResult(
-            id=ex.id,
-            exit_code=ex.code,
-            state=_STATE_OF_EXIT.get(ex.state, "error"),
-            duration_s=ex.duration_s,
-            where="lease",
-            stdout_tail=cmd.out.text() if cmd else ex.stdout.decode("utf-8", "replace"),
-            stderr_tail=cmd.err.text() if cmd else ex.stderr.decode("utf-8", "replace"),
-            truncated=(cmd.out.truncated or cmd.err.truncated) if cmd else ex.truncated,
-            reason=ex.reason or ("cancelled" if ex.state == "cancelled" else ""),
-            cpu_s=ex.cpu_s,
-            max_rss_kb=ex.max_rss_kb,
-        )
-        if cmd is not None and not cmd.orphan and not cmd.future.done():
-            cmd.future.set_result(result)
-        elif cmd is None or cmd.orphan:
-            # nobody waits any more (the daemon restarted): keep it for `leases.result`
-            await self.store.put_result(lease.id, result)
-            await self._emit(
-                EventType.COMMAND_FINISHED,
-                lease,
-                subject=ex.id,
-                outcome=result.state,
-                duration_s=result.duration_s,
-                data={"lease": lease.id, "exit_code": ex.code, "replayed": replayed},
-            )
-        self._after(live)
-
-    async def _on_output_of(self, cmd: _Cmd, stream: str, data: bytes) -> None:
-        (cmd.out if stream == "stdout" else cmd.err).add(data)
-        with contextlib.suppress(Exception):
-            await cmd.sink(stream, data)
-
-    def _after(self, live: _Live) -> None:
-        if live.lease.state == "draining" and not live.running:
-            self._send(live, p.Release(reason=live.lease.reason or "drained"))
-        self._pump()
-
-    def _requeue(self, cmd: _Cmd, *, front: bool = True) -> None:
-        if cmd.future.done():
-            return
-        cmd.lease = ""
-        q = self._queues.setdefault(cmd.key, deque())
-        if front:
-            q.appendleft(cmd)
-        else:
-            q.append(cmd)
-
-    async def _on_disconnect(self, live: _Live) -> None:
-        lease = live.lease
-        if not lease.active:
-            return
-        self._account(live)
-        near_end = lease.walltime_end and time.time() >= lease.walltime_end - self.cfg.drain_s - 1
-        if not live.running and (lease.state == "draining" or near_end):
-            await self._end(live, live.final, lease.reason or "walltime")
-            return
-        lease.state = "disconnected"
-        lease.reason = "pilot disconnected"
-        self._watch(live)
-
-    def _watch(self, live: _Live) -> None:
-        live.watch = asyncio.create_task(self._await_return(live))
-
-    async def _await_return(self, live: _Live) -> None:
-        lease = live.lease
-        deadline = time.monotonic() + self.cfg.reconnect_grace_s
-        reason = "lease lost: pilot did not reconnect"
-        while time.monotonic() < deadline and live.writer is None:
-            ended = await self._job_ended(lease)
-            if ended:
-                reason = f"lease lost: pilot job ended ({ended})"
-                break
-            await asyncio.sleep(min(0.25, self.cfg.reconnect_grace_s / 4))
-        if live.writer is None and lease.active:
-            await self._lose(live, reason)
-
-    async def _job_ended(self, lease: Lease) -> str:
-        if not lease.backend_id:
-            return ""
-        try:
-            ups = await self.backend.query([lease.backend_id])
-        except TenantryError:
-            return ""
-        up = ups.get(lease.backend_id)
-        if up is not None and up.state.terminal:
-            return f"{up.state.value}{': ' + up.reason if up.reason else ''}"
-        return ""
-
-    async def _lose(self, live: _Live, reason: str) -> None:
-        victims: list[_Cmd] = []
+    async def _lose(self, live: Live, reason: str) -> None:
+        victims: list[Cmd] = []
         for cmd in list(live.running.values()):
             if cmd.spec.idempotent and cmd.attempts < 2:
                 self._requeue(cmd)
@@ -708,7 +396,7 @@ class LeaseManager:
                 await self.backend.cancel(live.lease.backend_id)
         self._pump()
 
-    async def _end(self, live: _Live, state: str, reason: str, **data: Any) -> None:
+    async def _end(self, live: Live, state: str, reason: str, **data: Any) -> None:
         lease = live.lease
         if not lease.active:
             return
@@ -766,7 +454,7 @@ class LeaseManager:
         for q in self._queues.values():
             for cmd in [c for c in q if match(c.principal.key)]:
                 q.remove(cmd)
-                _fail(cmd, err)
+                fail(cmd, err)
                 stopped += 1
         for live in self._live.values():
             for cmd in live.running.values():
@@ -782,7 +470,7 @@ class LeaseManager:
         return len(owned)
 
     # -- housekeeping --------------------------------------------------------------------
-    def _account(self, live: _Live) -> None:
+    def _account(self, live: Live) -> None:
         lease = live.lease
         now = time.monotonic()
         if lease.state in ("ready", "draining") and live.writer is not None:
@@ -829,7 +517,7 @@ class LeaseManager:
         for q in self._queues.values():
             for cmd in [c for c in q if now_m - c.queued_at > self.cfg.start_timeout_s]:
                 q.remove(cmd)
-                _fail(
+                fail(
                     cmd,
                     Unavailable(
                         f"no lease became ready within {self.cfg.start_timeout_s:.0f} s",
@@ -850,7 +538,7 @@ class LeaseManager:
             )
 
     # -- views -----------------------------------------------------------------------------
-    def describe(self, live: _Live) -> dict[str, Any]:
+    def describe(self, live: Live) -> dict[str, Any]:
         lease = live.lease
         self._account(live)
         queued = len(self._queues.get(lease.key, ()))
@@ -899,12 +587,3 @@ class LeaseManager:
     @property
     def state_dir(self) -> Path:
         return self.dir
-
-
-def lease_ready(live: _Live) -> bool:
-    return live.lease.state == "ready"
-
-
-def _fail(cmd: _Cmd, err: BaseException) -> None:
-    if not cmd.future.done() and not cmd.orphan:
-        cmd.future.set_exception(err)
