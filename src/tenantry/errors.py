@@ -8,6 +8,7 @@ a message that says what to do next, and whether retrying may help.
     +-- UsageError               bad input from the caller (exit 2)
     |   +-- NotFound             unknown job, lease, lesson, workspace, ...
     |   +-- Conflict             the object is in a state that forbids the action
+    |   +-- PolicyInvalid        a policy file does not load (exit 78)
     +-- PermissionDenied         identity or ownership check failed
     |   +-- PolicyDenied         a policy decision denied the action
     |   +-- BudgetExceeded       a budget or rate limit is exhausted
@@ -168,6 +169,13 @@ class MemoryError_(TenantryError):
 
 
 # --- policy -----------------------------------------------------------------
+
+
+class PolicyInvalid(UsageError):
+    """A policy file does not parse, does not match the schema, or widens where it may not."""
+
+    code = "policy_invalid"
+    exit_code = 78
 
 
 # --- leases -----------------------------------------------------------------

@@ -7,7 +7,6 @@ from the socket and never trusts a uid from the client. Standard library only.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping
 
 # (marker, product, session-id variable) in priority order. A marker ending in
@@ -59,6 +58,6 @@ def client_claims(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {
         "agent": product,
         "session": session,
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # no `socket` import: PATH shims start on this
         "project": project,
     }

@@ -66,10 +66,17 @@ async def _exited(proc: asyncio.subprocess.Process) -> None:
     (asyncio's ``Process.wait`` also waits until every pipe is closed, which a
     background child can hold open forever.) Uses a pidfd where Linux has one.
     """
+    if proc.returncode is not None:
+        return
     try:
         fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return  # already exited (and reaped by asyncio's child watcher)
     except (AttributeError, OSError):
         await proc.wait()
+        return
+    if proc.returncode is not None:  # reaped meanwhile: the pid may be someone else's
+        os.close(fd)
         return
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()

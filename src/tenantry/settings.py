@@ -59,10 +59,25 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
+    Setting(
+        "hook_on_unreachable",
+        "closed-dangerous",
+        "Agent hooks when the daemon is down: closed-dangerous (deny the built-in dangerous"
+        " list, allow the rest), closed (deny every shell command) or open (allow all).",
+    ),
+    Setting("hook_redirect", True, "Agent hooks redirect raw squeue/sbatch/find/grep to Tenantry."),
     Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
     Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
     Setting("audit_dir", "", "Directory of the audit log and its anchor; default <state>/audit."),
     Setting("audit_key_file", "", "HMAC key of the audit chain; empty = <audit_dir>/audit.key."),
+    Setting("memory_staff", "", "Comma-separated users who may approve lessons to facility scope."),
+    Setting(
+        "memory_verify_interval_s",
+        3600.0,
+        "Re-verify lessons whose TTL lapsed this often; 0 = off.",
+    ),
+    Setting("memory_capture_window_s", 1800.0, "A fix must follow its failure within this window."),
+    Setting("memory_agree_projects", 2, "Distinct projects whose agreement promotes a lesson."),
     Setting("lease_slots", 2, "Commands one lease runs at once (its allocation is slots x shape)."),
     Setting("lease_listen", "127.0.0.1:0", "HOST:PORT where pilots dial back (port 0: any free)."),
 )
@@ -95,10 +110,16 @@ class Settings:
     login_node_commands: str
     policy_file: str
     http: str
+    hook_on_unreachable: str
+    hook_redirect: bool
     budgets_file: str
     admin_users: str
     audit_dir: str
     audit_key_file: str
+    memory_staff: str
+    memory_verify_interval_s: float
+    memory_capture_window_s: float
+    memory_agree_projects: int
     lease_slots: int
     lease_listen: str
 

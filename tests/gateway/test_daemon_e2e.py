@@ -350,3 +350,28 @@ def test_background_child_holding_pipes_does_not_hang(daemon: Daemon) -> None:
     assert "background" in res["reason"]
     # the background child was ended with the command
     assert res["duration_s"] < 20
+
+
+def test_failed_job_wait_gets_the_matching_lesson(daemon: Daemon, tmp_path: Path) -> None:
+    c = daemon.client(session="teacher")
+    lesson_id = c.call(
+        "memory.remember",
+        {
+            "title": "libcudart missing: load the cuda module first",
+            "body": "Run `module load cuda/12.2` before launching; the loader path is set there.",
+            "kind": "failure-fix",
+            "error_signature": "error while loading shared libraries: libcudart.so.12: cannot"
+            " open shared object file: No such file or directory",
+            "subject": {"module": "cuda"},
+        },
+    )["lesson"]["id"]
+    script = tmp_path / "gpu.sh"
+    script.write_text(
+        "#!/bin/sh\necho './train: error while loading shared libraries: libcudart.so.12:"
+        " cannot open shared object file: No such file or directory' >&2\nexit 127\n"
+    )
+    jid = daemon.cli("submit", str(script), cwd=str(tmp_path)).stdout.strip()
+    w = daemon.cli("wait", jid, "--json", "--timeout", "60")
+    result = json.loads(w.stdout)
+    assert result["job"]["state"] == "FAILED"
+    assert [x["id"] for x in result["lessons"]] == [lesson_id]

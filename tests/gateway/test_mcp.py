@@ -24,6 +24,8 @@ TOOLS = {
     "list_jobs",
     "job_logs",
     "facility_info",
+    "recall",
+    "remember",
 }
 
 

@@ -30,6 +30,7 @@ from tenantry.errors import (
     BudgetExceeded,
     NotFound,
     PermissionDenied,
+    PolicyDenied,
     TenantryError,
     UsageError,
 )
@@ -50,16 +51,23 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.core_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
+    "tenantry.policy.ops",
+    "tenantry.integrations.ops",
     "tenantry.budgets.ops",
     "tenantry.kill.ops",
+    "tenantry.report.ops",
+    "tenantry.memory.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime and returns an object with start()/aclose().
 COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("metrics", "tenantry.integrations.metrics:create"),
     ("audit", "tenantry.audit.component:create"),
     ("kill", "tenantry.kill.component:create"),
+    ("policy", "tenantry.policy.component:create"),
     ("budgets", "tenantry.budgets.service:create"),
+    ("memory", "tenantry.memory.component:create"),
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
@@ -73,7 +81,7 @@ def make_backend(settings: Settings) -> Backend:
 
         return LocalBackend(settings.state_dir, settings.local_slots)
     if settings.backend == "slurm":
-        from tenantry.backends.slurm import SlurmBackend  # type: ignore[import-not-found]
+        from tenantry.backends.slurm import SlurmBackend
 
         backend: Backend = SlurmBackend(settings)
         return backend
@@ -242,9 +250,11 @@ async def op_endpoint(request: Request) -> Response:
 async def _record_denial(rt: Runtime, p: Principal | None, name: str, err: TenantryError) -> None:
     """Policy and identity denials become ``request.denied`` events (audited).
 
-    Budget and kill-switch denials publish their own, richer events.
+    Policy, budget and kill-switch denials publish their own, richer events
+    (``policy.decision``, ``budget.exceeded``, ``request.denied``), so they are
+    not recorded twice.
     """
-    if not isinstance(err, PermissionDenied) or isinstance(err, BudgetExceeded):
+    if not isinstance(err, PermissionDenied) or isinstance(err, BudgetExceeded | PolicyDenied):
         return
     if err.code == "session_stopped":
         return
@@ -308,10 +318,15 @@ def create_app(settings: Settings, backend: Backend | None = None) -> Starlette:
             app.state.started = time.time()
             yield
 
+    from starlette.middleware import Middleware
+
+    from tenantry.integrations.metrics import OpMetricsMiddleware
+
     return Starlette(
         routes=[
             Route("/v1/health", health, methods=["GET"]),
             Route("/v1/op/{name:path}", op_endpoint, methods=["POST"]),
         ],
+        middleware=[Middleware(OpMetricsMiddleware)],
         lifespan=lifespan,
     )

@@ -22,6 +22,7 @@ from pydantic import Field
 from tenantry import __version__
 from tenantry.client import Client
 from tenantry.errors import TenantryError
+from tenantry.memory.mcp_tools import add_tools as memory_tools
 from tenantry.settings import Settings
 
 INSTRUCTIONS = """\
@@ -280,7 +281,7 @@ def build_server(settings: Settings) -> MCPServer:
 
 
 # Concepts add tools with a function (server, forwarder) -> None.
-EXTRA_TOOLS: list[Callable[[MCPServer, _Forwarder], None]] = []
+EXTRA_TOOLS: list[Callable[[MCPServer, _Forwarder], None]] = [memory_tools]
 
 
 def run_stdio(settings: Settings) -> int:

@@ -12,8 +12,9 @@ import fcntl
 import logging
 import os
 import socket
+from collections.abc import Generator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import uvicorn
 
@@ -86,13 +87,67 @@ async def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
+    http = _http_server(settings, app) if settings.http else None
+    http_task = asyncio.create_task(http[0].serve(sockets=[http[1]])) if http else None
     try:
         await server.serve(sockets=[sock])
     finally:
+        if http is not None and http_task is not None:
+            http[0].should_exit = True
+            await http_task
         with contextlib.suppress(FileNotFoundError):
             if sock_path.exists():
                 sock_path.unlink()
         lock.close()
+
+
+class _QuietServer(uvicorn.Server):
+    """A second uvicorn server that leaves signal handling to the main one."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT``; the host defaults to loopback."""
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError as exc:
+        raise UsageError(f"--http wants HOST:PORT, got {value!r}") from exc
+    if not 0 <= number < 65536:
+        raise UsageError(f"port {number} is out of range")
+    return host, number
+
+
+def _http_server(settings: Settings, app: Any) -> tuple[uvicorn.Server, socket.socket]:
+    """The dashboard and /metrics listener of ``--http`` (bound now, served later)."""
+    from tenantry.gateway.dashboard import TOKEN_FILE, ensure_token, http_app
+
+    host, port = parse_http(settings.http)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        tcp = socket.create_server((host, port), family=family, reuse_port=False)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    ensure_token(settings.state_dir)
+    if host not in {"127.0.0.1", "::1", "localhost"}:
+        log.warning("the dashboard listens on %s, beyond this machine (token required)", host)
+    log.info(
+        "dashboard on http://%s:%d/ (token in %s)",
+        host,
+        tcp.getsockname()[1],
+        Path(settings.state_dir) / TOKEN_FILE,
+    )
+    config = uvicorn.Config(
+        http_app(lambda: getattr(app.state, "runtime", None)),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+    )
+    return _QuietServer(config), tcp
 
 
 def run(settings: Settings) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.errors import TenantryError, UsageError
 from tenantry.guard.adapters import guard_text_result
 from tenantry.jobs import directives
 from tenantry.jobs.service import JobService
@@ -62,9 +62,27 @@ async def wait(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str
     heartbeat = param(params, "heartbeat_s", float, 5.0)
     async for chunk in _svc(ctx).wait(ctx.principal, ref, timeout, heartbeat):
         if chunk["done"]:
-            yield {"result": {"job": chunk["job"], "timed_out": chunk["timed_out"]}}
+            result: dict[str, Any] = {"job": chunk["job"], "timed_out": chunk["timed_out"]}
+            if chunk["job"]["terminal"] and chunk["job"]["state"] != "COMPLETED":
+                result["lessons"] = await _lessons_for_job(ctx, chunk["job"]["id"])
+            yield {"result": result}
         else:
             yield {"progress": chunk}
+
+
+async def _lessons_for_job(ctx: OpContext, job_id: str) -> list[dict[str, Any]]:
+    """Facility-memory lessons matching the end of a failed job's error output."""
+    commands = ctx.runtime.components.get("commands")
+    if commands is None:
+        return []
+    text = ""
+    for stream in ("stderr", "stdout"):
+        try:
+            text += (await _svc(ctx).logs(ctx.principal, job_id, 60, stream))["text"] + "\n"
+        except TenantryError:
+            continue
+    lessons: list[dict[str, Any]] = await commands.lessons_for(ctx.principal, text)
+    return lessons
 
 
 @op("jobs.cancel", "Cancel a job", action="cancel_job")

@@ -1,0 +1,168 @@
+"""Policy decision latency over 10,000 mixed requests.
+
+Requests are drawn round-robin from the corpus (tests/policy/cases.jsonl:
+shell evasions, sbatch shapes, paths, job ownership, and the allow cases),
+shuffled with a fixed seed. Three numbers per request:
+
+- ``decision (warm cache)``: the whole ``Judge.evaluate`` (normalize + Cedar),
+  with the engine's outcome cache as it runs in the daemon (the mix repeats
+  the corpus, like agents repeat commands);
+- ``decision (cold cache)``: the same with the outcome cache cleared before
+  every decision, so every Cedar call is evaluated;
+- ``normalize only``: shell/Slurm/path normalization without Cedar;
+- ``cedar only``: one uncached Cedar authorization of a normalized request;
+- per action, the cold decision.
+
+Usage: PYTHONPATH=src python bench/policy.py [--n 10000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tenantry.policy.cases import case_params, case_principal, load_cases
+from tenantry.policy.engine import Engine
+from tenantry.policy.facts import Facts
+from tenantry.policy.judge import Judge
+from tenantry.policy.normalize import build
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "tests" / "policy" / "cases.jsonl"
+FACTS = ROOT / "tests" / "policy" / "facts.json"
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    engine = Engine()
+    load_ms = (time.perf_counter() - t0) * 1e3
+    judge = Judge(engine, Facts.load(FACTS), read_files=False, hour=12)
+    cases = load_cases(CASES)
+    work = [
+        (case_principal(c), c["action"], case_params(c["action"], c["args"], c.get("context")))
+        for c in cases
+    ]
+    rng = random.Random(7)
+    mix = [work[i % len(work)] for i in range(args.n)]
+    rng.shuffle(mix)
+    for p, a, params in work:  # warm caches (tree-sitter parser, principals)
+        judge.evaluate(p, a, params)
+
+    whole: list[float] = []
+    whole_cpu: list[float] = []
+    by_action: dict[str, list[float]] = defaultdict(list)
+    requests_per = []
+    for p, a, params in mix:
+        c = time.thread_time()
+        t = time.perf_counter()
+        d = judge.evaluate(p, a, params)
+        us = (time.perf_counter() - t) * 1e6
+        whole_cpu.append((time.thread_time() - c) * 1e6)
+        whole.append(us)
+        requests_per.append(len(d.checks))
+
+    cold: list[float] = []
+    cold_cpu: list[float] = []
+    for p, a, params in mix:
+        engine._cache.clear()  # every Cedar call a miss: the worst case
+        c = time.thread_time()
+        t = time.perf_counter()
+        judge.evaluate(p, a, params)
+        us = (time.perf_counter() - t) * 1e6
+        cold_cpu.append((time.thread_time() - c) * 1e6)
+        cold.append(us)
+        by_action[a].append(us)
+
+    cedar: list[float] = []
+    prepared = []
+    for p, a, params in mix[:2000]:
+        uid, ents = judge.entities(p)
+        for req in build(p, a, params, judge.env).requests:
+            prepared.append((uid, ents, req))
+    for uid, ents, req in prepared:
+        engine._cache.clear()
+        t = time.perf_counter()
+        engine.decide(uid, ents, req)
+        cedar.append((time.perf_counter() - t) * 1e6)
+    normalize: list[float] = []
+    for p, a, params in mix[:2000]:
+        t = time.perf_counter()
+        build(p, a, params, judge.env)
+        normalize.append((time.perf_counter() - t) * 1e6)
+
+    out = {
+        "requests": len(mix),
+        "distinct_cases": len(work),
+        "policies": len(engine.rules),
+        "load_ms": round(load_ms, 1),
+        "decision_us": {
+            "p50": round(statistics.median(whole), 1),
+            "p99": round(pct(whole, 99), 1),
+            "mean": round(statistics.fmean(whole), 1),
+        },
+        "decision_cpu_us": {
+            "p50": round(statistics.median(whole_cpu), 1),
+            "p99": round(pct(whole_cpu, 99), 1),
+        },
+        "decision_cold_cpu_us": {
+            "p50": round(statistics.median(cold_cpu), 1),
+            "p99": round(pct(cold_cpu, 99), 1),
+        },
+        "load_average": list(os.getloadavg()),
+        "decision_cold_us": {
+            "p50": round(statistics.median(cold), 1),
+            "p99": round(pct(cold, 99), 1),
+            "mean": round(statistics.fmean(cold), 1),
+        },
+        "normalize_us": {
+            "p50": round(statistics.median(normalize), 1),
+            "p99": round(pct(normalize, 99), 1),
+        },
+        "cedar_us": {
+            "p50": round(statistics.median(cedar), 1),
+            "p99": round(pct(cedar, 99), 1),
+            "calls": len(cedar),
+        },
+        "cedar_calls_per_decision": round(statistics.fmean(requests_per), 2),
+        "by_action_us": {
+            a: {"n": len(xs), "p50": round(statistics.median(xs), 1), "p99": round(pct(xs, 99), 1)}
+            for a, xs in sorted(by_action.items())
+        },
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"{out['requests']} requests from {out['distinct_cases']} corpus cases, "
+          f"{out['policies']} policies (load {out['load_ms']} ms)")  # fmt: skip
+    print(f"load average {out['load_average']}")
+    for label, key in (("decision (warm cache)", "decision_us"),
+                       ("  cpu time", "decision_cpu_us"),
+                       ("decision (cold cache)", "decision_cold_us"),
+                       ("  cpu time", "decision_cold_cpu_us"),
+                       ("normalize only", "normalize_us"),
+                       ("cedar only, 1 request", "cedar_us")):  # fmt: skip
+        s = out[key]
+        print(f"{label:22} p50 {s['p50']:8.1f} us   p99 {s['p99']:8.1f} us")
+    print(f"cedar calls per decision: {out['cedar_calls_per_decision']}")
+    for a, s in out["by_action_us"].items():
+        print(f"  {a:16} n={s['n']:5}  p50 {s['p50']:8.1f} us  p99 {s['p99']:8.1f} us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,907 @@
+"""The operator dashboard: server-rendered pages over the daemon's store.
+
+``dashboard_routes(runtime)`` returns Starlette routes (the lead or
+``http_app`` mounts them on the TCP listener of ``tenantry serve --http``);
+``metrics_route(runtime)`` serves Prometheus text. ``runtime`` may be the
+Runtime or a zero-argument callable returning it (the HTTP listener starts
+before the daemon's lifespan has built the runtime).
+
+Login: a token generated into ``<state>/http-token`` (mode 0600) is pasted
+into the login form once; the cookie then holds an HMAC of it. Scripts and
+Prometheus send ``Authorization: Bearer <token>``. Pages are plain HTML with
+inline SVG charts and one vendored stylesheet: no JavaScript, no CDN.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import socket
+import string
+import time
+from collections.abc import Awaitable, Callable
+from html import escape
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from tenantry.gateway import dashboard_data as data
+from tenantry.gateway.runtime import Runtime
+from tenantry.gateway.svg import bars, hbars
+from tenantry.models import AgentProduct, Principal
+
+COOKIE = "tenantry_dashboard"
+WIDE = 1120  # SVG width of a chart that spans the page (text keeps its size)
+TOKEN_FILE = "http-token"  # noqa: S105 - a file name, not a secret
+WINDOWS = ((1, "last hour"), (6, "last 6 hours"), (24, "last 24 hours"), (168, "last 7 days"))
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; frame-src 'self';"
+    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+PAGES = (
+    ("/", "Overview"),
+    ("/sessions", "Sessions"),
+    ("/activity", "Commands & jobs"),
+    ("/scheduler", "Scheduler"),
+    ("/leases", "Leases"),
+    ("/policy", "Policy & budgets"),
+    ("/memory", "Memory & index"),
+    ("/report", "Report"),
+)
+
+RuntimeSource = Runtime | Callable[[], Runtime | None]
+Page = Callable[[Request, Runtime, data.Window], Awaitable[str]]
+
+
+# --- token and login ------------------------------------------------------------------
+
+
+def ensure_token(state_dir: str | Path) -> str:
+    """The dashboard token, created (0600) on first use."""
+    path = Path(state_dir) / TOKEN_FILE
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token = secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    return token
+
+
+def _cookie_value(token: str) -> str:
+    return hmac.new(token.encode(), b"tenantry-dashboard-v1", hashlib.sha256).hexdigest()
+
+
+class _Auth:
+    def __init__(self, source: RuntimeSource) -> None:
+        self.source = source
+        self._token: str | None = None
+
+    def runtime(self) -> Runtime | None:
+        return self.source if isinstance(self.source, Runtime) else self.source()
+
+    def token(self) -> str | None:
+        if self._token is None:
+            rt = self.runtime()
+            if rt is None:
+                return None
+            self._token = ensure_token(rt.settings.state_dir)
+        return self._token
+
+    def ok(self, request: Request) -> bool:
+        token = self.token()
+        if not token:
+            return False
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].strip(), token):
+            return True
+        cookie = request.cookies.get(COOKIE, "")
+        return bool(cookie) and hmac.compare_digest(cookie, _cookie_value(token))
+
+
+def _template(name: str) -> string.Template:
+    text = resources.files("tenantry.gateway").joinpath(f"dashboard/templates/{name}").read_text()
+    return string.Template(text)
+
+
+def _secure(resp: Response, csp: str = CSP) -> Response:
+    resp.headers["Content-Security-Policy"] = csp
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["Referrer-Policy"] = "no-referrer"
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+def _safe_next(value: str) -> str:
+    return value if value.startswith("/") and not value.startswith("//") else "/"
+
+
+# --- small HTML helpers ------------------------------------------------------------------
+
+
+def e(value: Any) -> str:
+    return escape("" if value is None else str(value))
+
+
+def pill(value: Any) -> str:
+    v = e(value)
+    return f'<span class="pill {v}">{v}</span>'
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    if not ts:
+        return ""
+    d = max(0.0, (now or time.time()) - ts)
+    if d < 90:
+        return f"{d:.0f} s ago"
+    if d < 5400:
+        return f"{d / 60:.0f} min ago"
+    if d < 2 * 86400:
+        return f"{d / 3600:.1f} h ago"
+    return f"{d / 86400:.0f} d ago"
+
+
+def tile(value: Any, label: str, sub: str = "") -> str:
+    extra = f'<div class="s">{e(sub)}</div>' if sub else ""
+    return (
+        f'<div class="tile"><div class="v">{e(value)}</div>'
+        f'<div class="k">{e(label)}</div>{extra}</div>'
+    )
+
+
+def table(header: list[str], rows: list[list[str]], empty: str = "nothing yet") -> str:
+    if not rows:
+        return f'<p class="empty">{e(empty)}</p>'
+    head = "".join(f"<th>{e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def who(principal: str) -> str:
+    parts = principal.split("/")
+    if len(parts) == 3:
+        user, agent, session = parts
+        return f"{e(user)} · {e(agent)} <code>{e(session[:8])}</code>"
+    return e(principal)
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f} %"
+
+
+def card(title: str, inner: str, note: str = "") -> str:
+    n = f'<p class="note">{note}</p>' if note else ""
+    return f'<section class="card"><h2>{e(title)}</h2>{n}{inner}</section>'
+
+
+# --- pages ---------------------------------------------------------------------------------
+
+
+async def page_overview(request: Request, rt: Runtime, w: data.Window) -> str:
+    o = await data.overview(rt.journal.db, w)
+    s, a, sch, pol, hits, le = (
+        o["sessions"],
+        o["activity"],
+        o["scheduler"],
+        o["policy"],
+        o["hits"],
+        o["leases"],
+    )
+    live = len(s["live"])
+    by_agent = ", ".join(f"{k} {v}" for k, v in s["by_agent"]) or "none"
+    cache_total = sch["cached"] + sch["backend"]
+    tiles = "".join(
+        [
+            tile(live, "live agent sessions", by_agent),
+            tile(a["n_commands"], "commands", "in the window"),
+            tile(a["n_jobs"], "batch jobs", "submitted in the window"),
+            tile(
+                pct(sch["cached"] / cache_total if cache_total else None),
+                "status answered from cache",
+                f"{sch['cached']:.0f} cached, {sch['backend']:.0f} scheduler calls",
+            ),
+            tile(len(pol["denials"]), "policy denials", "deny or ask, policy and hooks"),
+            tile(len(le["active"]), "leases held", f"{le['idle_core_hours']:.1f} idle core-hours"),
+            tile(
+                pct(hits["memory"]["rate"]), "memory hit rate", f"{hits['memory']['total']} recalls"
+            ),
+            tile(pct(hits["index"]["rate"]), "index hit rate", f"{hits['index']['total']} queries"),
+        ]
+    )
+    labels = w.labels()
+    charts = (
+        '<div class="grid2">'
+        + card("Commands", bars(labels, a["command_series"], title="Commands over time by outcome"))
+        + card(
+            "Batch jobs", bars(labels, a["job_series"], title="Jobs submitted over time by state")
+        )
+        + "</div>"
+    )
+    return f'<div class="tiles">{tiles}</div>{charts}'
+
+
+async def page_sessions(request: Request, rt: Runtime, w: data.Window) -> str:
+    s = await data.sessions(rt.journal.db)
+    now = time.time()
+    chart = hbars([(k, float(v)) for k, v in s["by_agent"]], title="Live sessions by agent product")
+    rows = [
+        [
+            pill(r["agent"]),
+            e(r["user"]),
+            f'<a href="/session?key={quote(r["principal"], safe="")}">'
+            f"<code>{e(r['session'][:12] or '-')}</code></a>",
+            e(r["host"]),
+            e(r["project"]),
+            e(r["requests"]),
+            e(ago(r["first_seen"], now)),
+            e(ago(r["last_seen"], now)),
+        ]
+        for r in s["rows"][:100]
+    ]
+    note = (
+        f"Live: seen in the last {data.LIVE_S // 60} minutes. "
+        f"{s['humans_live']} human session(s) are live too."
+    )
+    return card("Live sessions by agent product", chart, note) + card(
+        "All sessions, latest first",
+        table(
+            ["agent", "user", "session", "host", "project", "requests", "first seen", "last seen"],
+            rows,
+        ),
+    )
+
+
+def _detail(ev: dict[str, Any]) -> str:
+    d = ev["data"]
+    if ev["type"].startswith("command."):
+        argv = d.get("argv") or []
+        text = " ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv)
+        tail = f" → exit {d['exit_code']}" if d.get("exit_code") is not None else ""
+        return f"<code>{e(text)}</code>{e(tail)}"
+    if ev["type"] == "hook.decision":
+        return f"{e(d.get('rule'))}: <code>{e(d.get('command'))}</code>"
+    if ev["type"] == "session.seen":
+        return e(" ".join(str(x) for x in (d.get("event"), d.get("source"), d.get("cwd")) if x))
+    if ev["type"].startswith("job."):
+        name = d.get("name") or (d.get("script") and Path(str(d["script"])).name) or ""
+        extra = f" ({name})" if name else ""
+        return e(f"job {ev['subject']}{extra} {d.get('reason') or ''}".strip())
+    if ev["type"] == "status.query":
+        return e(f"{d.get('jobs', '')} job(s), from the {d.get('served_from', 'cache')}")
+    return e(", ".join(f"{k}={v}" for k, v in list(d.items())[:4]))
+
+
+async def page_session(request: Request, rt: Runtime, w: data.Window) -> str:
+    key = request.query_params.get("key", "")
+    t = await data.session_timeline(rt.journal.db, key, w)
+    now = time.time()
+    s = t["session"]
+    if s is None:
+        return card("Session", f'<p class="empty">No session {e(key)} in the store.</p>')
+    k = t["kinds"]
+    tiles = "".join(
+        [
+            tile(s["agent"], "agent product", f"{s['user']} on {s['host'] or '?'}"),
+            tile(k.get("command.finished", 0), "commands through Tenantry"),
+            tile(k.get("job.submitted", 0), "batch jobs submitted"),
+            tile(k.get("status.query", 0), "status queries from the cache"),
+            tile(k.get("hook.decision", 0), "commands redirected or denied"),
+        ]
+    )
+    rows = [
+        [
+            e(ago(ev["ts"], now)),
+            pill(ev["type"]),
+            pill(ev["outcome"]) if ev["outcome"] else "",
+            _detail(ev),
+        ]
+        for ev in t["events"]
+    ]
+    return f'<div class="tiles">{tiles}</div>' + card(
+        f"Timeline of {key}",
+        table(["when", "event", "outcome", "detail"], rows, "no event in the window"),
+    )
+
+
+async def page_activity(request: Request, rt: Runtime, w: data.Window) -> str:
+    a = await data.activity(rt.journal.db, w)
+    labels = w.labels()
+    now = time.time()
+    cmds = [
+        [
+            e(ago(r["started_at"], now)),
+            who(r["principal"]),
+            f'<span class="cmd"><code>{e(" ".join(_argv(r["argv_json"])))}</code></span>',
+            e(r["where_run"]),
+            pill(r["state"]),
+            e(r["exit_code"]),
+            e(f"{(r['ended_at'] or now) - r['started_at']:.1f} s"),
+        ]
+        for r in a["commands"]
+    ]
+    jobs = [
+        [
+            e(r["id"]),
+            e(r["backend_id"]),
+            e(r["name"]),
+            who(r["principal"]),
+            pill(r["state"]),
+            e(ago(r["submitted_at"], now)),
+        ]
+        for r in a["jobs"]
+    ]
+    return (
+        card(
+            "Commands over time",
+            bars(labels, a["command_series"], title="Commands by outcome", width=WIDE),
+        )
+        + card(
+            "Batch jobs over time", bars(labels, a["job_series"], title="Jobs by state", width=WIDE)
+        )
+        + card(
+            "Latest commands",
+            table(["when", "who", "command", "where", "state", "exit", "took"], cmds),
+        )
+        + card(
+            "Latest jobs", table(["job", "backend id", "name", "who", "state", "submitted"], jobs)
+        )
+    )
+
+
+def _argv(raw: str) -> list[str]:
+    try:
+        v = json.loads(raw)
+    except ValueError:
+        return [raw]
+    return [str(x) for x in v] if isinstance(v, list) else [str(v)]
+
+
+async def page_scheduler(request: Request, rt: Runtime, w: data.Window) -> str:
+    sch = await data.scheduler(rt.journal.db, w)
+    total = sch["cached"] + sch["backend"]
+    ratio = f"{sch['ratio']:.1f}×" if sch["ratio"] else "–"
+    tiles = "".join(
+        [
+            tile(f"{sch['cached']:.0f}", "status queries answered from the cache"),
+            tile(
+                f"{sch['backend']:.0f}",
+                "calls passed to the scheduler",
+                "one poll serves every agent",
+            ),
+            tile(ratio, "queries per scheduler call"),
+            tile(
+                "–" if sch["poll_p50"] is None else f"{1000 * sch['poll_p50']:.0f} ms",
+                "median scheduler poll",
+                "" if sch["poll_max"] is None else f"max {1000 * sch['poll_max']:.0f} ms",
+            ),
+        ]
+    )
+    meter = (
+        f'<progress class="share" max="100" value="{100 * sch["cached"] / total:.0f}" '
+        'aria-label="share answered from the cache"></progress>'
+        if total
+        else ""
+    )
+    chart = bars(
+        w.labels(), sch["series"], title="Scheduler queries: cache versus scheduler", width=WIDE
+    )
+    note = (
+        "Without Tenantry every agent polls <code>squeue</code> itself; here one poller per "
+        "backend refreshes the cache and agents read it."
+    )
+    return f'<div class="tiles">{tiles}</div>' + card("Cache versus scheduler", chart + meter, note)
+
+
+async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
+    le = await data.leases(rt.journal.db, w)
+    now = time.time()
+    active = [
+        [
+            e(x["id"]),
+            who(x["principal"]),
+            pill(x["state"]),
+            e(x.get("cpus")),
+            e(x.get("gpus")),
+            e(x.get("host", "")),
+            e(ago(x.get("since"), now)),
+        ]
+        for x in le["active"]
+    ]
+    ended = [
+        [
+            e(x["id"]),
+            who(x["principal"]),
+            pill(x["state"]),
+            e(x.get("cpus")),
+            e(x.get("commands")),
+            e(f"{(x.get('idle_core_s') or 0) / 3600:.2f}"),
+            e(ago(x.get("ended"), now)),
+            e(x.get("reason", "")),
+        ]
+        for x in le["ended"]
+    ]
+    tiles = tile(len(le["active"]), "leases held now") + tile(
+        f"{le['idle_core_hours']:.2f}", "idle core-hours", "held but running nothing, in the window"
+    )
+    has_leases = "leases" in rt.components
+    note = (
+        ""
+        if has_leases
+        else "The lease manager is not running in this daemon; only past events are shown."
+    )
+    return (
+        f'<div class="tiles">{tiles}</div>'
+        + card(
+            "Lease events",
+            bars(w.labels(), le["series"], title="Lease events over time", width=WIDE),
+            note,
+        )
+        + card(
+            "Held leases",
+            table(
+                ["lease", "who", "state", "cpus", "gpus", "host", "since"],
+                active,
+                "no lease is held",
+            ),
+        )
+        + card(
+            "Released leases and their idle cost",
+            table(
+                ["lease", "who", "end", "cpus", "commands", "idle core-h", "ended", "reason"],
+                ended,
+            ),
+        )
+    )
+
+
+def _denial_detail(x: dict[str, Any]) -> str:
+    d = x["data"]
+    if d.get("command"):
+        return f"<code>{e(d['command'])}</code>"
+    if x["type"] == "budget.exceeded":
+        return e(_budget_text(d) or d.get("message") or "")
+    text = d.get("message") or d.get("resource") or ""
+    action = x["subject"] if x["type"] == "policy.decision" else ""
+    return e(f"{action}: {text}" if action and text else text or action)
+
+
+def _budget_text(d: dict[str, Any]) -> str:
+    if "metric" not in d:
+        return str(d.get("message") or "")
+    used, limit = d.get("used"), d.get("limit")
+    frac = d.get("fraction")
+    share = f" ({100 * float(frac):.0f} %)" if isinstance(frac, int | float) else ""
+    scope = f" of {d.get('scope')} {d.get('scope_key') or ''}".rstrip() if d.get("scope") else ""
+    return f"{d['metric']} {used} / {limit}{share}{scope} per {d.get('window', '?')}"
+
+
+async def budgets_in_force(rt: Runtime, limit: int = 12, shown: int = 10) -> str:
+    """Budget use of the most recently seen principals, from the budgets component."""
+    status = getattr(rt.components.get("budgets"), "status", None)
+    if status is None:
+        return '<p class="empty">The budgets service is not running in this daemon.</p>'
+    rows = await rt.journal.db.fetchall(
+        "SELECT * FROM sessions ORDER BY last_seen DESC LIMIT ?", (limit,)
+    )
+    usages: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        try:
+            agent = AgentProduct(r["agent"])
+        except ValueError:
+            agent = AgentProduct.OTHER_AGENT
+        p = Principal(r["uid"], r["user"], agent, r["session"], r["host"], r["project"])
+        for u in await status(p):
+            usages[(str(u.get("scope_key")), str(u.get("metric")), str(u.get("window")))] = u
+    ranked = sorted(usages.values(), key=lambda u: -float(u.get("fraction") or 0.0))
+    out: list[list[str]] = []
+    for u in ranked[:shown]:
+        frac = float(u.get("fraction") or 0.0)
+        out.append(
+            [
+                e(f"{u.get('scope')} {u.get('scope_key')}"),
+                e(u.get("metric")),
+                e(u.get("window")),
+                e(f"{u.get('used')} / {u.get('limit')}"),
+                f'<progress max="100" value="{min(100.0, 100 * frac):.0f}" '
+                f'aria-label="share used"></progress> {e(f"{100 * frac:.0f} %")}',
+            ]
+        )
+    note = (
+        f'<p class="note">The {len(out)} budgets closest to their limit, of {len(usages)} that '
+        f"apply to the {len(rows)} most recent sessions.</p>"
+        if usages
+        else ""
+    )
+    return note + table(
+        ["scope", "metric", "window", "used / limit", "share"], out, "no budget applies"
+    )
+
+
+async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
+    pol = await data.policy(rt.journal.db, w)
+    burn = await data.burn(rt.journal.db, w)
+    now = time.time()
+    rows = [
+        [
+            e(ago(x["ts"], now)),
+            who(x["principal"]),
+            pill(x["outcome"] or "deny"),
+            e(data._denier(x["type"])),
+            e(x["data"].get("rule") or x["data"].get("metric") or x["subject"] or ""),
+            _denial_detail(x),
+        ]
+        for x in pol["denials"]
+    ]
+    warn = [
+        [e(ago(x["ts"], now)), who(x["principal"]), e(_budget_text(x["data"]) or x["outcome"])]
+        for x in pol["warnings"]
+    ]
+    per = hbars(
+        [
+            (p.split("/")[0] + " · " + p.split("/")[1] if p.count("/") == 2 else p, v)
+            for p, v in burn["per_principal"]
+        ],
+        title="Core-hours by principal",
+    )
+    return (
+        '<div class="grid2">'
+        + card("Denials over time", bars(w.labels(), pol["series"], title="Denials over time"))
+        + card(
+            "Denials by rule",
+            hbars([(k, float(v)) for k, v in pol["by_rule"]], title="Denials by rule"),
+        )
+        + "</div>"
+        + card(
+            "Latest denials",
+            table(
+                ["when", "who", "decision", "by", "rule", "what"],
+                rows,
+                "no denial in the window",
+            ),
+        )
+        + '<div class="grid2">'
+        + card(
+            "Budget burn",
+            bars(w.labels(), burn["series"], title="Core-hours used over time", unit=" core-h"),
+        )
+        + card("Core-hours by principal", per)
+        + "</div>"
+        + card("Budgets in force", await budgets_in_force(rt))
+        + card(
+            "Budget warnings",
+            table(["when", "who", "warning"], warn, "no budget warning in the window"),
+        )
+    )
+
+
+async def page_memory(request: Request, rt: Runtime, w: data.Window) -> str:
+    hr = await data.hit_rates(rt.journal.db, w)
+    out = []
+    for name, title in (
+        ("memory", "Facility memory recalls"),
+        ("index", "Workspace index queries"),
+    ):
+        h = hr[name]
+        tiles = tile(pct(h["rate"]), f"{name} hit rate") + tile(
+            h["total"], "queries", f"{h['hits']} hits"
+        )
+        out.append(f'<div class="tiles">{tiles}</div>')
+        out.append(
+            card(
+                title, bars(w.labels(), h["series"], title=f"{title}: hits and misses", width=WIDE)
+            )
+        )
+    return "".join(out)
+
+
+def latest_report(state_dir: str) -> Path | None:
+    root = Path(state_dir) / "reports"
+    if not root.is_dir():
+        return None
+    found = [p for p in root.rglob("*") if p.suffix in {".html", ".md", ".json"} and p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+REPORT_METRICS = (
+    ("users", "Users"),
+    ("submissions", "Job submissions"),
+    ("core_hours", "CPU core-hours"),
+    ("gpu_hours", "GPU-hours"),
+)
+
+
+def _viewer() -> Principal:
+    import pwd
+
+    uid = os.getuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    return Principal(uid, user, AgentProduct.HUMAN, "dashboard", socket.gethostname())
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "–"
+    f = float(v)
+    return f"{f:,.0f}" if abs(f) >= 100 else f"{f:,.2f}".rstrip("0").rstrip(".")
+
+
+def _pctv(v: Any) -> str:
+    return "–" if v is None else f"{float(v):.1f} %"
+
+
+def render_report(rep: dict[str, Any]) -> str:
+    """The characterization's headline (the paper's table) and command rate."""
+    w = rep.get("window") or {}
+    head = rep.get("headline") or {}
+    rows, shares = [], []
+    for key, label in REPORT_METRICS:
+        h = head.get(key)
+        if not isinstance(h, dict):
+            continue
+        share = h.get("share_pct") or {}
+        lo, hi = [*(h.get("agent_bounds_pct") or []), None, None][:2]
+        rows.append(
+            [
+                e(label),
+                e(_pctv(share.get("agent"))),
+                e(_pctv(share.get("unknown"))),
+                e(_pctv(share.get("human"))),
+                e(f"{_pctv(lo)} – {_pctv(hi)}"),
+                e(_num(h.get("total"))),
+            ]
+        )
+        if share.get("agent") is not None:
+            shares.append((label, float(share["agent"])))
+    out = [
+        f'<p class="note">Window {e(w.get("since", "?"))} to {e(w.get("until", "?"))}, '
+        "from this daemon's store (the <code>report.latest</code> op).</p>",
+        table(["metric", "agent", "unknown", "human", "agent bounds", "total"], rows, "no jobs"),
+    ]
+    if shares:
+        out.append(hbars(shares, title="Agent share of the facility, percent"))
+    cr = rep.get("command_rate") or {}
+    if cr.get("ratio_pooled") is not None:
+        out.append(
+            f'<p class="note">Agents issue commands at <strong>{e(_num(cr["ratio_pooled"]))}×'
+            f"</strong> the human rate (pooled; {e(_num(cr.get('ratio_of_medians')))}× "
+            "ratio of medians).</p>"
+        )
+    return "".join(out)
+
+
+async def page_report(request: Request, rt: Runtime, w: data.Window) -> str:
+    from tenantry.errors import TenantryError
+    from tenantry.ops import REGISTRY, OpContext
+
+    cards: list[str] = []
+    op = REGISTRY.get("report.latest")
+    if op is not None:
+        days = max(1.0, (w.until - w.since) / 86400)
+        try:
+            rep = await op.fn(OpContext(_viewer(), rt), {"days": days})
+        except TenantryError as err:
+            inner = f'<p class="empty">{e(err.message)}</p>'
+        else:
+            try:
+                inner = render_report(rep)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                inner = f"<pre>{e(json.dumps(rep, indent=2, default=str)[:100_000])}</pre>"
+        cards.append(card("Characterization of this daemon's activity", inner))
+    path = latest_report(rt.settings.state_dir)
+    if path is None:
+        cards.append(
+            card(
+                "Latest facility report",
+                '<p class="empty">No report yet. Make one with <code>tenantry report</code>; '
+                "reports are read from "
+                f"<code>{e(Path(rt.settings.state_dir) / 'reports')}</code>.</p>",
+            )
+        )
+        return "".join(cards)
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+    head = f'<p class="note"><code>{e(path.name)}</code>, written {e(when)}.</p>'
+    if path.suffix == ".html":
+        inner = '<iframe class="report" sandbox src="/report/raw" title="report"></iframe>'
+    else:
+        inner = f"<pre>{e(path.read_text(errors='replace')[:200_000])}</pre>"
+    cards.append(card("Latest facility report", head + inner))
+    return "".join(cards)
+
+
+# --- routing -----------------------------------------------------------------------------
+
+
+def _window(request: Request) -> tuple[data.Window, int]:
+    try:
+        hours = int(request.query_params.get("hours", "24"))
+    except ValueError:
+        hours = 24
+    hours = hours if hours in {h for h, _ in WINDOWS} else 24
+    return data.Window.last(hours), hours
+
+
+def _render(request: Request, rt: Runtime, title: str, body: str, hours: int) -> str:
+    path = request.url.path
+    nav = "".join(
+        f'<a href="{href}?hours={hours}" class="{"on" if href == path else ""}">{e(name)}</a>'
+        for href, name in PAGES
+    )
+    keep = "".join(
+        f'<input type="hidden" name="{e(k)}" value="{e(v)}">'
+        for k, v in request.query_params.items()
+        if k != "hours"
+    )
+    options = "".join(
+        f'<option value="{h}"{" selected" if h == hours else ""}>{e(label)}</option>'
+        for h, label in WINDOWS
+    )
+    window = (
+        f'{keep}<select name="hours" aria-label="time window">{options}</select> '
+        "<button>show</button>"
+    )
+    return _template("base.html").substitute(
+        title=e(title),
+        nav=nav,
+        host=e(socket.gethostname()),
+        window=window,
+        body=body,
+        refresh='<meta http-equiv="refresh" content="30">' if path in {"/", "/sessions"} else "",
+        generated=e(time.strftime("%Y-%m-%d %H:%M:%S")),
+        db=e(rt.settings.db_path),
+    )
+
+
+def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
+    auth = _Auth(runtime)
+
+    def page(title: str, fn: Page) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            rt = auth.runtime()
+            if rt is None:
+                return PlainTextResponse("the daemon is starting\n", status_code=503)
+            if not auth.ok(request):
+                return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+            w, hours = _window(request)
+            flush = getattr(rt.journal, "flush", None)
+            if flush is not None:  # the journal batches telemetry: read everything emitted
+                await flush()
+            body = await fn(request, rt, w)
+            return _secure(HTMLResponse(_render(request, rt, title, body, hours)))
+
+        return endpoint
+
+    async def login_form(request: Request, error: str = "", status: int = 200) -> Response:
+        rt = auth.runtime()
+        token = request.query_params.get("token")
+        if token and rt is not None and hmac.compare_digest(token, auth.token() or ""):
+            return _login_ok(auth, request.query_params.get("next", "/"))
+        path = Path(rt.settings.state_dir) / TOKEN_FILE if rt else Path("<state>") / TOKEN_FILE
+        html = _template("login.html").substitute(
+            token_path=e(path),
+            next=e(_safe_next(request.query_params.get("next", "/"))),
+            error=f'<p class="error">{e(error)}</p>' if error else "",
+        )
+        return _secure(HTMLResponse(html, status_code=status))
+
+    async def login(request: Request) -> Response:
+        body = (await request.body())[:4096].decode(errors="replace")
+        form = parse_qs(body)
+        token = (form.get("token") or [""])[0].strip()
+        expected = auth.token()
+        if expected and token and hmac.compare_digest(token, expected):
+            return _login_ok(auth, (form.get("next") or ["/"])[0])
+        return await login_form(request, "That token is not right.", 401)
+
+    async def logout(request: Request) -> Response:
+        resp = RedirectResponse("/login", status_code=303)
+        resp.delete_cookie(COOKIE, path="/")
+        return resp
+
+    async def css(request: Request) -> Response:
+        text = (
+            resources.files("tenantry.gateway")
+            .joinpath("dashboard/static/dashboard.css")
+            .read_text()
+        )
+        resp = Response(text, media_type="text/css")
+        resp.headers["Cache-Control"] = "max-age=300"
+        return resp
+
+    async def report_raw(request: Request) -> Response:
+        rt = auth.runtime()
+        if rt is None or not auth.ok(request):
+            return PlainTextResponse("log in first\n", status_code=401)
+        path = latest_report(rt.settings.state_dir)
+        if path is None or path.suffix != ".html":
+            return PlainTextResponse("no HTML report\n", status_code=404)
+        resp = HTMLResponse(path.read_text(errors="replace"))
+        return _secure(
+            resp, "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+        )
+
+    routes: list[BaseRoute] = [
+        Route(href, page(name, fn), methods=["GET"])
+        for (href, name), fn in zip(
+            PAGES,
+            (
+                page_overview,
+                page_sessions,
+                page_activity,
+                page_scheduler,
+                page_leases,
+                page_policy,
+                page_memory,
+                page_report,
+            ),
+            strict=True,
+        )
+    ]
+    routes += [
+        Route("/session", page("Session", page_session), methods=["GET"]),
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["GET"]),
+        Route("/static/dashboard.css", css, methods=["GET"]),
+        Route("/report/raw", report_raw, methods=["GET"]),
+    ]
+    return routes
+
+
+def _login_ok(auth: _Auth, next_url: str) -> Response:
+    resp = RedirectResponse(_safe_next(next_url), status_code=303)
+    resp.set_cookie(
+        COOKIE,
+        _cookie_value(auth.token() or ""),
+        httponly=True,
+        samesite="strict",
+        path="/",
+        max_age=7 * 86400,
+    )
+    return resp
+
+
+def metrics_route(runtime: RuntimeSource) -> Route:
+    """``/metrics`` in the Prometheus text format (Bearer token or dashboard cookie)."""
+    from tenantry.integrations.metrics import Metrics, metrics_endpoint
+
+    auth = _Auth(runtime)
+
+    def current() -> Metrics | None:
+        rt = auth.runtime()
+        comp = rt.components.get("metrics") if rt is not None else None
+        return comp if isinstance(comp, Metrics) else None
+
+    inner = metrics_endpoint(current)
+
+    async def endpoint(request: Request) -> Response:
+        if not auth.ok(request):
+            return PlainTextResponse(
+                "send Authorization: Bearer <token from <state>/http-token>\n", status_code=401
+            )
+        resp: Response = await inner(request)
+        return resp
+
+    return Route("/metrics", endpoint, methods=["GET"])
+
+
+def http_app(runtime: RuntimeSource) -> Starlette:
+    """The TCP app of ``tenantry serve --http``: dashboard and ``/metrics``."""
+    return Starlette(routes=[*dashboard_routes(runtime), metrics_route(runtime)])

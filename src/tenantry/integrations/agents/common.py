@@ -1,0 +1,93 @@
+"""What every agent module shares: the install target, the commands, hook entries."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SERVER = "tenantry"  # the MCP server's name in every agent's config
+HOOK_MARK = " hook --agent "  # how our hook entries are recognised
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    scope: str  # project | user | system
+    home: Path
+    project: Path
+    root: Path = Path("/")  # prefix for --system paths (packaging, tests)
+    exe: tuple[str, ...] = ()  # how to run tenantry; default: resolved at plan time
+
+    def system(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    @property
+    def argv0(self) -> list[str]:
+        if self.exe:
+            return list(self.exe)
+        if self.scope == "project" and shutil.which("tenantry"):
+            return ["tenantry"]  # project files are shared: no machine-specific path
+        return default_exe()
+
+
+def default_exe() -> list[str]:
+    found = shutil.which("tenantry")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "tenantry"]
+
+
+def hook_command(target: Target, agent: str) -> str:
+    return shlex.join([*target.argv0, "hook", "--agent", agent])
+
+
+def is_ours(entry: Any) -> bool:
+    """A hook handler (or a group holding one) that runs ``tenantry hook``."""
+    if isinstance(entry, dict):
+        cmd = entry.get("command")
+        if isinstance(cmd, str) and HOOK_MARK in cmd and "tenantry" in cmd:
+            return True
+        return any(is_ours(h) for h in entry.get("hooks", []) if isinstance(h, dict))
+    return False
+
+
+def set_grouped_hooks(data: dict[str, Any], groups: dict[str, dict[str, Any]] | None) -> None:
+    """Claude-style ``hooks: {Event: [{matcher, hooks: [...]}]}``: replace our groups.
+
+    ``groups=None`` only removes ours. Other groups are kept in their order.
+    """
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        hooks = {}
+    for event in list(hooks):
+        entries = hooks[event]
+        if isinstance(entries, list):
+            kept = [e for e in entries if not is_ours(e)]
+            if kept:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+    for event, group in (groups or {}).items():
+        hooks.setdefault(event, []).append(group)
+    if hooks:
+        data["hooks"] = hooks
+    else:
+        data.pop("hooks", None)
+
+
+def set_server(data: dict[str, Any], key: str, entry: dict[str, Any] | None) -> None:
+    """Set (or remove) ``data[key]["tenantry"]``, dropping an emptied section."""
+    section = data.get(key)
+    if not isinstance(section, dict):
+        section = {}
+    if entry is None:
+        section.pop(SERVER, None)
+    else:
+        section[SERVER] = entry
+    if section:
+        data[key] = section
+    else:
+        data.pop(key, None)

@@ -1,0 +1,261 @@
+"""Retrieval: BM25 over FTS5, boosted by signature and subject matches, filtered.
+
+Raw text (a pasted error, a question) becomes quoted terms joined by ``OR``
+(see ``terms``), so quotes, colons and paths never break the FTS5 parser.
+Terms that occur in most lessons are dropped before the query (BM25 gives
+them almost no weight anyway, and they make the index scan every row); the
+rarest terms are kept. Candidates also come straight from the error
+signature index. The final score is BM25 (normalized to the best candidate)
+plus boosts for an exact or near signature match and for subject keys that
+the query mentions; stale lessons and candidates are nudged down.
+
+Visibility is decided in SQL, before ranking: a principal sees facility
+lessons, lessons of its project, its user's and its session's; it never sees
+another principal's untrusted lessons, nor any quarantined lesson.
+Superseded and retracted lessons are left out unless history is asked for,
+and then they always rank below every live lesson.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantry.memory import signature, terms
+from tenantry.memory.models import Kind, Lesson, Status
+from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
+from tenantry.models import Principal
+
+_L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
+_BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
+
+MAX_TERMS = 16  # rarest query terms kept
+POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
+POOL = 40  # candidates ranked per source
+PREFETCH = 120  # BM25 hits fetched before visibility filtering
+SIG_POOL = 12  # lessons taken per exact signature match
+
+W_SIG_EXACT = 0.9
+W_SIG_NEAR = 0.5
+W_SUBJECT = 0.25
+W_TRUST = 0.04
+P_STALE = 0.3
+P_CANDIDATE = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who asks: the principal's key, user and project (visibility is decided on these)."""
+
+    key: str
+    user: str
+    project: str = ""
+
+    @classmethod
+    def of(cls, principal: Principal) -> Viewer:
+        return cls(principal.key, principal.user, principal.project)
+
+
+@dataclass(slots=True)
+class Hit:
+    lesson: Lesson
+    score: float
+    matched: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.lesson.to_dict()
+        d["score"] = round(self.score, 4)
+        d["matched"] = list(self.matched)
+        return d
+
+
+def visibility(viewer: Viewer) -> tuple[str, list[Any]]:
+    """SQL condition (on alias ``l``) for the lessons ``viewer`` may receive."""
+    sql = (
+        "l.quarantined = 0"
+        " AND (l.scope = 'facility'"
+        "  OR (l.scope = 'project' AND ? <> '' AND l.owner_project = ?)"
+        "  OR (l.scope = 'user' AND l.owner_user = ?)"
+        "  OR (l.scope = 'session' AND l.owner_key = ?))"
+        " AND (l.trust_rank >= 1 OR l.owner_key = ?)"
+    )
+    return sql, [viewer.project, viewer.project, viewer.user, viewer.key, viewer.key]
+
+
+def choose_terms(store: LessonStore, text: str) -> list[str]:
+    """The query terms worth asking FTS5 for: present in the index, rarest first.
+
+    BM25 cost grows with the postings it scores, and a term found in many
+    lessons adds little to the ranking, so terms are taken rarest first while
+    their postings fit ``POSTINGS_BUDGET`` (the rarest one is always taken).
+    """
+    words = [w for w in terms.query_terms(text) if store.df.get(w, 0) > 0]
+    words.sort(key=lambda w: store.df[w])
+    chosen: list[str] = []
+    total = 0
+    for w in words:
+        df = store.df[w]
+        if chosen and (total + df > POSTINGS_BUDGET or len(chosen) >= MAX_TERMS):
+            break
+        chosen.append(w)
+        total += df
+    return chosen
+
+
+def _statuses(include_history: bool) -> list[str]:
+    live = [Status.CANDIDATE.value, Status.ACTIVE.value, Status.STALE.value]
+    if include_history:
+        live += [Status.SUPERSEDED.value, Status.RETRACTED.value]
+    return live
+
+
+def _subject_hits(les: Lesson, text_low: str, qset: set[str], want: dict[str, str]) -> list[str]:
+    out = []
+    for key, value in les.subject.items():
+        v = value.lower()
+        if not v:
+            continue
+        if want.get(key, "").lower() == v:
+            out.append(f"subject:{key}")
+            continue
+        if key == "error":
+            continue  # error subjects are matched through the signature
+        base = re.split(r"[/@=]", v, maxsplit=1)[0]
+        if (len(v) >= 3 and v in text_low) or (len(base) >= 3 and terms.stem(base) in qset):
+            out.append(f"subject:{key}")
+    return out
+
+
+async def search(
+    store: LessonStore,
+    viewer: Viewer,
+    text: str,
+    *,
+    limit: int = 5,
+    kinds: Sequence[Kind] = (),
+    subject: dict[str, str] | None = None,
+    include_history: bool = False,
+) -> list[Hit]:
+    """Rank the lessons ``viewer`` may see against ``text``."""
+    want = dict(subject or {})
+    words = choose_terms(store, text + " " + " ".join(want.values()))
+    sig_lines = signature.signature_lines(text)
+    if not sig_lines and text.strip() and "\n" not in text.strip():
+        sig_lines = [signature.normalize(text)]
+    sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
+    vis_sql, vis_args = visibility(viewer)
+    statuses = _statuses(include_history)
+    # unary + keeps SQLite from scanning by status instead of the selective index
+    cond = f"{vis_sql} AND +l.status IN ({','.join('?' * len(statuses))})"
+    args: list[Any] = [*vis_args, *statuses]
+    if kinds:
+        cond += f" AND l.kind IN ({','.join('?' * len(kinds))})"
+        args += [k.value for k in kinds]
+
+    def run(conn: sqlite3.Connection) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
+        ranked: list[tuple[Lesson, float]] = []
+        if words:
+            ranked = _bm25(conn, terms.fts_query(words), cond, args)
+        extra: list[Lesson] = []
+        for sig in sig_hashes:  # one query per hash: the index yields them best first
+            rows = conn.execute(
+                f"SELECT {_L_COLUMNS} FROM lessons l WHERE l.sig_hash = ? AND {cond}"
+                " ORDER BY l.trust_rank DESC, l.seq DESC LIMIT ?",
+                (sig, *args, SIG_POOL),
+            )
+            extra += [row_to_lesson(r) for r in rows]
+        for key, value in want.items():
+            rows = conn.execute(
+                f"SELECT {_L_COLUMNS} FROM lesson_subjects s JOIN lessons l ON l.id = s.lesson_id"
+                f" WHERE s.key = ? AND s.value = ? AND {cond} LIMIT ?",
+                (key, value.lower(), *args, POOL),
+            )
+            extra += [row_to_lesson(r) for r in rows]
+        return ranked, extra
+
+    ranked, extra = await store.db.read(run)
+    return rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), limit)
+
+
+def _bm25(
+    conn: sqlite3.Connection, match: str, cond: str, args: list[Any]
+) -> list[tuple[Lesson, float]]:
+    """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass."""
+    top = conn.execute(
+        f"SELECT rowid, {_BM25} AS r FROM lessons_fts WHERE lessons_fts MATCH ? ORDER BY r LIMIT ?",
+        (match, PREFETCH),
+    ).fetchall()
+    scores = {int(r[0]): -float(r[1]) for r in top}
+    if scores:
+        marks = ",".join("?" * len(scores))
+        visible = [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT l.seq FROM lessons l WHERE l.seq IN ({marks}) AND {cond}",
+                (*scores, *args),
+            )
+        ]
+        if len(visible) >= POOL or len(top) < PREFETCH:
+            best = sorted(visible, key=scores.__getitem__, reverse=True)[:POOL]
+            if not best:
+                return []
+            rows = conn.execute(
+                f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
+                f" WHERE l.seq IN ({','.join('?' * len(best))})",
+                best,
+            ).fetchall()
+            found = [(row_to_lesson(r), scores[int(r["seq"])]) for r in rows]
+            found.sort(key=lambda x: x[1], reverse=True)
+            return found
+    joined = conn.execute(
+        f"SELECT {_L_COLUMNS}, {_BM25} AS r FROM lessons_fts"
+        " JOIN lessons l ON l.seq = lessons_fts.rowid"
+        f" WHERE lessons_fts MATCH ? AND {cond} ORDER BY r LIMIT ?",
+        (match, *args, POOL),
+    )
+    return [(row_to_lesson(r), -float(r["r"])) for r in joined]
+
+
+def rank(
+    ranked: list[tuple[Lesson, float]],
+    extra: Iterable[Lesson],
+    text: str,
+    want: dict[str, str],
+    sig_lines: list[str],
+    sig_hashes: set[str],
+    qset: set[str],
+    limit: int,
+) -> list[Hit]:
+    """Combine BM25 candidates and direct matches into the final order."""
+    best = max((s for _, s in ranked), default=0.0) or 1.0
+    pool: dict[str, tuple[Lesson, float]] = {les.id: (les, s / best) for les, s in ranked}
+    for les in extra:
+        pool.setdefault(les.id, (les, 0.0))
+    text_low = text.lower()
+    qset = qset | set(terms.query_terms(text))
+    hits: list[Hit] = []
+    for les, base in pool.values():
+        score = base
+        matched = ["text"] if base > 0 else []
+        if les.sig_hash and les.sig_hash in sig_hashes:
+            score += W_SIG_EXACT
+            matched.append("signature")
+        elif les.error_signature and sig_lines:
+            near = max(signature.similarity(les.error_signature, s) for s in sig_lines)
+            if near >= 0.5:
+                score += W_SIG_NEAR * near
+                matched.append("signature~")
+        subj = _subject_hits(les, text_low, qset, want)
+        score += W_SUBJECT * min(len(subj), 2)
+        matched += subj
+        score += W_TRUST * les.trust.rank
+        if les.status is Status.STALE:
+            score -= P_STALE
+        elif les.status is Status.CANDIDATE:
+            score -= P_CANDIDATE
+        hits.append(Hit(les, score, matched))
+    hits.sort(key=lambda h: (h.lesson.status.live, h.score), reverse=True)
+    return hits[:limit]

@@ -1,0 +1,105 @@
+"""Who may do what with a lesson, and how a write becomes a lesson. Pure functions.
+
+- ``is_staff``: a *human* principal whose user is listed in ``memory_staff``;
+- ``can_see``: what ``show``/``list`` reveal (recall applies the same rule in
+  SQL, see ``retrieval.visibility``); writers see their own, staff see all;
+- ``may_change``: the writer's user or staff; only staff touch facility lessons;
+- ``build``: scope, trust and scan of a new lesson (a non-staff request for
+  facility scope becomes a candidate proposed for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from tenantry.errors import UsageError
+from tenantry.memory import scanner, signature
+from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
+from tenantry.memory.store import new_id
+from tenantry.models import AgentProduct, Principal
+
+
+def is_staff(principal: Principal, staff: Collection[str]) -> bool:
+    return principal.agent is AgentProduct.HUMAN and principal.user in staff
+
+
+def may_change(principal: Principal, les: Lesson, *, staff: bool) -> bool:
+    if staff:
+        return True
+    return les.scope is not Scope.FACILITY and les.owner_user == principal.user
+
+
+def can_see(principal: Principal, les: Lesson, *, staff: bool) -> bool:
+    if staff or les.owner_key == principal.key:
+        return True
+    if les.quarantined or les.trust is Trust.UNTRUSTED:
+        return False
+    if les.scope is Scope.FACILITY:
+        return True
+    if les.scope is Scope.PROJECT:
+        return bool(principal.project) and les.owner_project == principal.project
+    if les.scope is Scope.USER:
+        return les.owner_user == principal.user
+    return les.owner_key == principal.key
+
+
+def build(
+    principal: Principal,
+    *,
+    staff: bool,
+    title: str,
+    body: str,
+    kind: Kind,
+    scope: Scope,
+    subject: dict[str, str] | None = None,
+    error_signature: str = "",
+    evidence: list[str] | None = None,
+    derived_from: list[Source] | None = None,
+    claim: dict[str, Any] | None = None,
+    ttl_days: float | None = None,
+    status: Status = Status.ACTIVE,
+) -> Lesson:
+    """A new lesson as this principal may write it (scope, trust, scan decided here)."""
+    if not title.strip() or not body.strip():
+        raise UsageError("a lesson needs a title and a body")
+    proposed = ""
+    if scope is Scope.FACILITY and not staff:
+        proposed = Scope.FACILITY.value
+        scope = Scope.PROJECT if principal.project else Scope.USER
+        status = Status.CANDIDATE
+    if scope is Scope.PROJECT and not principal.project:
+        raise UsageError(
+            "project scope needs a project",
+            hint="set TENANTRY_PROJECT or SLURM_ACCOUNT, or use user scope",
+        )
+    own = Source.STAFF if staff else (Source.AGENT if principal.is_agent else Source.HUMAN)
+    sources = [own, *(derived_from or [])]
+    trust = Trust.lowest(*(s.ceiling for s in sources))
+    sig = signature.normalize(error_signature) if error_signature else ""
+    findings = scanner.scan(title, body, " ".join((subject or {}).values()), *(evidence or []))
+    if findings:
+        trust = Trust.UNTRUSTED
+    return Lesson(
+        id=new_id(),
+        kind=kind,
+        scope=scope,
+        title=title.strip()[:300],
+        body=body.strip()[:8000],
+        owner_user=principal.user,
+        owner_key=principal.key,
+        owner_project=principal.project,
+        owner_agent=principal.agent.value,
+        subject=dict(subject or {}),
+        error_signature=sig,
+        sig_hash=signature.signature_hash(sig),
+        evidence=list(evidence or []),
+        sources=sources,
+        claim=claim,
+        trust=trust,
+        status=status,
+        quarantined=bool(findings),
+        findings=findings,
+        proposed_scope=proposed,
+        ttl_days=ttl_days if ttl_days is not None else DEFAULT_TTL_DAYS[kind],
+    )

@@ -1,0 +1,333 @@
+"""The lesson store: its own SQLite file (``<state>/memory.sqlite3``).
+
+Content rows are inserted once and never rewritten; lifecycle changes
+(status, trust, verification, supersession) update the row's lifecycle
+columns and append one ``lesson_history`` row in the same transaction, so the
+full history of every lesson is kept. The FTS5 index holds processed text
+(see ``terms``); a per-term document-frequency table is mirrored in memory so
+retrieval can drop near-ubiquitous query terms without touching the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tenantry.errors import NotFound
+from tenantry.memory import terms
+from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
+from tenantry.store.db import Database, load_migrations
+
+_COLUMNS = (
+    "id, kind, scope, owner_user, owner_key, owner_project, owner_agent, title, body, subject,"
+    " error_signature, sig_hash, evidence, sources, claim, trust, trust_rank, status,"
+    " quarantined, findings, supersedes, superseded_by, proposed_scope, ttl_days,"
+    " verified_at, created_at, updated_at"
+)
+
+
+def new_id() -> str:
+    return "L" + secrets.token_hex(5)
+
+
+def row_to_lesson(row: sqlite3.Row) -> Lesson:
+    claim = row["claim"]
+    return Lesson(
+        id=row["id"],
+        kind=Kind(row["kind"]),
+        scope=Scope(row["scope"]),
+        title=row["title"],
+        body=row["body"],
+        owner_user=row["owner_user"],
+        owner_key=row["owner_key"],
+        owner_project=row["owner_project"],
+        owner_agent=row["owner_agent"],
+        subject=json.loads(row["subject"]),
+        error_signature=row["error_signature"],
+        sig_hash=row["sig_hash"],
+        evidence=json.loads(row["evidence"]),
+        sources=[Source(s) for s in json.loads(row["sources"])],
+        claim=json.loads(claim) if claim else None,
+        trust=Trust(row["trust"]),
+        status=Status(row["status"]),
+        quarantined=bool(row["quarantined"]),
+        findings=json.loads(row["findings"]),
+        supersedes=row["supersedes"],
+        superseded_by=row["superseded_by"],
+        proposed_scope=row["proposed_scope"],
+        ttl_days=float(row["ttl_days"]),
+        verified_at=row["verified_at"],
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
+    )
+
+
+def _values(les: Lesson) -> tuple[Any, ...]:
+    return (
+        les.id,
+        les.kind.value,
+        les.scope.value,
+        les.owner_user,
+        les.owner_key,
+        les.owner_project,
+        les.owner_agent,
+        les.title,
+        les.body,
+        json.dumps(les.subject, sort_keys=True),
+        les.error_signature,
+        les.sig_hash,
+        json.dumps(les.evidence),
+        json.dumps([s.value for s in les.sources]),
+        json.dumps(les.claim) if les.claim is not None else None,
+        les.trust.value,
+        les.trust.rank,
+        les.status.value,
+        int(les.quarantined),
+        json.dumps(les.findings),
+        les.supersedes,
+        les.superseded_by,
+        les.proposed_scope,
+        les.ttl_days,
+        les.verified_at,
+        les.created_at,
+        les.updated_at,
+    )
+
+
+def fts_fields(les: Lesson) -> tuple[str, str, str, str]:
+    subjects = " ".join(f"{k} {v}" for k, v in les.subject.items())
+    return (
+        terms.index_text(les.title),
+        terms.index_text(les.body),
+        terms.index_text(subjects),
+        terms.index_text(les.error_signature),
+    )
+
+
+def _insert(conn: sqlite3.Connection, les: Lesson, actor: str) -> set[str]:
+    marks = ", ".join("?" * len(_COLUMNS.split(",")))
+    cur = conn.execute(f"INSERT INTO lessons ({_COLUMNS}) VALUES ({marks})", _values(les))
+    fields = fts_fields(les)
+    conn.execute(
+        "INSERT INTO lessons_fts (rowid, title, body, subjects, signature) VALUES (?, ?, ?, ?, ?)",
+        (cur.lastrowid, *fields),
+    )
+    conn.executemany(
+        "INSERT INTO lesson_subjects (lesson_id, key, value) VALUES (?, ?, ?)",
+        [(les.id, k, v.lower()) for k, v in les.subject.items()],
+    )
+    _log(conn, les.id, actor, "created", {"trust": les.trust.value, "status": les.status.value})
+    return set(" ".join(fields).split())
+
+
+def _log(
+    conn: sqlite3.Connection, lesson_id: str, actor: str, action: str, detail: dict[str, Any]
+) -> None:
+    conn.execute(
+        "INSERT INTO lesson_history (lesson_id, ts, actor, action, detail) VALUES (?, ?, ?, ?, ?)",
+        (lesson_id, time.time(), actor, action, json.dumps(detail, default=str)),
+    )
+
+
+class LessonStore:
+    """Lessons in one SQLite file. ``async with LessonStore(path)``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.db = Database(self.path, load_migrations("tenantry.memory", "migrations"))
+        self.df: dict[str, int] = {}
+        self.n_docs = 0
+
+    async def __aenter__(self) -> LessonStore:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        await self.db.start()
+
+        def load(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
+            df = {r[0]: int(r[1]) for r in conn.execute("SELECT term, doc FROM lessons_vocab")}
+            n = conn.execute("SELECT count(*) FROM lessons").fetchone()[0]
+            return df, int(n)
+
+        self.df, self.n_docs = await self.db.read(load)
+
+    async def aclose(self) -> None:
+        await self.db.aclose()
+
+    def _count(self, words: Iterable[str]) -> None:
+        for w in words:
+            self.df[w] = self.df.get(w, 0) + 1
+        self.n_docs += 1
+
+    # -- writes ------------------------------------------------------------------
+    async def add(self, les: Lesson, actor: str) -> Lesson:
+        words = await self.db.write(lambda c: _insert(c, les, actor))
+        self._count(words)
+        return les
+
+    async def add_many(self, lessons: Sequence[Lesson], actor: str) -> int:
+        """Bulk insert in one transaction (imports, benchmarks)."""
+
+        def fn(conn: sqlite3.Connection) -> list[set[str]]:
+            return [_insert(conn, les, actor) for les in lessons]
+
+        for words in await self.db.write(fn):
+            self._count(words)
+        return len(lessons)
+
+    async def supersede(self, old_id: str, new: Lesson, actor: str) -> Lesson:
+        """Insert ``new`` and mark ``old_id`` superseded by it, atomically."""
+
+        def fn(conn: sqlite3.Connection) -> set[str]:
+            row = conn.execute("SELECT status FROM lessons WHERE id = ?", (old_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no lesson {old_id}")
+            words = _insert(conn, new, actor)
+            conn.execute(
+                "UPDATE lessons SET status = ?, superseded_by = ?, updated_at = ? WHERE id = ?",
+                (Status.SUPERSEDED.value, new.id, time.time(), old_id),
+            )
+            _log(conn, old_id, actor, "superseded", {"by": new.id, "was": row["status"]})
+            return words
+
+        self._count(await self.db.write(fn))
+        return new
+
+    async def transition(
+        self,
+        lesson_id: str,
+        actor: str,
+        action: str,
+        detail: dict[str, Any] | None = None,
+        **changes: Any,
+    ) -> Lesson:
+        """Change lifecycle columns (status, trust, verified_at, quarantined) and log it."""
+        allowed = {"status", "trust", "verified_at", "quarantined", "proposed_scope"}
+        if set(changes) - allowed:
+            raise ValueError(f"not a lifecycle column: {set(changes) - allowed}")
+
+        def fn(conn: sqlite3.Connection) -> Lesson:
+            sets: list[str] = ["updated_at = ?"]
+            args: list[Any] = [time.time()]
+            for k, v in changes.items():
+                if k == "trust":
+                    sets += ["trust = ?", "trust_rank = ?"]
+                    args += [Trust(v).value, Trust(v).rank]
+                else:
+                    sets.append(f"{k} = ?")
+                    args.append(v.value if isinstance(v, Status) else v)
+            cur = conn.execute(
+                f"UPDATE lessons SET {', '.join(sets)} WHERE id = ?", (*args, lesson_id)
+            )
+            if cur.rowcount == 0:
+                raise NotFound(f"no lesson {lesson_id}")
+            shown = {k: (v.value if hasattr(v, "value") else v) for k, v in changes.items()}
+            _log(conn, lesson_id, actor, action, {**shown, **(detail or {})})
+            row = conn.execute(f"SELECT {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,))
+            return row_to_lesson(row.fetchone())
+
+        return await self.db.write(fn)
+
+    async def endorse(self, lesson_id: str, principal_key: str, user: str, project: str) -> int:
+        """Record agreement; returns the number of distinct projects endorsing."""
+
+        def fn(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "INSERT OR IGNORE INTO endorsements VALUES (?, ?, ?, ?, ?)",
+                (lesson_id, principal_key, user, project, time.time()),
+            )
+            _log(conn, lesson_id, principal_key, "endorsed", {"project": project})
+            row = conn.execute(
+                "SELECT count(DISTINCT project) FROM endorsements"
+                " WHERE lesson_id = ? AND project <> ''",
+                (lesson_id,),
+            ).fetchone()
+            return int(row[0])
+
+        return await self.db.write(fn)
+
+    # -- reads -------------------------------------------------------------------
+    async def get(self, lesson_id: str) -> Lesson | None:
+        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,))
+        return row_to_lesson(row) if row else None
+
+    async def require(self, lesson_id: str) -> Lesson:
+        les = await self.get(lesson_id)
+        if les is None:
+            raise NotFound(
+                f"no lesson {lesson_id}", hint="list lessons with `tenantry memory list`"
+            )
+        return les
+
+    async def history(self, lesson_id: str) -> list[dict[str, Any]]:
+        rows = await self.db.fetchall(
+            "SELECT ts, actor, action, detail FROM lesson_history WHERE lesson_id = ? ORDER BY seq",
+            (lesson_id,),
+        )
+        return [
+            {
+                "ts": r["ts"],
+                "actor": r["actor"],
+                "action": r["action"],
+                "detail": json.loads(r["detail"]),
+            }
+            for r in rows
+        ]
+
+    async def query(
+        self, where: str = "1", args: Sequence[Any] = (), limit: int = 100, order: str = "seq DESC"
+    ) -> list[Lesson]:
+        rows = await self.db.fetchall(
+            f"SELECT {_COLUMNS} FROM lessons WHERE {where} ORDER BY {order} LIMIT ?",
+            (*args, limit),
+        )
+        return [row_to_lesson(r) for r in rows]
+
+    async def find_same(
+        self, owner_user: str, kind: Kind, sig_hash: str, title: str
+    ) -> Lesson | None:
+        """A live lesson of this user with the same kind, signature and title (dedup)."""
+        found = await self.query(
+            "owner_user = ? AND kind = ? AND sig_hash = ? AND title = ?"
+            " AND status IN ('candidate', 'active', 'stale')",
+            (owner_user, kind.value, sig_hash, title),
+            limit=1,
+        )
+        return found[0] if found else None
+
+    async def similar_elsewhere(self, les: Lesson) -> list[Lesson]:
+        """Live lessons of *other* users with the same kind and signature (agreement)."""
+        if not les.sig_hash:
+            return []
+        return await self.query(
+            "sig_hash = ? AND kind = ? AND owner_user <> ? AND quarantined = 0"
+            " AND status IN ('candidate', 'active', 'stale')",
+            (les.sig_hash, les.kind.value, les.owner_user),
+            limit=20,
+        )
+
+    async def endorsement_projects(self, lesson_id: str) -> list[str]:
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT project FROM endorsements WHERE lesson_id = ? AND project <> ''",
+            (lesson_id,),
+        )
+        return [r[0] for r in rows]
+
+    async def due(self, now: float, limit: int = 200) -> list[Lesson]:
+        """Live lessons whose TTL lapsed since their last verification (or creation)."""
+        return await self.query(
+            "status IN ('active', 'candidate') AND quarantined = 0"
+            " AND coalesce(verified_at, created_at) + ttl_days * 86400.0 < ?",
+            (now,),
+            limit=limit,
+            order="coalesce(verified_at, created_at)",
+        )

@@ -1,0 +1,204 @@
+"""``PolicyService``: the daemon's policy component.
+
+The gateway calls ``authorize(principal, action, params)`` for every op that
+declares ``action=``; it returns the ``Decision`` (with ``warnings``) when
+allowed and raises ``PolicyDenied`` with the deciding rule and an actionable
+message otherwise. Policies are parsed once at ``start()``; a policy file that
+does not load makes every decision a denial (fail closed) until it is fixed
+and ``reload()`` is called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tenantry.errors import PolicyDenied, TenantryError
+from tenantry.events import Event, EventType
+from tenantry.models import Principal
+from tenantry.policy.engine import Engine
+from tenantry.policy.facts import Facts, local_user, partitions_from_info
+from tenantry.policy.judge import Decision, Judge
+
+if TYPE_CHECKING:
+    from tenantry.gateway.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+USER_POLICY = "policy.cedar"  # in the state directory: forbid-only narrowing
+FACTS_FILE = "policy-facts.json"  # in the state directory: optional fixed facts
+
+
+class PolicyService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
+        self.judge: Judge | None = None
+        self.load_error: TenantryError | None = None
+        self._db: sqlite3.Connection | None = None
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.reload()
+        if self.settings.backend == "slurm" and not (self.state / FACTS_FILE).exists():
+            try:
+                await self.refresh_partitions()
+            except Exception as exc:  # facts are best effort; decisions still work
+                log.warning("policy: cannot read partitions from the backend: %s", exc)
+
+    async def aclose(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    @property
+    def state(self) -> Path:
+        return self.settings.state_path
+
+    def reload(self) -> None:
+        """(Re)load policies and facts; on error every decision denies."""
+        try:
+            engine = Engine.from_files(self.settings.policy_file, str(self.state / USER_POLICY))
+            facts_path = self.state / FACTS_FILE
+            facts = Facts.load(facts_path) if facts_path.exists() else Facts()
+            self.judge = Judge(
+                engine,
+                facts,
+                protected=self.protected_paths(),
+                owner_of=self.owner_of,
+            )
+            self.load_error = None
+        except TenantryError as err:
+            log.error("policy: %s", err)
+            self.judge = None
+            self.load_error = err
+
+    def protected_paths(self) -> tuple[str, ...]:
+        out = [str(self.state)]
+        if self.settings.policy_file:
+            out.append(self.settings.policy_file)
+        return tuple(out)
+
+    async def refresh_partitions(self) -> None:
+        """Partition limits from the backend's facility facts (Slurm: sinfo/scontrol)."""
+        info = await self.runtime.backend.info()
+        parts = partitions_from_info(info)
+        if parts and self.judge is not None:
+            self.judge.set_facts(self.judge.facts.with_partitions(parts))
+
+    # --- facts the caller provides ------------------------------------------------
+
+    def owner_of(self, job_id: str) -> tuple[str, str] | None:
+        """(user, principal key) of a job Tenantry submitted, by its id or backend id."""
+        if self._db is None:
+            path = self.settings.db_path
+            if not path.exists():
+                return None
+            try:
+                self._db = sqlite3.connect(
+                    f"file:{path}?mode=ro", uri=True, check_same_thread=False
+                )
+            except sqlite3.Error:
+                return None
+        base = job_id.split("_")[0].split(".")[0]
+        try:
+            row = self._db.execute(
+                "SELECT principal FROM jobs WHERE id = ? OR backend_id = ? LIMIT 1", (base, base)
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None:
+            return None
+        principal = str(row[0])
+        return principal.split("/")[0], principal
+
+    # --- decisions ------------------------------------------------------------------
+
+    def check(self, principal: Principal, action: str, params: dict[str, Any]) -> Decision:
+        """Decide without raising (dry run)."""
+        if self.judge is None:
+            err = self.load_error
+            return Decision(
+                False,
+                action,
+                "policy-invalid",
+                f"the policy does not load, so everything is denied: {err}",
+                "tenantry",
+            )
+        if not self.judge.facts.users.get(principal.user):
+            self._learn_user(principal.user)
+        return self.judge.evaluate(principal, action, params)
+
+    def _learn_user(self, name: str) -> None:
+        assert self.judge is not None
+        facts = self.judge.facts
+        users = dict(facts.users)
+        users[name] = local_user(name)
+        self.judge.set_facts(
+            Facts(
+                users=users,
+                partitions=facts.partitions,
+                admin_qos=facts.admin_qos,
+                known_qos=facts.known_qos,
+                jobs=facts.jobs,
+                limits=facts.limits,
+                homes_root=facts.homes_root,
+                protected=facts.protected,
+            )
+        )
+
+    async def authorize(
+        self, principal: Principal, action: str, params: dict[str, Any]
+    ) -> Decision:
+        decision = self.check(principal, action, params)
+        await self.runtime.emit(
+            Event(
+                EventType.POLICY_DECISION,
+                principal=principal.key,
+                subject=action,
+                outcome=decision.decision,
+                duration_s=decision.duration_us / 1e6,
+                data={
+                    "input_sha256": _digest(params),
+                    "rule": decision.rule,
+                    "source": decision.source,
+                    "message": decision.message,
+                    "checks": len(decision.checks),
+                },
+            )
+        )
+        if not decision.allowed and decision.error is not None:
+            raise decision.error  # malformed params: denied, reported as the usage error
+        if not decision.allowed:
+            raise PolicyDenied(
+                decision.message,
+                hint="dry-run alternatives with `tenantry policy check`",
+                rule=decision.rule,
+                action=action,
+                source=decision.source,
+            )
+        return decision
+
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        """The gateway's hook: judge ops that declare an action; return warnings."""
+        if action is None:
+            return []
+        decision = await self.authorize(principal, action, params)
+        return list(decision.warnings)
+
+
+def _digest(params: dict[str, Any]) -> str:
+    """Digest of what was judged (the audit log keeps this, not the params)."""
+    raw = json.dumps(params, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def create(runtime: Runtime) -> PolicyService:
+    return PolicyService(runtime)

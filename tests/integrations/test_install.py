@@ -1,0 +1,403 @@
+"""Installers write each agent's documented format, idempotently, with backups."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry import errors
+from tenantry.integrations import files, installer
+from tenantry.integrations.agents.common import Target
+from tenantry.integrations.files import BEGIN, END
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+EXE = ("/opt/tenantry/bin/tenantry",)
+HOOK = "/opt/tenantry/bin/tenantry hook --agent "
+
+
+@pytest.fixture
+def tgt(tmp_path: Path) -> Any:
+    def make(scope: str) -> Target:
+        (tmp_path / "home").mkdir(exist_ok=True)
+        (tmp_path / "proj").mkdir(exist_ok=True)
+        return Target(scope, tmp_path / "home", tmp_path / "proj", tmp_path / "root", EXE)
+
+    return make
+
+
+def install(agent: str, t: Target) -> None:
+    plan = installer.plan(agent, t)
+    assert plan.pending, "a first install changes files"
+    files.apply(plan.pending)
+    again = installer.plan(agent, t)
+    assert again.pending == [], f"not idempotent: {again.diff()}"
+
+
+def uninstall(agent: str, t: Target) -> None:
+    files.apply(installer.plan(agent, t, remove=True).pending)
+    assert installer.plan(agent, t, remove=True).pending == []
+
+
+def js(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def ours(groups: list[dict[str, Any]], agent: str) -> list[dict[str, Any]]:
+    return [g for g in groups if any(h["command"] == HOOK + agent for h in g["hooks"])]
+
+
+def rules_block(path: Path) -> str:
+    text = path.read_text()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1
+    return text[text.index(BEGIN) : text.index(END)]
+
+
+# --- Claude Code -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["project", "user", "system"])
+def test_claude_code(tgt: Any, scope: str) -> None:
+    t = tgt(scope)
+    mcp, settings, memory = {
+        "project": (
+            t.project / ".mcp.json",
+            t.project / ".claude/settings.json",
+            t.project / "CLAUDE.md",
+        ),
+        "user": (
+            t.home / ".claude.json",
+            t.home / ".claude/settings.json",
+            t.home / ".claude/CLAUDE.md",
+        ),
+        "system": (
+            t.root / "etc/claude-code/managed-mcp.json",
+            t.root / "etc/claude-code/managed-settings.json",
+            t.root / "etc/claude-code/CLAUDE.md",
+        ),
+    }[scope]
+    # a user's own content that must survive
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(
+        json.dumps(
+            {
+                "model": "opus",
+                "hooks": {
+                    "PreToolUse": [
+                        {"matcher": "Write", "hooks": [{"type": "command", "command": "fmt.sh"}]}
+                    ]
+                },
+            }
+        )
+    )
+    install("claude-code", t)
+    server = js(mcp)["mcpServers"]["tenantry"]
+    assert server == {"type": "stdio", "command": EXE[0], "args": ["mcp"], "env": {}}
+    s = js(settings)
+    assert s["model"] == "opus"
+    pre = s["hooks"]["PreToolUse"]
+    assert pre[0]["matcher"] == "Write"  # the user's group first and intact
+    mine = ours(pre, "claude-code")
+    assert len(mine) == 1 and mine[0]["matcher"] == "Bash"
+    assert mine[0]["hooks"][0]["type"] == "command" and isinstance(
+        mine[0]["hooks"][0]["timeout"], int
+    )
+    for event in ("SessionStart", "SessionEnd"):
+        assert len(ours(s["hooks"][event], "claude-code")) == 1
+    assert "tenantry jobs" in rules_block(memory)
+    backups = list(settings.parent.glob(f"{settings.name}.tenantry-backup-*"))
+    assert len(backups) == 1 and json.loads(backups[0].read_text())["model"] == "opus"
+    uninstall("claude-code", t)
+    assert not mcp.exists() and not memory.exists()
+    assert js(settings) == {
+        "model": "opus",
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "Write", "hooks": [{"type": "command", "command": "fmt.sh"}]}
+            ]
+        },
+    }
+
+
+def test_claude_user_keeps_the_big_state_file(tgt: Any) -> None:
+    t = tgt("user")
+    state = {
+        "numStartups": 12,
+        "projects": {"/x": {"mcpServers": {}}},
+        "mcpServers": {"other": {"command": "o"}},
+    }
+    (t.home / ".claude.json").write_text(json.dumps(state))
+    install("claude-code", t)
+    data = js(t.home / ".claude.json")
+    assert data["numStartups"] == 12 and set(data["mcpServers"]) == {"other", "tenantry"}
+    uninstall("claude-code", t)
+    assert js(t.home / ".claude.json") == state
+
+
+# --- Codex -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["project", "user", "system"])
+def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    t = tgt(scope)
+    d = {
+        "project": t.project / ".codex",
+        "user": t.home / ".codex",
+        "system": t.root / "etc/codex",
+    }[scope]
+    d.mkdir(parents=True, exist_ok=True)
+    user_toml = "\n".join(
+        [
+            "# my settings",
+            'model = "gpt-5.5-codex"  # keep',
+            "",
+            "[mcp_servers.docs]",
+            'command = "docs-mcp"',
+            "",
+        ]
+    )
+    (d / "config.toml").write_text(user_toml)
+    install("codex", t)
+    text = (d / "config.toml").read_text()
+    assert text.startswith(user_toml)  # comments and layout kept
+    cfg = tomllib.loads(text)
+    assert cfg["mcp_servers"]["tenantry"] == {"command": EXE[0], "args": ["mcp"]}
+    assert cfg["mcp_servers"]["docs"] == {"command": "docs-mcp"}
+    hooks = js(d / "hooks.json")["hooks"]
+    assert ours(hooks["PreToolUse"], "codex")[0]["matcher"] == "Bash"
+    assert ours(hooks["SessionStart"], "codex")
+    assert ours(hooks["SessionEnd"], "codex")[0]["hooks"][0]["timeout"] <= 3
+    if scope == "system":
+        req = tomllib.loads((d / "requirements.toml").read_text())
+        assert req["mcp_servers"]["tenantry"]["identity"] == {"command": EXE[0]}
+    else:
+        agents_md = t.project / "AGENTS.md" if scope == "project" else d / "AGENTS.md"
+        assert "tenantry submit" in rules_block(agents_md)
+    uninstall("codex", t)
+    assert (d / "config.toml").read_text() == user_toml
+    assert not (d / "hooks.json").exists() and not (d / "requirements.toml").exists()
+
+
+# --- Gemini CLI ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["project", "user", "system"])
+def test_gemini_cli(tgt: Any, scope: str) -> None:
+    t = tgt(scope)
+    settings = {
+        "project": t.project / ".gemini/settings.json",
+        "user": t.home / ".gemini/settings.json",
+        "system": t.root / "etc/gemini-cli/settings.json",
+    }[scope]
+    install("gemini-cli", t)
+    s = js(settings)
+    server = s["mcpServers"]["tenantry"]
+    assert (
+        server["command"] == EXE[0]
+        and server["args"] == ["mcp"]
+        and isinstance(server["timeout"], int)
+    )
+    before = ours(s["hooks"]["BeforeTool"], "gemini-cli")
+    assert before[0]["matcher"] == "run_shell_command"
+    handler = before[0]["hooks"][0]
+    assert handler["type"] == "command" and handler["timeout"] >= 1000  # milliseconds
+    assert ours(s["hooks"]["SessionStart"], "gemini-cli") and ours(
+        s["hooks"]["SessionEnd"], "gemini-cli"
+    )
+    if scope != "system":
+        md = t.project / "GEMINI.md" if scope == "project" else t.home / ".gemini/GEMINI.md"
+        assert "tenantry find" in rules_block(md)
+    uninstall("gemini-cli", t)
+    assert not settings.exists()
+
+
+# --- OpenCode --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["project", "user"])
+def test_opencode(tgt: Any, scope: str) -> None:
+    t = tgt(scope)
+    base = t.project if scope == "project" else t.home / ".config/opencode"
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "opencode.json").write_text(
+        json.dumps({"$schema": "https://opencode.ai/config.json", "model": "x/y"})
+    )
+    install("opencode", t)
+    cfg = js(base / "opencode.json")
+    assert cfg["mcp"]["tenantry"] == {"type": "local", "command": [EXE[0], "mcp"], "enabled": True}
+    assert cfg["model"] == "x/y"
+    plugin = base / (
+        ".opencode/plugins/tenantry.js" if scope == "project" else "plugins/tenantry.js"
+    )
+    text = plugin.read_text()
+    assert (
+        '"tool.execute.before"' in text
+        and json.dumps([EXE[0], "hook", "--agent", "opencode"]) in text
+    )
+    assert "tenantry run" in rules_block(base / "AGENTS.md")
+    uninstall("opencode", t)
+    assert js(base / "opencode.json") == {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "x/y",
+    }
+    assert not plugin.exists()
+
+
+def test_opencode_refuses_system(tgt: Any) -> None:
+    with pytest.raises(errors.UsageError):
+        installer.plan("opencode", tgt("system"))
+
+
+# --- Cursor ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["project", "user", "system"])
+def test_cursor(tgt: Any, scope: str) -> None:
+    t = tgt(scope)
+    d = {
+        "project": t.project / ".cursor",
+        "user": t.home / ".cursor",
+        "system": t.root / "etc/cursor",
+    }[scope]
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "hooks.json").write_text(
+        json.dumps({"version": 1, "hooks": {"afterFileEdit": [{"command": "./fmt.sh"}]}})
+    )
+    install("cursor", t)
+    h = js(d / "hooks.json")
+    assert h["version"] == 1 and h["hooks"]["afterFileEdit"] == [{"command": "./fmt.sh"}]
+    for event in ("beforeShellExecution", "sessionStart", "sessionEnd"):
+        assert [e["command"] for e in h["hooks"][event]] == [HOOK + "cursor"]
+    if scope != "system":
+        assert js(d / "mcp.json")["mcpServers"]["tenantry"] == {"command": EXE[0], "args": ["mcp"]}
+    else:
+        assert not (d / "mcp.json").exists()
+    if scope == "project":
+        rule = (d / "rules/tenantry.mdc").read_text()
+        assert rule.startswith("---\n") and "alwaysApply: true" in rule
+    uninstall("cursor", t)
+    assert js(d / "hooks.json") == {
+        "version": 1,
+        "hooks": {"afterFileEdit": [{"command": "./fmt.sh"}]},
+    }
+    assert not (d / "rules/tenantry.mdc").exists()
+
+
+# --- shared mechanics ---------------------------------------------------------------
+
+
+def test_rules_block_is_appended_and_removed_exactly(tmp_path: Path) -> None:
+    md = tmp_path / "AGENTS.md"
+    original = "# Project\n\nUse tabs.\n"
+    md.write_text(original)
+    files.apply([files.edit_block(md, "rule one")])
+    assert md.read_text().startswith(original) and "rule one" in md.read_text()
+    files.apply([files.edit_block(md, "rule two")])  # replaced, not appended twice
+    assert md.read_text().count(BEGIN) == 1 and "rule one" not in md.read_text()
+    files.apply([files.edit_block(md, None)])
+    assert md.read_text() == original
+
+
+def test_invalid_json_is_left_alone(tmp_path: Path) -> None:
+    p = tmp_path / ".mcp.json"
+    p.write_text("{ not json")
+    with pytest.raises(errors.UsageError, match="not valid JSON"):
+        files.edit_json(p, lambda d: d.update(x=1))
+    assert p.read_text() == "{ not json"
+
+
+def test_mode_is_kept(tmp_path: Path) -> None:
+    p = tmp_path / "settings.json"
+    p.write_text("{}")
+    os.chmod(p, 0o600)
+    files.apply([files.edit_json(p, lambda d: d.update(a=1))])
+    assert p.stat().st_mode & 0o777 == 0o600
+
+
+def run_cli(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(SRC)}
+    return subprocess.run(
+        [sys.executable, "-m", "tenantry", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_cli_dry_run_diff_then_apply_then_noop(tmp_path: Path) -> None:
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    dry = run_cli("install", "--agent", "gemini-cli", "--user", "--dry-run", home=home, cwd=proj)
+    assert dry.returncode == 0, dry.stderr
+    assert f"+++ b{home}/.gemini/settings.json" in dry.stdout and '+    "tenantry": {' in dry.stdout
+    assert not (home / ".gemini").exists()
+    refused = run_cli("install", "--agent", "gemini-cli", "--user", home=home, cwd=proj)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    done = run_cli(
+        "install", "--agent", "gemini-cli", "--user", "--yes", "--json", home=home, cwd=proj
+    )
+    report = json.loads(done.stdout)
+    assert report["applied"] and {c["action"] for c in report["changes"]} == {"create"}
+    again = run_cli(
+        "install", "--agent", "gemini-cli", "--user", "--yes", "--json", home=home, cwd=proj
+    )
+    assert json.loads(again.stdout)["changes"] == []
+    gone = run_cli("uninstall", "--agent", "gemini-cli", "--user", "--yes", home=home, cwd=proj)
+    assert gone.returncode == 0 and not (home / ".gemini/settings.json").exists()
+
+
+def test_cli_all_agents(tmp_path: Path) -> None:
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    done = run_cli(
+        "install", "--agent", "all", "--project", str(proj), "--yes", "--json", home=home, cwd=proj
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert {c["agent"] for c in report["changes"]} == {
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "opencode",
+        "cursor",
+    }
+    paths = [c["path"] for c in report["changes"]]
+    assert len(paths) == len(set(paths))  # AGENTS.md is planned once for Codex and OpenCode
+    assert (proj / "AGENTS.md").read_text().count(BEGIN) == 1
+    again = run_cli(
+        "install", "--agent", "all", "--project", str(proj), "--yes", "--json", home=home, cwd=proj
+    )
+    assert json.loads(again.stdout)["changes"] == []
+    system = run_cli(
+        "install",
+        "--agent",
+        "all",
+        "--system",
+        "--root",
+        str(tmp_path / "root"),
+        "--dry-run",
+        "--json",
+        home=home,
+        cwd=proj,
+    )
+    assert system.returncode == 0 and any(
+        "opencode" in s for s in json.loads(system.stdout)["skipped"]
+    )
+    gone = run_cli(
+        "uninstall", "--agent", "all", "--project", str(proj), "--yes", home=home, cwd=proj
+    )
+    assert gone.returncode == 0, gone.stderr
+    assert not (proj / "AGENTS.md").exists() and not (proj / ".mcp.json").exists()
+    left = sorted(p.name for p in proj.iterdir() if ".tenantry-backup-" not in p.name)
+    assert left == []  # directories that only held Tenantry's files are gone too

@@ -1,0 +1,80 @@
+"""Signatures, terms and the FTS5 query builder (pure functions, real FTS5)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tenantry.memory import signature, terms
+
+
+def test_normalize_strips_what_varies_between_runs() -> None:
+    a = signature.normalize(
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.batch at 2025-01-02T03:04:05"
+    )
+    b = signature.normalize(
+        "slurmstepd: error: Detected 3 oom_kill event in StepId=977.batch at 2026-11-30T23:59:00"
+    )
+    assert a == b
+    assert "4242" not in a and "oom_kill" in a
+
+
+def test_normalize_paths_hex_hosts_and_quotes() -> None:
+    sig = signature.normalize(
+        "OSError: [Errno 122] Disk quota exceeded: '/home/alice/.conda/pkgs/x-1.2.tar.bz2'"
+        " on node0042 at 0x7ffd1234"
+    )
+    assert "/home/alice" not in sig and "<path>" in sig
+    assert "node0042" not in sig and "<host>" in sig
+    assert "0x7ffd" not in sig and "'" not in sig
+    # module names keep their name, lose their version
+    assert signature.normalize("module 'gcc/12.2.0' is unknown") == "module gcc/<n> is unknown"
+
+
+def test_signature_lines_pick_error_lines_last_first() -> None:
+    tail = (
+        "compiling\nwarning: x\nld: cannot find -lcudart\n"
+        "collect2: error: ld returned 1 exit status\n"
+    )
+    lines = signature.signature_lines(tail)
+    assert lines[0].startswith("collect2: error")
+    assert any("cannot find -lcudart" in ln for ln in lines)
+    assert signature.primary_signature(tail) == lines[0]
+    assert signature.signature_hash(lines[0]) != signature.signature_hash(lines[1])
+    assert signature.signature_hash("") == ""
+
+
+def test_terms_map_phrasings_onto_one_form() -> None:
+    assert "oom" in terms.terms("CUDA out of memory")
+    assert "oom" in terms.terms("job was OOM-killed")
+    assert "timelimit" in terms.terms("exceeds the walltime")
+    assert "timelimit" in terms.terms("TIME LIMIT")
+    assert terms.stem("libraries") == "library"
+    assert terms.stem("partitions") == "partition"
+    assert terms.terms("the of and 1234567 0") == []
+
+
+NASTY = [
+    'sbatch: error: "Batch job submission failed": Invalid account or account/partition combo',
+    "NEAR(foo bar) AND OR NOT * ^ : ( ) { } [ ] ' \" - + col:val",
+    'path/to:"/scratch/x y"/*.h5 -- --help',
+    "💥 ünïcödé ∑ \x00 \t\n",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", NASTY)
+def test_fts_query_never_breaks_the_parser(text: str) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5 (a, tokenize = 'unicode61')")
+    conn.execute(
+        "INSERT INTO t VALUES (?)", (terms.index_text("batch job submission account partition"),)
+    )
+    words = terms.query_terms(text)
+    if not words:
+        return
+    rows = conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (terms.fts_query(words),)).fetchall()
+    assert isinstance(rows, list)
+    if "account" in text:
+        assert rows == [(1,)]

@@ -1,0 +1,109 @@
+"""End to end through the real daemon: a denied MCP call, a denied shim command, a dry run."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from tenantry.gateway.mcp import build_server
+
+from ..gateway.conftest import Daemon, clean_env
+
+CLAUDE = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "sess-e2e"}
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    state = tempfile.mkdtemp(prefix="tnt-")
+    os.chmod(state, 0o700)
+    # a user policy in the state directory narrows the baseline
+    (Path(state) / "policy.cedar").write_text(
+        '@id("user-no-make-install")\n@message("install targets are for the human")\n'
+        'forbid (principal is Agent, action == Action::"run_command", resource is Command)\n'
+        'when { resource.program == "make" && resource.args.contains("install") };\n'
+    )
+    d = Daemon(state, clean_env(state, TENANTRY_POLICY_FILE=str(Path(state) / "none.cedar")))
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+async def test_mcp_call_denied_with_rule(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in CLAUDE.items():
+        monkeypatch.setenv(k, v)
+    server = build_server(daemon.settings)
+    marker = tmp_path / "ran"
+    async with Client(server) as client:
+        bad = await client.call_tool(
+            "run_command",
+            {"argv": ["bash", "-c", f"sc''ancel 1; touch {marker}"], "cwd": str(tmp_path)},
+        )
+        assert bad.is_error
+        text = bad.content[0].text
+        assert "policy_denied" in text and "not submitted by this agent session" in text
+        bad = await client.call_tool(
+            "run_command", {"argv": ["cat", "/proc/self/root/etc/munge/munge.key"]}
+        )
+        assert bad.is_error and "credential" in bad.content[0].text
+        ok = await client.call_tool("run_command", {"argv": ["true"], "cwd": str(tmp_path)})
+        assert not ok.is_error
+    assert not marker.exists(), "a denied command must not run at all"
+    ev = json.loads(daemon.cli("events", "--json", "--type", "policy.decision").stdout)["events"]
+    outcomes = [(e["outcome"], e["data"]["rule"]) for e in ev if "sess-e2e" in e["principal"]]
+    assert ("deny", "default-deny") in outcomes
+    assert ("deny", "agent-no-credentials") in outcomes
+    assert ("allow", "agent-run-command") in outcomes
+
+
+def test_shim_command_denied(daemon: Daemon, tmp_path: Path) -> None:
+    r = daemon.cli("run", "--", "bash", "-c", "sudo id", env=CLAUDE, cwd=str(tmp_path))
+    assert r.returncode == 77, r
+    assert "sudo" in r.stderr and "tenantry policy check" in r.stderr
+    r = daemon.cli("run", "--json", "--", "make", "install", env=CLAUDE, cwd=str(tmp_path))
+    assert r.returncode == 77
+    err = json.loads(r.stdout)["error"]
+    assert err["details"]["rule"] == "user-no-make-install" and err["details"]["source"] == "user"
+    # the human keeps their rights
+    r = daemon.cli("run", "--", "bash", "-c", "echo hi", cwd=str(tmp_path))
+    assert (r.returncode, r.stdout) == (0, "hi\n")
+
+
+def test_policy_check_cli(daemon: Daemon, tmp_path: Path) -> None:
+    r = daemon.cli(
+        "policy", "check", "--action", "run_command", "--command", "scancel -u bob", "--json"
+    )
+    out = json.loads(r.stdout)
+    assert r.returncode == 77 and out["rule"] == "agent-not-others-jobs"
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --qos=admin\n#SBATCH -t 10\nhostname\n")
+    r = daemon.cli("policy", "check", "--action", "submit_job", "--script", str(script))
+    assert r.returncode == 77 and "agent-no-admin-qos" in r.stdout
+    r = daemon.cli("policy", "check", "--action", "read_path", "--path", str(tmp_path / "x"))
+    assert r.returncode == 0 and r.stdout.startswith("ALLOW")
+
+
+def test_job_ownership_between_sessions(daemon: Daemon, tmp_path: Path) -> None:
+    script = tmp_path / "long.sh"
+    script.write_text("#!/bin/sh\nsleep 60\n")
+    a = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "sess-a"}
+    b = {"CODEX_THREAD_ID": "th-b"}
+    r = daemon.cli("submit", "--json", str(script), cwd=str(tmp_path), env=a)
+    job = json.loads(r.stdout)["job"]["id"]
+    # a sibling session may read the output but not cancel
+    r = daemon.cli("cancel", "--json", job, env=b)
+    assert r.returncode == 77, r.stdout
+    assert json.loads(r.stdout)["error"]["details"]["rule"] == "default-deny"
+    assert daemon.cli("logs", job, env=b).returncode == 0
+    # the submitting session may cancel its own job
+    r = daemon.cli("cancel", "--json", job, env=a)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,190 @@
+"""Shell normalizer: every command a string would run, and what cannot be known."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenantry.policy.shell import join_continuations, parse
+from tenantry.policy.unwrap import analyze_argv, analyze_shell, program_name
+
+
+def programs(text: str, **kw: object) -> list[str]:
+    return [c.program for c in analyze_shell(text, **kw).commands]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("sc''ancel 1", "scancel"),
+        ('s"c"ancel 1', "scancel"),
+        ("s\\cancel 1", "scancel"),
+        ("$'\\x73cancel' 1", "scancel"),
+        ("$'\\163cancel' 1", "scancel"),
+        ("scan\\\ncel 1", "scancel"),
+        ("x=scancel; $x 1", "scancel"),
+        ("/usr/bin/scancel 1", "scancel"),
+        ("\u0455cancel 1", "scancel"),
+    ],
+)
+def test_names_are_evaluated_like_bash(text: str, expected: str) -> None:
+    assert expected in programs(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "bash -c 'scancel 1'",
+        "sh -xc 'scancel 1'",
+        "bash -o pipefail -c 'scancel 1'",
+        "env A=1 scancel 1",
+        "env -S 'scancel 1'",
+        "sudo -u bob scancel 1",
+        "nice -n 5 timeout -s KILL 9 nohup scancel 1",
+        "echo 1 | xargs -n1 scancel",
+        "find . -exec scancel 1 \\;",
+        "eval 'scancel 1'",
+        "echo 'scancel 1' | bash",
+        "bash <<< 'scancel 1'",
+        "bash <<'E'\nscancel 1\nE",
+        "cat <<'E' | sh\nscancel 1\nE",
+        "(scancel 1)",
+        "{ scancel 1; }",
+        "f() { scancel 1; }",
+        "echo $(scancel 1)",
+        "echo `scancel 1`",
+        "diff <(scancel 1) x",
+        "ssh host 'scancel 1'",
+        "watch -n1 'scancel 1'",
+        "flock /tmp/l -c 'scancel 1'",
+        "trap 'scancel 1' EXIT",
+        "srun -n1 scancel 1",
+        "git -c core.pager='scancel 1' log",
+        "tmux new -d 'scancel 1'",
+        "screen -dmS x scancel 1",
+        "if true; then scancel 1; fi",
+        "while true; do scancel 1; done",
+        "case a in a) scancel 1;; esac",
+        "time scancel 1",
+        "! scancel 1",
+        "coproc scancel 1",
+    ],
+)
+def test_wrappers_and_nesting_reach_the_real_program(text: str) -> None:
+    a = analyze_shell(text, cwd="/tmp")
+    assert "scancel" in [c.program for c in a.commands], (text, a.commands)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "$(echo scancel) 1",
+        "`echo sc`ancel 1",
+        "$CMD 1",
+        "c='scancel 1'; $c",
+        "/usr/bin/sc?ncel 1",
+        "s{c,}ancel 1",
+        "eval $X",
+        "base64 -d f | bash",
+        'bash -c "$X"',
+        "ls (",
+        "python3 -c 'import os; os.system(\"id\")'",
+        "curl -o x.sh u && sh x.sh",
+        ". /dev/stdin",
+    ],
+)
+def test_what_cannot_be_read_is_reported(text: str) -> None:
+    assert analyze_shell(text, cwd="/tmp").uncertain, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["pytest -x", "make -j8 && make test", "for f in *.py; do wc -l $f; done", "echo $HOME",
+     "python -c 'print(1)'", "awk '{print $1}' f", "FOO=1 ./run"],
+)  # fmt: skip
+def test_ordinary_commands_are_certain(text: str) -> None:
+    assert not analyze_shell(text, cwd="/tmp").uncertain, text
+
+
+def test_variables_only_kind_is_distinguished() -> None:
+    a = analyze_shell("$PYTHON train.py", cwd="/tmp")
+    assert [k for k, _ in a.uncertain] == ["variable"]
+    b = analyze_shell("$(which python) train.py", cwd="/tmp")
+    assert "variable" not in [k for k, _ in b.uncertain]
+
+
+def test_prefix_and_exported_assignments_are_seen() -> None:
+    a = analyze_shell("PATH=/tmp:$PATH LD_PRELOAD=x.so ls", cwd="/tmp")
+    assert set(a.commands[0].env) == {"PATH", "LD_PRELOAD"}
+    b = analyze_shell("export PATH=/x; ls", cwd="/tmp")
+    assert "PATH" in b.assigned
+
+
+def test_argv_lists_are_not_shell_but_bash_c_inside_is() -> None:
+    a = analyze_argv(["echo", "$(scancel 1)"])
+    assert [c.program for c in a.commands] == ["echo"]
+    b = analyze_argv(["bash", "-c", "scancel 1"])
+    assert [c.program for c in b.commands] == ["bash", "scancel"]
+
+
+def test_redirects_and_heredoc_text() -> None:
+    p = parse("echo hi > out.txt 2>&1 < in.txt")
+    ops = [(op, w.text) for op, w in p.commands[0].redirects]
+    assert (">", "out.txt") in ops and ("<", "in.txt") in ops
+    assert all(t != "1" for _, t in ops)
+
+
+def test_scripts_are_read_when_present(tmp_path: object) -> None:
+    from pathlib import Path
+
+    d = Path(str(tmp_path))
+    (d / "run.sh").write_text("#!/bin/bash\nscancel 5\n")
+    assert "scancel" in programs("bash run.sh", cwd=str(d))
+    assert "scancel" in programs("./run.sh", cwd=str(d))
+    assert "scancel" in programs("source run.sh", cwd=str(d))
+
+
+def test_symlinked_program_keeps_its_target_name(tmp_path: object) -> None:
+    from pathlib import Path
+
+    link = Path(str(tmp_path)) / "q"
+    link.symlink_to("/usr/bin/scancel")
+    assert program_name(str(link)) == "scancel"
+
+
+def test_join_continuations_keeps_single_quotes() -> None:
+    assert join_continuations("a\\\nb 'c\\\nd'") == "ab 'c\\\nd'"
+
+
+def test_depth_is_bounded() -> None:
+    text = "scancel 1"
+    for _ in range(12):
+        text = "bash -c " + repr(text)
+    assert analyze_shell(text, cwd="/tmp").uncertain
+
+
+def test_random_shell_never_breaks_the_normalizer() -> None:
+    """Seeded token soup: every input is judged (allow or deny), none crashes."""
+    import random
+
+    from tenantry.models import AgentProduct, Principal
+    from tenantry.policy.engine import Engine
+    from tenantry.policy.facts import Facts
+    from tenantry.policy.judge import Judge
+
+    from .conftest import FACTS
+
+    toks = ["sudo", "bash", "-c", "'", '"', "$(", ")", "`", "|", "&&", ";", "<<<", "\n",
+            "<<E\nx\nE\n", "scancel", "1002", "$X", "${Y:-z}", "\\", "{", "}", "(", "sbatch",
+            "--gpus=4", "-N", "--wrap", "env", "A=1", "xargs", "find", "-exec", "\\;",
+            "~/.ssh/x", ">", "*", "[", "eval", "ssh", "srun", "--jobid=", "scontrol",
+            "jobid=1", "@", "--", "$'\\x41'", "ln", "-s", "tee", "rm", "-rf", "kill", "-1",
+            "git", "core.pager=x", "tmux", "new", "hash", "-p", "python3", "-e", "a=(", "!",
+            "coproc", "time", "é", "ѕ"]  # fmt: skip
+    judge = Judge(Engine(), Facts.load(FACTS), read_files=False)
+    p = Principal(1000, "alice", AgentProduct.CLAUDE_CODE, "s1")
+    rng = random.Random(3)
+    for _ in range(300):
+        text = " ".join(rng.choice(toks) for _ in range(rng.randint(1, 10)))
+        for params in ({"command": text}, {"argv": text.split(" ")}):
+            d = judge.evaluate(p, "run_command", {**params, "cwd": "/home/alice/proj"})
+            assert d.rule not in ("normalizer-error", "evaluation-error"), (text, d.message)

@@ -1,0 +1,106 @@
+"""Classifier: tags and markers as ground truth; precision/recall on labelled traces."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tenantry.report import classify, metrics, simulate, simulate_write, sources
+from tenantry.report.schema import JOB_SCHEMA, Dataset, conform
+
+T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
+
+
+def _jobs(rows: list[dict[str, object]]) -> Dataset:
+    base = {"source": "t", "state": "COMPLETED", "elapsed_s": 60, "cpus": 1, "gpus": 0}
+    full = [
+        {
+            **base,
+            "job_id": str(i),
+            "submission_id": f":{i}",
+            "submit": T0 + timedelta(hours=i),
+            "start": T0 + timedelta(hours=i),
+            **r,
+        }
+        for i, r in enumerate(rows)
+    ]
+    return Dataset(jobs=conform(pl.DataFrame(full, schema=JOB_SCHEMA), JOB_SCHEMA))
+
+
+def _users(d: Dataset) -> dict[str, tuple[str, str]]:
+    t = metrics.users_table(d)
+    return {u: (c, e) for u, c, e in t.select("user", "class", "evidence").iter_rows()}
+
+
+def test_tag_is_ground_truth_and_evidence_is_kept() -> None:
+    d = _jobs(
+        [
+            {"user": "a", "comment": "note tenantry:v1;agent=claude-code;session=s1 end"},
+            {"user": "a"},
+            {"user": "h", "comment": "tenantry:v1;agent=human;user=h"},
+            {"user": "x"},
+        ]
+    )
+    u = _users(d)
+    assert u["a"][0] == "agent" and "tag" in u["a"][1]
+    assert u["h"] == ("human", "tags say human: 1")
+    assert u["x"][0] == "human" and u["x"][1].startswith("behaviour score")
+
+
+def test_env_marker_in_submit_line_or_environment() -> None:
+    d = _jobs(
+        [
+            {"user": "c", "submit_line": "env CODEX_THREAD_ID=abc sbatch run.sh"},
+            {"user": "g", "env": "PATH=/bin\nGEMINI_CLI=1\n"},
+            {"user": "n", "submit_line": "sbatch MYCLAUDECODEX.sh"},
+        ]
+    )
+    ev = classify.job_evidence(d.jobs)
+    assert ev["env_agent"].to_list() == ["codex", "gemini-cli", None]
+    u = _users(d)
+    assert u["c"][0] == "agent" and u["g"][0] == "agent" and u["n"][0] == "human"
+
+
+def _labels(path: Path) -> pl.DataFrame:
+    return pl.read_csv(simulate_write.labels_path(path)).select("user", "class")
+
+
+@pytest.mark.parametrize("fmt", ["xdmod", "swf"])
+def test_behaviour_precision_recall_on_untagged_traces(tmp_path: Path, fmt: str) -> None:
+    """No tags at all (XDMoD field set, SWF): behaviour alone must find the agents."""
+    trace = simulate.generate(users=300, days=14, seed=3, profile=simulate.PAPER)
+    out = tmp_path / f"t.{fmt}"
+    simulate_write.write(trace, out, fmt)
+    table = metrics.users_table(sources.load([out]))
+    pr = classify.precision_recall(table.select("user", "class"), _labels(out))
+    assert pr["precision"] >= 0.95, pr
+    assert pr["recall"] >= 0.85, pr
+
+
+def test_hidden_agents_found_by_behaviour_among_tagged(tmp_path: Path) -> None:
+    profile = simulate.profile_named("paper", hidden_agent_fraction=0.5)
+    trace = simulate.generate(users=300, days=14, seed=5, profile=profile)
+    out = tmp_path / "h.txt"
+    simulate_write.write(trace, out, "sacct")
+    table = metrics.users_table(sources.load([out]))
+    labels = pl.read_csv(simulate_write.labels_path(out))
+    hidden = labels.filter(pl.col("hidden") == 1).select("user", "class")
+    assert hidden.height >= 20
+    pr_hidden = classify.precision_recall(table.select("user", "class"), hidden)
+    assert pr_hidden["recall"] >= 0.85, pr_hidden
+    pr_all = classify.precision_recall(
+        table.select("user", "class"), labels.select("user", "class")
+    )
+    assert pr_all["precision"] >= 0.95 and pr_all["recall"] >= 0.9, pr_all
+    basis = dict(table.filter(pl.col("class") == "agent").group_by("basis").len().iter_rows())
+    assert basis["direct"] > 0 and basis["behaviour"] > 0
+
+
+def test_precision_recall_counts_unknown_as_a_miss() -> None:
+    pred = pl.DataFrame({"user": ["a", "b", "c"], "class": ["agent", "unknown", "agent"]})
+    truth = pl.DataFrame({"user": ["a", "b", "c"], "class": ["agent", "agent", "human"]})
+    pr = classify.precision_recall(pred, truth)
+    assert (pr["precision"], pr["recall"], pr["unknown"]) == (0.5, 0.5, 1)
