@@ -1,7 +1,7 @@
 """The lease contract on the real single-node Slurm (scripts/dev-slurm).
 
-Uses ``tenantry.backends.slurm.SlurmBackend`` when it is on main, else the
-minimal sbatch stand-in in ``tests/leases/sbatch_backend.py``.
+Uses the real ``tenantry.backends.slurm.SlurmBackend`` (the minimal sbatch
+stand-in in ``tests/leases/sbatch_backend.py`` served until it landed).
 """
 
 from __future__ import annotations
@@ -23,17 +23,22 @@ PY = sys.executable
 START = 240.0  # the shared dev Slurm may be busy with other tests' jobs
 
 
-def _backend():
+def _backend(settings):
     try:
-        from tenantry.backends.slurm import SlurmBackend  # type: ignore[attr-defined]
-    except ImportError:
+        from tenantry.backends.slurm import SlurmBackend
+    except ImportError:  # before the real backend landed: the minimal stand-in
         path = Path(__file__).with_name("sbatch_backend.py")
         spec = importlib.util.spec_from_file_location("lease_sbatch_backend", path)
         assert spec and spec.loader
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod.SbatchBackend()
-    return SlurmBackend  # pragma: no cover - wired when the Slurm backend lands
+    return SlurmBackend(settings)
+
+
+def sbatches(be) -> int:
+    calls = getattr(be, "calls", None) or getattr(be, "calls_by_verb", {})
+    return int(calls.get("sbatch", 0))
 
 
 def py(code: str, **kw: object) -> CommandSpec:
@@ -51,13 +56,15 @@ def sacct_state(jid: str) -> str:
 
 
 @pytest.fixture
-def slurm_backend(slurm):
-    be = _backend()
-    if isinstance(be, type):
-        pytest.skip("wire SlurmBackend's constructor here once it lands")
+async def slurm_backend(slurm, stack):
+    be = _backend(stack.settings)
+    await be.start()
     yield be
-    for jid in be.submitted:
-        subprocess.run(["scancel", jid], capture_output=True, timeout=30)
+    for mgr in stack.managers:
+        for lease in mgr.leases(include_ended=True):
+            if lease["backend_id"]:
+                subprocess.run(["scancel", lease["backend_id"]], capture_output=True, timeout=30)
+    await be.aclose()
 
 
 async def test_lease_is_one_slurm_job_serving_many_commands_and_surviving_restart(
@@ -71,7 +78,7 @@ async def test_lease_is_one_slurm_job_serving_many_commands_and_surviving_restar
     for i in range(30):
         r = await mgr.run(py(f"print({i})"), alice, collect())
         assert r.stdout_tail == f"{i}\n"
-    assert slurm_backend.submitted == [lease["backend_id"]]
+    assert sbatches(slurm_backend) == 1
     assert mgr.leases()[0]["served"] == 31
 
     sink = collect()
@@ -86,7 +93,7 @@ async def test_lease_is_one_slurm_job_serving_many_commands_and_surviving_restar
     assert result["exit_code"] == 0 and "done" in result["stdout_tail"]
     again = await mgr2.run(py("print('after restart')"), alice, collect())
     assert again.stdout_tail == "after restart\n"
-    assert len(slurm_backend.submitted) == 1
+    assert sbatches(slurm_backend) == 1
 
     task = asyncio.create_task(mgr2.run(py("import time; time.sleep(20)"), alice, collect()))
     await wait(lambda: mgr2.leases()[0]["in_use"] == 1)
@@ -122,4 +129,4 @@ async def test_walltime_drain_on_slurm(stack, slurm_backend, alice, collect, wai
     assert (await asyncio.wait_for(long, 30)).state == "completed"
     ended = {x["id"]: x for x in mgr.leases(include_ended=True)}
     assert ended[first["id"]]["state"] in {"draining", "ended"}
-    assert len(slurm_backend.submitted) == 2
+    assert sbatches(slurm_backend) == 2
