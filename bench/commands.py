@@ -314,8 +314,7 @@ class LeaseArm:
         return [x["backend_id"] for x in self.mgr.leases(include_ended=True)]
 
     def client_calls(self) -> dict[str, int]:
-        calls = getattr(self.backend, "calls", None) or getattr(self.backend, "calls_by_verb", {})
-        return {str(k): int(v) for k, v in dict(calls).items()}
+        return {str(k): int(v) for k, v in dict(self.backend.calls).items()}
 
     async def close(self) -> None:
         self.served = sum(x["served"] for x in self.mgr.leases(include_ended=True))
@@ -328,17 +327,8 @@ class LeaseArm:
 
 
 def _slurm_backend(settings: Any) -> Any:
-    try:
-        from tenantry.backends.slurm import SlurmBackend
-    except ImportError:  # before the real backend: the tests' minimal stand-in
-        import importlib.util
+    from tenantry.backends.slurm import SlurmBackend
 
-        path = Path(__file__).resolve().parent.parent / "tests" / "leases" / "sbatch_backend.py"
-        spec = importlib.util.spec_from_file_location("bench_sbatch_backend", path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod.SbatchBackend()
     return SlurmBackend(settings)
 
 

@@ -1,18 +1,15 @@
 """The lease contract on the real single-node Slurm (scripts/dev-slurm).
 
-Uses the real ``tenantry.backends.slurm.SlurmBackend`` (the minimal sbatch
-stand-in in ``tests/leases/sbatch_backend.py`` served until it landed).
+Runs on the real ``tenantry.backends.slurm.SlurmBackend``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,21 +21,13 @@ START = 240.0  # the shared dev Slurm may be busy with other tests' jobs
 
 
 def _backend(settings):
-    try:
-        from tenantry.backends.slurm import SlurmBackend
-    except ImportError:  # before the real backend landed: the minimal stand-in
-        path = Path(__file__).with_name("sbatch_backend.py")
-        spec = importlib.util.spec_from_file_location("lease_sbatch_backend", path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod.SbatchBackend()
+    from tenantry.backends.slurm import SlurmBackend
+
     return SlurmBackend(settings)
 
 
 def sbatches(be) -> int:
-    calls = getattr(be, "calls", None) or getattr(be, "calls_by_verb", {})
-    return int(calls.get("sbatch", 0))
+    return int(be.calls.get("sbatch", 0))
 
 
 def py(code: str, **kw: object) -> CommandSpec:
