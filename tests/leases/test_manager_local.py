@@ -288,3 +288,10 @@ async def test_commands_sent_ahead_run_as_slots_free_and_can_be_cancelled(
     assert [r.state for r in await asyncio.gather(*slow)] == ["completed", "completed"]
     assert len(jobs_of(mgr.backend)) == 1
     await wait(lambda: mgr.leases()[0]["in_use"] == 0, what="all slots free")
+
+
+async def test_a_wildcard_listener_is_advertised_by_host_name(stack):
+    import socket
+
+    mgr = await stack.manager(listen_host="0.0.0.0")
+    assert mgr.address[0] == socket.getfqdn() and mgr.address[1] > 0

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import secrets
+import socket
 import sys
 import time
 from collections import deque
@@ -106,7 +107,11 @@ class LeaseManager(PilotLinks):
         if self._server is None:
             raise Unavailable(f"cannot listen for pilots on {self.cfg.listen_host}: {err}")
         sock = self._server.sockets[0].getsockname()
-        self.address = (self.cfg.listen_host, int(sock[1]))
+        # what pilots dial: a wildcard listen address is advertised as this host's name
+        host = self.cfg.listen_host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.getfqdn()
+        self.address = (host, int(sock[1]))
         await self.store.set_meta("port", str(self.address[1]))
         self._reaper = asyncio.create_task(self._reap_forever())
 
