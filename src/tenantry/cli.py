@@ -52,6 +52,8 @@ COMMANDS: dict[str, str] = {
     **dict.fromkeys(
         ("index", "find", "grep", "ls", "stat", "du", "tree", "recent"), "tenantry.index.cli"
     ),
+    "leases": "tenantry.leases.cli",
+    "pilot": "tenantry.leases.cli",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_WITH_VALUE = ("--socket", "--state")

@@ -12,6 +12,7 @@ a message that says what to do next, and whether retrying may help.
     +-- PermissionDenied         identity or ownership check failed
     |   +-- PolicyDenied         a policy decision denied the action
     |   +-- BudgetExceeded       a budget or rate limit is exhausted
+    |   |   +-- LeaseCapReached  a user/session holds as many leases as allowed
     |   +-- SessionStopped       an operator stopped this agent session (kill switch)
     +-- Unavailable              something we depend on is down (retryable)
     |   +-- DaemonUnavailable    the client cannot reach the daemon
@@ -19,6 +20,7 @@ a message that says what to do next, and whether retrying may help.
     +-- BackendError             the backend refused or failed an operation
     |   +-- SubmissionRejected   the scheduler rejected a submission
     +-- LeaseLost                the lease running a command went away
+    +-- PilotProtocolError       a pilot or the daemon sent invalid protocol
     +-- StoreError               the state store failed
     +-- IngestError              an input file for the report cannot be read
     +-- IndexError_              the workspace index cannot answer
@@ -177,6 +179,19 @@ class PolicyInvalid(UsageError):
 
 
 # --- leases -----------------------------------------------------------------
+
+
+class PilotProtocolError(TenantryError):
+    """A pilot or the daemon sent a message that is not valid protocol."""
+
+    code = "pilot_protocol"
+    http_status = 502
+
+
+class LeaseCapReached(BudgetExceeded):
+    """A user or session already holds as many leases as allowed."""
+
+    code = "lease_cap"
 
 
 # --- integrations -------------------------------------------------------------

@@ -81,6 +81,8 @@ DECLARED: tuple[Setting, ...] = (
     Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
     Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
     Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
+    Setting("lease_slots", 2, "Commands one lease runs at once (its allocation is slots x shape)."),
+    Setting("lease_listen", "127.0.0.1:0", "HOST:PORT where pilots dial back (port 0: any free)."),
 )
 
 
@@ -124,6 +126,8 @@ class Settings:
     index_sweep_s: float
     index_max_file_bytes: int
     index_watch: bool
+    lease_slots: int
+    lease_listen: str
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}

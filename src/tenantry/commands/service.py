@@ -52,6 +52,10 @@ class CommandService:
             return "lease"
         if spec.where == "local" or leases is None:
             return "local"
+        if self.rt.backend.name in {"local", "fake"}:
+            # embedded default: a lease would be a local process too, so auto
+            # runs the command directly; where=lease still uses a pilot
+            return "local"
         router = getattr(leases, "route", None)
         return str(router(spec)) if router is not None else "local"
 
@@ -72,7 +76,9 @@ class CommandService:
         t0 = time.monotonic()
         try:
             if where == "lease":
-                result: CommandResult = await self.rt.components["leases"].run(spec, p, sink)
+                result: CommandResult = await self.rt.components["leases"].run(
+                    spec, p, sink, cid=cid
+                )
             else:
                 result = await self.runner.run(spec, p, sink, cid=cid)
         except BaseException as exc:

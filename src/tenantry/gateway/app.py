@@ -58,6 +58,7 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.report.ops",
     "tenantry.memory.ops",
     "tenantry.index.ops",
+    "tenantry.leases.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
@@ -70,6 +71,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("budgets", "tenantry.budgets.service:create"),
     ("memory", "tenantry.memory.component:create"),
     ("index", "tenantry.index.component:create"),
+    ("leases", "tenantry.leases.component:create"),
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"

@@ -1,0 +1,701 @@
+"""Short agent-like commands, run several ways on one machine.
+
+    PYTHONPATH=src python bench/commands.py --n 2000 --n-slurm 100 --out bench/commands.json
+
+Arms (each gets the same workload, at most 2 commands in flight, like an agent
+running two tool calls at once):
+
+- ``bare``: ``subprocess.run`` from 2 threads of this process (the floor).
+- ``leases``: Tenantry's lease manager in-process, one 2-slot lease on the
+  local backend (a pilot process), commands dispatched over its TCP link.
+- ``leases-slurm``: the same with the lease as a job on the real Slurm.
+- ``dask``: ``distributed.LocalCluster`` with 2 single-thread worker processes,
+  each task running the command with ``subprocess.run``.
+- ``parsl``: ``HighThroughputExecutor`` (2 workers) with a ``LocalProvider``,
+  commands as bash apps.
+- ``sbatch``: one ``sbatch --wait`` job per command on the real Slurm (a
+  smaller ``--n-slurm``, since each costs a scheduling cycle).
+
+Per arm: commands/s over the workload with 2 in flight (closed loop, bound
+by latency) and with everything submitted at once (``burst``: each system's
+own queue feeds its 2 executors; Tenantry sends up to 2 commands ahead to the
+pilot), p50/p99 submit-to-result latency of the
+workload and of single ``true`` commands on an otherwise idle system, CPU per
+command (this process and the processes each arm started: pilot, workers,
+interchange; from rusage and /proc, so a pilot under slurmstepd counts too;
+the sbatch arm's jobs from sacct),
+Slurm jobs submitted and controller RPCs (``sdiag`` message counts, deltas;
+other users of the shared controller add noise).
+
+Dask and Parsl are bench-only dependencies: ``pip install dask distributed parsl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import resource
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+WINDOW = 2
+TICK = os.sysconf("SC_CLK_TCK")
+# a real interpreter, not a version-manager shim (those cost a bash script per call)
+PYTHON = next(
+    (x for x in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(x)), sys.executable
+)
+# processes outside our tree that work for an arm (Parsl daemonizes its pool)
+MARKERS = ("process_worker_pool", "interchange.py")
+
+ONE_LINERS = [
+    "print(1 + 1)",
+    "import sys; print(sys.version_info[:2])",
+    "import json; print(json.dumps({'ok': True}))",
+    "import os; print(len(os.listdir('.')))",
+    "print(sum(range(10000)))",
+]
+
+
+# -- workload -------------------------------------------------------------------------
+
+
+def workload(n: int, data: Path) -> list[list[str]]:
+    """``true``, ``python -c`` one-liners and small file reads, interleaved."""
+    data.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i in range(20):
+        f = data / f"f{i}.txt"
+        f.write_text("".join(f"line {j} of file {i}\n" for j in range(40 + 10 * i)))
+        files.append(str(f))
+    cmds: list[list[str]] = []
+    for i in range(n):
+        kind = i % 3
+        f = files[i % len(files)]
+        if kind == 0:
+            cmds.append(["true"])
+        elif kind == 1:
+            cmds.append([PYTHON, "-c", ONE_LINERS[i % len(ONE_LINERS)]])
+        else:
+            cmds.append([["cat", f], ["head", "-n", "5", f], ["wc", "-l", f]][i % 3])
+    return cmds
+
+
+# -- measurements ---------------------------------------------------------------------
+
+
+def _proc_stat(pid: int) -> tuple[int, float] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw.rsplit(")", 1)[1].split()
+    ppid = int(fields[1])
+    ut, st, cut, cst = (int(x) for x in fields[11:15])
+    return ppid, (ut + st + cut + cst) / TICK
+
+
+def _children_map() -> dict[int, list[tuple[int, float]]]:
+    kids: dict[int, list[tuple[int, float]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _proc_stat(int(entry))
+            if st is not None:
+                kids.setdefault(st[0], []).append((int(entry), st[1]))
+    return kids
+
+
+def _markers() -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(m.encode() in cmdline for m in MARKERS):
+                found.add(int(entry))
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    kids = _children_map()
+    out: set[int] = set()
+    todo = [root]
+    while todo:
+        for pid, _ in kids.get(todo.pop(), []):
+            if pid not in out:
+                out.add(pid)
+                todo.append(pid)
+    return out
+
+
+def roots_cpu(roots: set[int]) -> float:
+    """CPU seconds of these processes and their live descendants (reaped ones included)."""
+    kids = _children_map()
+    total = 0.0
+    seen: set[int] = set()
+    todo = list(roots)
+    for pid in roots:
+        st = _proc_stat(pid)
+        total += st[1] if st else 0.0
+        seen.add(pid)
+    while todo:
+        for pid, cpu in kids.get(todo.pop(), []):
+            if pid not in seen:
+                seen.add(pid)
+                total += cpu
+                todo.append(pid)
+    return total
+
+
+def own_cpu() -> float:
+    """This process plus its reaped children (where bare commands land)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
+    return total
+
+
+def slurm_daemon_cpu() -> float:
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{entry}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in {"slurmctld", "slurmd", "slurmdbd"}:
+            st = _proc_stat(int(entry))
+            total += st[1] if st else 0.0
+    return total
+
+
+def slurm_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=15
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def sdiag_rpcs() -> int | None:
+    """Total controller RPCs by message type (``sdiag``), or None without Slurm."""
+    try:
+        out = subprocess.run(["sdiag"], capture_output=True, text=True, timeout=15).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    section = out.split("by message type", 1)[-1].split("by user", 1)[0]
+    counts = [int(x) for x in re.findall(r"count:(\d+)", section)]
+    return sum(counts) if counts else None
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+Runner = Callable[[list[str]], Awaitable[int]]
+
+
+# -- the arms -------------------------------------------------------------------------
+#
+# Every arm is an object with ``open()`` (returns its startup seconds), an async
+# ``run(argv) -> exit code`` and ``close()``. All arms are opened first, then the
+# workload runs in rounds that alternate between arms, so the load other users
+# put on the shared machine falls on every arm alike.
+
+
+async def windowed(
+    cmds: list[list[str]], run: Runner, window: int = WINDOW
+) -> tuple[list[float], float, int]:
+    """Run ``cmds`` with at most ``window`` in flight; latencies, wall time, failures."""
+    sem = asyncio.Semaphore(window)
+    lat: list[float] = []
+    bad = 0
+
+    async def one(argv: list[str]) -> None:
+        nonlocal bad
+        async with sem:
+            t0 = time.perf_counter()
+            code = await run(argv)
+            lat.append(time.perf_counter() - t0)
+            bad += code != 0
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(c) for c in cmds))
+    return lat, time.perf_counter() - t0, bad
+
+
+def _bare_task(argv: list[str]) -> int:
+    return subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL).returncode
+
+
+class BareArm:
+    """``subprocess.run`` on 2 threads: the floor every other arm is compared to."""
+
+    name = "bare"
+
+    async def open(self) -> float:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(WINDOW)
+        return 0.0
+
+    async def run(self, argv: list[str]) -> int:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, _bare_task, argv)
+
+    async def close(self) -> None:
+        self.pool.shutdown()
+
+
+class LeaseArm:
+    """Tenantry's lease manager in-process; one lease with 2 slots."""
+
+    def __init__(self, backend_kind: str, state: Path) -> None:
+        self.kind = backend_kind
+        self.name = "leases" if backend_kind == "local" else "leases-slurm"
+        self.state = state
+
+    async def open(self) -> float:
+        from tenantry.leases.manager import LeaseManager
+        from tenantry.leases.model import LeaseConfig
+        from tenantry.models import AgentProduct, CommandSpec, Principal
+        from tenantry.settings import load
+
+        self.spec = CommandSpec
+        settings = load(env={}, overrides={"state_dir": str(self.state)})
+        if self.kind == "slurm":
+            self.backend = _slurm_backend(settings)
+        else:
+            from tenantry.backends.local import LocalBackend
+
+            self.backend = LocalBackend(str(self.state), slots=4)
+        await self.backend.start()
+        cfg = LeaseConfig.from_settings(
+            settings, slots=WINDOW, max_per_session=1, idle_s=3600, start_timeout_s=600
+        )
+        self.mgr = LeaseManager(settings, self.backend, None, cfg)
+        await self.mgr.start()
+        self.who = Principal(
+            uid=os.getuid(), user="bench", agent=AgentProduct.CLAUDE_CODE, session="bench"
+        )
+        t0 = time.perf_counter()
+        await self.run(["true"])
+        return time.perf_counter() - t0
+
+    async def run(self, argv: list[str]) -> int:
+        async def sink(stream: str, data: bytes) -> None:
+            return None
+
+        r = await self.mgr.run(self.spec(argv=tuple(argv), cwd=os.getcwd()), self.who, sink)
+        return r.exit_code if r.exit_code is not None else 255
+
+    def jobs(self) -> list[str]:
+        if self.kind == "local":
+            return []  # local processes, not Slurm jobs
+        return [x["backend_id"] for x in self.mgr.leases(include_ended=True)]
+
+    def client_calls(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in dict(self.backend.calls).items()}
+
+    async def close(self) -> None:
+        self.served = sum(x["served"] for x in self.mgr.leases(include_ended=True))
+        await self.mgr.release_all("bench over")
+        deadline = time.monotonic() + 30
+        while self.mgr.leases() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await self.mgr.aclose()
+        await self.backend.aclose()
+
+
+def _slurm_backend(settings: Any) -> Any:
+    from tenantry.backends.slurm import SlurmBackend
+
+    return SlurmBackend(settings)
+
+
+def _dask_task(argv: list[str]) -> int:
+    return subprocess.run(argv, capture_output=True, check=False).returncode
+
+
+class DaskArm:
+    """``distributed.LocalCluster``: 2 single-thread worker processes."""
+
+    name = "dask"
+
+    async def open(self) -> float:
+        from distributed import Client, LocalCluster
+
+        t0 = time.perf_counter()
+        self.cluster = await LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            asynchronous=True,
+        )
+        self.client = await Client(self.cluster, asynchronous=True)
+        await self.run(["true"])
+        return time.perf_counter() - t0
+
+    async def run(self, argv: list[str]) -> int:
+        code: int = await self.client.submit(_dask_task, argv, pure=False)
+        return code
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.cluster.close()
+
+
+class ParslArm:
+    """Parsl ``HighThroughputExecutor`` (2 workers, ``LocalProvider``), bash apps."""
+
+    name = "parsl"
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    async def open(self) -> float:
+        return await asyncio.to_thread(self._open)
+
+    def _open(self) -> float:
+        import parsl
+        from parsl.app.app import bash_app
+        from parsl.config import Config
+        from parsl.executors import HighThroughputExecutor
+        from parsl.providers import LocalProvider
+
+        # Parsl starts interchange.py / process_worker_pool.py from PATH
+        os.environ["PATH"] = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+        t0 = time.perf_counter()
+        cfg = Config(
+            executors=[
+                HighThroughputExecutor(
+                    label="htex",
+                    address="127.0.0.1",
+                    max_workers_per_node=WINDOW,
+                    provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1),
+                    worker_logdir_root=str(self.run_dir),
+                )
+            ],
+            run_dir=str(self.run_dir),
+            strategy="none",
+            usage_tracking=0,
+        )
+        parsl.load(cfg)
+        self.out = self.run_dir / "out"
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.counter = iter(range(10**9))
+
+        @bash_app
+        def sh(command: str, stdout: str = "", stderr: str = "") -> str:
+            return command
+
+        self.sh = sh
+        self.sh("true", stdout=str(self.out / "w.out"), stderr=str(self.out / "w.err")).result()
+        return time.perf_counter() - t0
+
+    async def run(self, argv: list[str]) -> int:
+        n = next(self.counter)
+        fut = self.sh(
+            shlex.join(argv), stdout=str(self.out / f"{n}.out"), stderr=str(self.out / f"{n}.err")
+        )
+        try:
+            await asyncio.wrap_future(fut)
+        except Exception:
+            return 1
+        return 0
+
+    async def close(self) -> None:
+        import parsl
+
+        await asyncio.to_thread(parsl.dfk().cleanup)
+        parsl.clear()
+
+
+class SbatchArm:
+    """One ``sbatch --wait`` job per command on the real Slurm."""
+
+    name = "sbatch"
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.ids: list[str] = []
+
+    async def open(self) -> float:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        return 0.0
+
+    async def run(self, argv: list[str]) -> int:
+        script = f"#!/bin/sh\nexec {shlex.join(argv)}\n"
+        proc = await asyncio.create_subprocess_exec(
+            "sbatch", "--parsable", "--wait", "--job-name=bench-cmd", "--time=1",
+            f"--chdir={os.getcwd()}", f"--output={self.out_dir}/%j.out",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await proc.communicate(script.encode())
+        if out.strip():
+            self.ids.append(out.decode().strip().split(";")[0])
+        return proc.returncode or 0
+
+    def jobs(self) -> list[str]:
+        return self.ids
+
+    async def close(self) -> None:
+        return None
+
+
+def sacct_cpu(ids: list[str]) -> float:
+    """Total CPU seconds Slurm accounted to these jobs (job lines, not ``-X``)."""
+    total = 0.0
+    for i in range(0, len(ids), 200):
+        out = subprocess.run(
+            ["sacct", "-n", "-P", "-o", "JobID,TotalCPU", "-j", ",".join(ids[i : i + 200])],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        for line in out.splitlines():
+            jid, _, cpu = line.partition("|")
+            if "." in jid or not cpu:
+                continue  # steps are included in the job's line
+            days, _, clock = cpu.rpartition("-")
+            secs = 0.0
+            for part in clock.split(":"):
+                secs = secs * 60 + float(part or 0)
+            total += secs + (float(days) * 86400 if days else 0.0)
+    return total
+
+
+# -- measurement loop -----------------------------------------------------------------
+
+
+class Tally:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lat: list[float] = []
+        self.single: list[float] = []
+        self.wall = 0.0
+        self.bad = 0
+        self.cpu = 0.0
+        self.daemons_cpu = 0.0
+        self.rpcs: int | None = 0
+        self.startup = 0.0
+        self.roots: set[int] = set()
+        self.burst_n = 0
+        self.burst_wall = 0.0
+        self.burst_cpu = 0.0
+        self.extra: dict[str, Any] = {}
+
+    async def chunk(self, arm: Any, cmds: list[list[str]]) -> None:
+        cpu0 = own_cpu() + roots_cpu(self.roots)
+        rpc0, d0 = sdiag_rpcs(), slurm_daemon_cpu()
+        lat, wall, bad = await windowed(cmds, arm.run)
+        cpu1 = own_cpu() + roots_cpu(self.roots)
+        rpc1, d1 = sdiag_rpcs(), slurm_daemon_cpu()
+        self.lat += lat
+        self.wall += wall
+        self.bad += bad
+        self.cpu += cpu1 - cpu0
+        self.daemons_cpu += d1 - d0
+        if self.rpcs is not None and rpc0 is not None and rpc1 is not None and rpc1 >= rpc0:
+            self.rpcs += rpc1 - rpc0
+        else:
+            self.rpcs = None  # no Slurm, or its counters were reset meanwhile
+
+    async def burst(self, arm: Any, cmds: list[list[str]]) -> None:
+        """Everything submitted at once: throughput with 2-way execution parallelism."""
+        cpu0 = own_cpu() + roots_cpu(self.roots)
+        _, wall, bad = await windowed(cmds, arm.run, window=len(cmds))
+        cpu1 = own_cpu() + roots_cpu(self.roots)
+        self.burst_n += len(cmds)
+        self.burst_wall += wall
+        self.burst_cpu += cpu1 - cpu0
+        self.bad += bad
+
+    async def singles(self, arm: Any, k: int) -> None:
+        for _ in range(k):
+            t0 = time.perf_counter()
+            await arm.run(["true"])
+            self.single.append(time.perf_counter() - t0)
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.lat)
+        return {
+            "arm": self.name,
+            "n": n,
+            "failed": self.bad,
+            "wall_s": round(self.wall, 3),
+            "commands_per_s": round(n / self.wall, 1) if self.wall else None,
+            "p50_ms": round(pct(self.lat, 0.5) * 1e3, 2),
+            "p99_ms": round(pct(self.lat, 0.99) * 1e3, 2),
+            "single_p50_ms": round(pct(self.single, 0.5) * 1e3, 2),
+            "single_p99_ms": round(pct(self.single, 0.99) * 1e3, 2),
+            "cpu_ms_per_command": round(self.cpu / n * 1e3, 2) if n else None,
+            "burst_commands_per_s": (
+                round(self.burst_n / self.burst_wall, 1) if self.burst_wall else None
+            ),
+            "burst_cpu_ms_per_command": (
+                round(self.burst_cpu / self.burst_n * 1e3, 2) if self.burst_n else None
+            ),
+            "slurm_daemons_cpu_s": round(self.daemons_cpu, 3),
+            "sdiag_rpcs": self.rpcs,
+            "startup_s": round(self.startup, 3),
+            **self.extra,
+        }
+
+
+def _ancestors(pid: int) -> set[int]:
+    out = set()
+    while pid > 1:
+        st = _proc_stat(pid)
+        if st is None:
+            break
+        pid = st[0]
+        out.add(pid)
+    return out
+
+
+def arm_pids(arm: Any) -> set[int]:
+    """Processes of an arm outside our tree (a pilot under slurmstepd)."""
+    mgr = getattr(arm, "mgr", None)
+    if mgr is None:
+        return set()
+    return {lv.lease.pid for lv in mgr._live.values() if lv.lease.pid}
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    tmp = Path(tempfile.mkdtemp(prefix="tnt-bench-"))
+    cmds = workload(args.n, tmp / "data")
+    os.chdir(tmp / "data")
+    wanted = args.arms.split(",")
+    have_slurm = slurm_up()
+    makers: dict[str, Callable[[], Any]] = {
+        "bare": BareArm,
+        "leases": lambda: LeaseArm("local", tmp / "state-local"),
+        "leases-slurm": lambda: LeaseArm("slurm", tmp / "state-slurm"),
+        "dask": DaskArm,
+        "parsl": lambda: ParslArm(tmp / "parsl"),
+    }
+    arms: list[Any] = []
+    tallies: dict[str, Tally] = {}
+    try:
+        for name in wanted:
+            if name not in makers:
+                continue
+            if name == "leases-slurm" and not have_slurm:
+                print("no Slurm is up: skipping leases-slurm", file=sys.stderr)
+                continue
+            arm = makers[name]()
+            tally = tallies[name] = Tally(name)
+            before = descendants(os.getpid()) | _markers()
+            tally.startup = await arm.open()
+            # the processes this arm started (pilot, workers), outside other arms' trees
+            new = (descendants(os.getpid()) | _markers()) - before
+            tally.roots = {p for p in new if not (_ancestors(p) & new)} | arm_pids(arm)
+            arms.append(arm)
+        for arm in arms:  # single commands on an otherwise idle system
+            await tallies[arm.name].singles(arm, args.singles)
+        rounds = max(1, args.rounds)
+        size = -(-len(cmds) // rounds)
+        for r in range(rounds):
+            part = cmds[r * size : (r + 1) * size]
+            order = arms if r % 2 == 0 else arms[::-1]
+            for arm in order:
+                await tallies[arm.name].chunk(arm, part)
+            if args.burst:
+                for arm in order:
+                    await tallies[arm.name].burst(arm, part)
+            print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    finally:
+        for arm in arms:
+            await arm.close()
+    for arm in arms:
+        t = tallies[arm.name]
+        t.extra["slurm_jobs"] = len(arm.jobs()) if hasattr(arm, "jobs") else 0
+        if arm.name == "leases-slurm":
+            t.extra["slurm_client_calls"] = arm.client_calls()
+            await asyncio.sleep(2)  # let accounting see the released lease job
+            served = max(1, arm.served)  # workload twice (+ burst), singles, warm-up
+            t.extra["job_cpu_ms_per_command"] = round(sacct_cpu(arm.jobs()) / served * 1e3, 2)
+    results = [tallies[a.name].summary() for a in arms]
+    if "sbatch" in wanted and have_slurm:
+        arm = SbatchArm(tmp / "sbatch")
+        t = Tally("sbatch")
+        await arm.open()
+        await t.singles(arm, args.singles_slurm)
+        await t.chunk(arm, cmds[: args.n_slurm])
+        t.extra["slurm_jobs"] = len(arm.jobs())
+        t.extra["slurm_client_calls"] = {"sbatch --wait": len(arm.jobs())}
+        t.extra["job_cpu_ms_per_command"] = round(
+            sacct_cpu(arm.jobs()) / max(1, len(arm.jobs())) * 1e3, 2
+        )
+        results.append(t.summary())
+    elif "sbatch" in wanted:
+        print("no Slurm is up: skipping the sbatch arm", file=sys.stderr)
+    return results
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    cols = [
+        "arm",
+        "n",
+        "commands_per_s",
+        "burst_commands_per_s",
+        "p50_ms",
+        "p99_ms",
+        "single_p50_ms",
+        "single_p99_ms",
+        "cpu_ms_per_command",
+        "slurm_jobs",
+        "sdiag_rpcs",
+    ]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in results:
+        lines.append("| " + " | ".join(str(r.get(c)) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=2000, help="commands per arm (default 2000)")
+    ap.add_argument("--n-slurm", type=int, default=100, help="commands for the sbatch arm")
+    ap.add_argument("--singles", type=int, default=200, help="single-command latency samples")
+    ap.add_argument("--singles-slurm", type=int, default=5, help="samples for the sbatch arm")
+    ap.add_argument("--rounds", type=int, default=8, help="rounds alternating between arms")
+    ap.add_argument(
+        "--no-burst", dest="burst", action="store_false", help="skip the all-at-once phase"
+    )
+    ap.add_argument("--arms", default="bare,leases,leases-slurm,dask,parsl,sbatch")
+    ap.add_argument("--out", help="also write the results as JSON here")
+    args = ap.parse_args()
+    if args.out:
+        args.out = str(Path(args.out).resolve())
+    results = asyncio.run(main_async(args))
+    print(table(results))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Leases: warm pilot allocations that run agents' short commands without new jobs."""

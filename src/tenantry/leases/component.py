@@ -1,0 +1,17 @@
+"""The ``leases`` component factory, listed in ``gateway.app.COMPONENTS``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tenantry.leases.manager import LeaseManager
+
+if TYPE_CHECKING:
+    from tenantry.gateway.runtime import Runtime
+
+__all__ = ["LeaseManager", "create"]
+
+
+def create(runtime: Runtime) -> LeaseManager:
+    """A lease manager on the runtime's backend; ``start()`` opens its listener."""
+    return LeaseManager(runtime.settings, runtime.backend, runtime.bus)
