@@ -57,6 +57,7 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.kill.ops",
     "tenantry.report.ops",
     "tenantry.memory.ops",
+    "tenantry.index.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
@@ -68,6 +69,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("policy", "tenantry.policy.component:create"),
     ("budgets", "tenantry.budgets.service:create"),
     ("memory", "tenantry.memory.component:create"),
+    ("index", "tenantry.index.component:create"),
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"

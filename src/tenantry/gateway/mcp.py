@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -20,8 +19,9 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from tenantry import __version__
-from tenantry.client import Client
+from tenantry.async_client import AsyncClient
 from tenantry.errors import TenantryError
+from tenantry.index.mcp_tools import add_tools as index_tools
 from tenantry.memory.mcp_tools import add_tools as memory_tools
 from tenantry.settings import Settings
 
@@ -75,26 +75,15 @@ instead of running sinfo/scontrol."""
 
 
 class _Forwarder:
-    """Calls the daemon from worker threads (the client is synchronous)."""
+    """Forwards tool calls to the daemon over one kept-alive async connection."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-
-    def _client(self) -> Client:
-        # one per call: calls run concurrently in threads, and a Client is cheap
-        return Client(self.settings)
+        self.client = AsyncClient(settings)
 
     async def call(self, op: str, params: dict[str, Any]) -> Any:
-        warnings: list[str] = []
-
-        def call() -> Any:
-            client = self._client()
-            result = client.call(op, params)
-            warnings.extend(client.last_warnings)
-            return result
-
         try:
-            result = await asyncio.to_thread(call)
+            result, warnings = await self.client.call(op, params)
         except TenantryError as err:
             raise ToolError(_message(err)) from err
         if warnings and isinstance(result, dict):
@@ -104,35 +93,18 @@ class _Forwarder:
     async def stream(
         self, op: str, params: dict[str, Any], on_chunk: Callable[[dict[str, Any]], Any]
     ) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-        def pump() -> None:
-            try:
-                chunks: Iterator[dict[str, Any]] = self._client().stream(op, params)
-                for chunk in chunks:
-                    loop.call_soon_threadsafe(queue.put_nowait, ("chunk", chunk))
-                loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
-            except BaseException as exc:  # handed to the event loop below
-                loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
-
-        threading.Thread(target=pump, daemon=True).start()
         result: dict[str, Any] = {}
         warnings: list[str] = []
-        while True:
-            kind, item = await queue.get()
-            if kind == "end":
-                break
-            if kind == "error":
-                if isinstance(item, TenantryError):
-                    raise ToolError(_message(item)) from item
-                raise item
-            if "result" in item:
-                result = item["result"] or {}
-            elif "warnings" in item:
-                warnings.extend(item["warnings"])
-            else:
-                await on_chunk(item)
+        try:
+            async for item in self.client.stream(op, params):
+                if "result" in item:
+                    result = item["result"] or {}
+                elif "warnings" in item:
+                    warnings.extend(item["warnings"])
+                else:
+                    await on_chunk(item)
+        except TenantryError as err:
+            raise ToolError(_message(err)) from err
         if warnings:
             result["warnings"] = warnings
         return result
@@ -281,10 +253,15 @@ def build_server(settings: Settings) -> MCPServer:
 
 
 # Concepts add tools with a function (server, forwarder) -> None.
-EXTRA_TOOLS: list[Callable[[MCPServer, _Forwarder], None]] = [memory_tools]
+EXTRA_TOOLS: list[Callable[[MCPServer, _Forwarder], None]] = [memory_tools, index_tools]
 
 
 def run_stdio(settings: Settings) -> int:
+    import logging
+
+    # request lines of the HTTP client would clutter the agent's MCP log
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
     server = build_server(settings)
     asyncio.run(server.run_stdio_async())
     return 0

@@ -12,6 +12,7 @@ import fcntl
 import logging
 import os
 import socket
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import IO, Any
@@ -69,7 +70,25 @@ def bind_socket(path: Path) -> socket.socket:
     return sock
 
 
+def _pidfd_child_watcher() -> None:
+    """On Python 3.11, reap children with pidfds instead of a thread per child.
+
+    (3.12+ does this by default.) Saves about a millisecond per command.
+    """
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        return
+    try:
+        fd = os.pidfd_open(os.getpid())
+    except OSError:
+        return  # kernel without pidfd support
+    os.close(fd)
+    watcher = asyncio.PidfdChildWatcher()
+    asyncio.set_child_watcher(watcher)
+    watcher.attach_loop(asyncio.get_running_loop())
+
+
 async def serve(settings: Settings) -> None:
+    _pidfd_child_watcher()
     state = Path(settings.state_dir)
     _private_dir(state)
     lock = take_lock(state)
