@@ -27,7 +27,8 @@ def slurm_up() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and any(
-        s.strip().rstrip("*") in {"idle", "mix", "alloc"} for s in out.stdout.split()
+        s.strip().rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "plnd", "comp"}
+        for s in out.stdout.split()
     )
 
 
