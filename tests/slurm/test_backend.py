@@ -154,7 +154,15 @@ async def test_attribution_visible_in_sacct(backend: SlurmBackend, workdir: Path
 async def test_jobs_that_left_squeue_come_from_sacct(backend: SlurmBackend, workdir: Path) -> None:
     sub = await backend.submit(spec(workdir, "exit 4"), PRINCIPAL, "t-sacct")
     await wait_until(backend, sub.backend_id, terminal)
-    got = await backend._from_sacct([sub.backend_id])  # as after MinJobAge
+    # accounting lags squeue by a fraction of a second: wait (with a deadline)
+    # until slurmdbd has the end record, as the poller would after MinJobAge
+    deadline = time.monotonic() + 30
+    while True:
+        got = await backend._from_sacct([sub.backend_id])
+        if sub.backend_id in got and got[sub.backend_id].state.terminal:
+            break
+        assert time.monotonic() < deadline, f"sacct never showed the end: {got}"
+        await asyncio.sleep(0.2)
     assert got[sub.backend_id].state is JobState.FAILED
     assert got[sub.backend_id].exit_code == 4
     assert got[sub.backend_id].extra["source"] == "sacct"
