@@ -6,7 +6,13 @@ from html import escape
 from typing import Any
 
 from tenantry.report import figures
-from tenantry.report.render_markdown import _num, _pct, headline_rows, telemetry_rows
+from tenantry.report.render_markdown import (
+    _num,
+    _pct,
+    headline_rows,
+    input_rows,
+    telemetry_rows,
+)
 
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
@@ -138,17 +144,7 @@ def render(report: dict[str, Any]) -> str:
         "<h2>Inputs</h2>",
         _table(
             ["source", "kind", "records", "steps skipped", "repaired", "unreadable"],
-            [
-                [
-                    s["source"],
-                    s["kind"],
-                    _num(s["records"]),
-                    _num(s["skipped_steps"]),
-                    _num(s["repaired"]),
-                    _num(s["unreadable"]),
-                ]
-                for s in report["inputs"]
-            ],
+            input_rows(report),
         ),
     ]
     bad = [u for s in report["inputs"] for u in s["unreadable_examples"]]

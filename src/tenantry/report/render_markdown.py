@@ -42,6 +42,21 @@ def headline_rows(report: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def input_rows(report: dict[str, Any]) -> list[list[str]]:
+    """One row per input file: what was read, skipped, repaired, unreadable."""
+    return [
+        [
+            s["source"],
+            s["kind"],
+            _num(s["records"]),
+            _num(s["skipped_steps"]),
+            _num(s["repaired"]),
+            _num(s["unreadable"]),
+        ]
+        for s in report["inputs"]
+    ]
+
+
 def telemetry_rows(report: dict[str, Any]) -> list[list[str]]:
     t = report.get("telemetry", {})
     return [
@@ -193,17 +208,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         _table(
             ["source", "kind", "records", "steps skipped", "repaired", "unreadable"],
-            [
-                [
-                    s["source"],
-                    s["kind"],
-                    _num(s["records"]),
-                    _num(s["skipped_steps"]),
-                    _num(s["repaired"]),
-                    _num(s["unreadable"]),
-                ]
-                for s in report["inputs"]
-            ],
+            input_rows(report),
         ),
     ]
     bad = [u for s in report["inputs"] for u in s["unreadable_examples"]]
