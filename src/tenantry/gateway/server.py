@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import uvicorn
 
+from tenantry import __version__
 from tenantry.errors import Conflict, UsageError
 from tenantry.gateway.app import create_app
 from tenantry.gateway.peercred import PeerCredProtocol
