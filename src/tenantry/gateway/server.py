@@ -109,6 +109,14 @@ async def serve(settings: Settings) -> None:
     server = uvicorn.Server(config)
     http = _http_server(settings, app) if settings.http else None
     http_task = asyncio.create_task(http[0].serve(sockets=[http[1]])) if http else None
+    log.info(
+        "tenantry %s serving %s (backend %s, state %s%s); Ctrl-C to stop",
+        __version__,
+        sock_path,
+        settings.backend,
+        state,
+        f", dashboard on http://{settings.http}" if settings.http else "",
+    )
     try:
         await server.serve(sockets=[sock])
     finally:
