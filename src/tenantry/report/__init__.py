@@ -27,5 +27,6 @@ __all__ = [
     "simulate_write",
     "slurm_fields",
     "sources",
+    "tables",
     "window",
 ]

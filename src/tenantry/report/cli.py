@@ -188,7 +188,8 @@ def _console(stderr: bool = False) -> Any:
 def _summary(report: dict[str, Any], out: str | None) -> None:
     from rich.table import Table
 
-    from tenantry.report.render_markdown import _num, headline_rows
+    from tenantry.report.tables import headline_rows
+    from tenantry.report.tables import num as _num
 
     t = Table(title="Agent share of the facility", title_justify="left")
     for h in ("metric", "agent", "unknown", "human", "agent bounds", "total"):

@@ -5,14 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from tenantry.report import figures
-from tenantry.report.render_markdown import (
-    _num,
-    _pct,
-    headline_rows,
-    input_rows,
-    telemetry_rows,
-)
+from tenantry.report import figures, tables
+from tenantry.report.tables import num as _num
 
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
@@ -46,9 +40,7 @@ def render(report: dict[str, Any]) -> str:
         f'<p class="note">Window (UTC): {escape(str(w["since"]))} to {escape(str(w["until"]))}. '
         f"Generated {escape(report['generated_at'])}.</p>",
         "<h2>Agent share of the facility</h2>",
-        _table(
-            ["metric", "agent", "unknown", "human", "agent bounds", "total"], headline_rows(report)
-        ),
+        _table(*tables.headline(report)),
         figures.share_bars(report["headline"]),
         '<p class="note">Bounds: the agent share if every unknown user were human (low) or agent '
         "(high). Core-hours = AllocCPUS x ElapsedRaw; GPU-hours from AllocTRES gres/gpu.</p>",
@@ -56,35 +48,10 @@ def render(report: dict[str, Any]) -> str:
         f"<p>Agent/human ratio: <b>{escape(_num(cr['ratio_pooled']))}x</b> pooled, "
         f"{escape(_num(cr['ratio_of_medians']))}x ratio of medians.</p>",
         f'<p class="note">{escape(cr["definition"])}</p>',
-        _table(
-            ["class", "commands", "active hours", "rate/hour", "median user rate"],
-            [
-                [
-                    c,
-                    _num(v["commands"]),
-                    _num(v["active_hours"]),
-                    _num(v["rate_per_hour"]),
-                    _num(v["median_user_rate"]),
-                ]
-                for c, v in cr["by_class"].items()
-            ],
-        ),
+        _table(*tables.command_rate(report)),
         "<h2>When: hour of week</h2>",
         f'<div class="grid">{heat}</div>',
-        _table(
-            ["class", "submissions", "night", "weekend", "off-hours"],
-            [
-                [
-                    c,
-                    _num(v["submissions"]),
-                    _pct(v["night_pct"]),
-                    _pct(v["weekend_pct"]),
-                    _pct(v["off_hours_pct"]),
-                ]
-                for c, v in report["off_hours"].items()
-                if isinstance(v, dict)
-            ],
-        ),
+        _table(*tables.off_hours(report)),
         f'<p class="note">{escape(report["off_hours"]["definition"])}</p>',
         "<h2>Job sizes and durations</h2>",
         figures.grouped_bars(report["job_sizes"], "Allocated CPUs per job (share of class's jobs)"),
@@ -92,33 +59,9 @@ def render(report: dict[str, Any]) -> str:
         "<h2>Trial-and-error loops and waste</h2>",
         f'<p class="note">{escape(report["trial_error"]["definition"])}; waste = usage of jobs '
         f"ending {escape(', '.join(report['waste']['states']))}.</p>",
-        _table(
-            ["class", "loops", "submissions in loops", "share", "wasted core-h", "wasted GPU-h"],
-            [
-                [
-                    c,
-                    _num(report["trial_error"][c]["loops"]),
-                    _num(report["trial_error"][c]["submissions_in_loops"]),
-                    _pct(report["trial_error"][c]["share_pct"]),
-                    _num(report["waste"].get(c, {}).get("wasted_core_hours")),
-                    _num(report["waste"].get(c, {}).get("wasted_gpu_hours")),
-                ]
-                for c in ("agent", "human", "unknown")
-            ],
-        ),
+        _table(*tables.waste(report)),
         "<h2>Burstiness and concentration</h2>",
-        _table(
-            ["class", "median burstiness", "Gini (core-h)", "top 10 % users' core-h"],
-            [
-                [
-                    c,
-                    _num(report["burstiness"][c]["median_burstiness"]),
-                    _num(report["concentration"][c]["gini"]),
-                    _pct(report["concentration"][c]["top10_pct"]),
-                ]
-                for c in ("agent", "human", "unknown")
-            ],
-        ),
+        _table(*tables.burstiness(report)),
         "<h2>Top users</h2>",
         _table(
             ["user", "class", "evidence", "submissions", "rate/h", "core-h", "GPU-h"],
@@ -137,15 +80,9 @@ def render(report: dict[str, Any]) -> str:
         ),
         "<h2>Tenantry telemetry, by principal</h2>",
         f'<p class="note">{escape(report["telemetry"]["definition"])}</p>',
-        _table(
-            ["principal class", "commands", "principals", "active hours", "rate/hour"],
-            telemetry_rows(report),
-        ),
+        _table(*tables.telemetry(report)),
         "<h2>Inputs</h2>",
-        _table(
-            ["source", "kind", "records", "steps skipped", "repaired", "unreadable"],
-            input_rows(report),
-        ),
+        _table(*tables.inputs(report)),
     ]
     bad = [u for s in report["inputs"] for u in s["unreadable_examples"]]
     if bad:

@@ -4,72 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-METRICS = (
-    ("users", "Users"),
-    ("submissions", "Job submissions"),
-    ("core_hours", "CPU core-hours"),
-    ("gpu_hours", "GPU-hours"),
-)
-
-
-def _pct(v: Any) -> str:
-    return "-" if v is None else f"{float(v):.1f} %"
-
-
-def _num(v: Any) -> str:
-    if v is None:
-        return "-"
-    f = float(v)
-    return f"{f:,.0f}" if abs(f) >= 100 else f"{f:,.2f}".rstrip("0").rstrip(".")
-
-
-def headline_rows(report: dict[str, Any]) -> list[list[str]]:
-    """[metric, agent %, unknown %, human %, agent bounds, total] rows."""
-    rows = []
-    for key, label in METRICS:
-        h = report["headline"][key]
-        lo, hi = h["agent_bounds_pct"]
-        rows.append(
-            [
-                label,
-                _pct(h["share_pct"]["agent"]),
-                _pct(h["share_pct"]["unknown"]),
-                _pct(h["share_pct"]["human"]),
-                f"{_pct(lo)} - {_pct(hi)}",
-                _num(h["total"]),
-            ]
-        )
-    return rows
-
-
-def input_rows(report: dict[str, Any]) -> list[list[str]]:
-    """One row per input file: what was read, skipped, repaired, unreadable."""
-    return [
-        [
-            s["source"],
-            s["kind"],
-            _num(s["records"]),
-            _num(s["skipped_steps"]),
-            _num(s["repaired"]),
-            _num(s["unreadable"]),
-        ]
-        for s in report["inputs"]
-    ]
-
-
-def telemetry_rows(report: dict[str, Any]) -> list[list[str]]:
-    t = report.get("telemetry", {})
-    return [
-        [
-            c,
-            _num(v["commands"]),
-            _num(v["principals"]),
-            _num(v["active_hours"]),
-            _num(v["rate_per_hour"]),
-        ]
-        for c, v in t.items()
-        if isinstance(v, dict)
-    ]
+from tenantry.report import tables
+from tenantry.report.tables import num as _num
+from tenantry.report.tables import pct as _pct
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -88,10 +25,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         "## Agent share of the facility",
         "",
-        _table(
-            ["metric", "agent", "unknown", "human", "agent bounds", "total"],
-            headline_rows(report),
-        ),
+        _table(*tables.headline(report)),
         "",
         "Bounds: the agent share if every unknown user were human (low) or agent (high).",
         "",
@@ -102,72 +36,23 @@ def render(report: dict[str, Any]) -> str:
         "",
         f"Definition: {cr['definition']}",
         "",
-        _table(
-            ["class", "commands", "active hours", "rate/hour", "median user rate"],
-            [
-                [
-                    c,
-                    _num(v["commands"]),
-                    _num(v["active_hours"]),
-                    _num(v["rate_per_hour"]),
-                    _num(v["median_user_rate"]),
-                ]
-                for c, v in cr["by_class"].items()
-            ],
-        ),
+        _table(*tables.command_rate(report)),
         "",
         "## Nights and weekends",
         "",
         report["off_hours"]["definition"],
         "",
-        _table(
-            ["class", "submissions", "night", "weekend", "off-hours"],
-            [
-                [
-                    c,
-                    _num(v["submissions"]),
-                    _pct(v["night_pct"]),
-                    _pct(v["weekend_pct"]),
-                    _pct(v["off_hours_pct"]),
-                ]
-                for c, v in report["off_hours"].items()
-                if isinstance(v, dict)
-            ],
-        ),
+        _table(*tables.off_hours(report)),
         "",
         "## Trial-and-error loops and waste",
         "",
         report["trial_error"]["definition"],
         "",
-        _table(
-            ["class", "loops", "submissions in loops", "share", "wasted core-h", "wasted GPU-h"],
-            [
-                [
-                    c,
-                    _num(report["trial_error"][c]["loops"]),
-                    _num(report["trial_error"][c]["submissions_in_loops"]),
-                    _pct(report["trial_error"][c]["share_pct"]),
-                    _num(report["waste"].get(c, {}).get("wasted_core_hours")),
-                    _num(report["waste"].get(c, {}).get("wasted_gpu_hours")),
-                ]
-                for c in ("agent", "human", "unknown")
-            ],
-        ),
+        _table(*tables.waste(report)),
         "",
         "## Burstiness and concentration",
         "",
-        _table(
-            ["class", "median burstiness", "Gini (core-h)", "top 10 % users' core-h"],
-            [
-                [
-                    c,
-                    _num(report["burstiness"][c]["median_burstiness"]),
-                    _num(report["concentration"][c]["gini"]),
-                    _pct(report["concentration"][c]["top10_pct"]),
-                ]
-                for c in ("agent", "human", "unknown")
-            ],
-        ),
+        _table(*tables.burstiness(report)),
         "",
         "## Classification",
         "",
@@ -199,17 +84,11 @@ def render(report: dict[str, Any]) -> str:
         "",
         report["telemetry"]["definition"],
         "",
-        _table(
-            ["principal class", "commands", "principals", "active hours", "rate/hour"],
-            telemetry_rows(report),
-        ),
+        _table(*tables.telemetry(report)),
         "",
         "## Inputs",
         "",
-        _table(
-            ["source", "kind", "records", "steps skipped", "repaired", "unreadable"],
-            input_rows(report),
-        ),
+        _table(*tables.inputs(report)),
     ]
     bad = [u for s in report["inputs"] for u in s["unreadable_examples"]]
     if bad:
