@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,78 +19,28 @@ from tenantry.settings import load
 AGENT = {"TENANTRY_AGENT": "claude-code", "TENANTRY_SESSION": "e2e-1"}
 
 
-def _alive(path: str) -> bool:
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+_gw: Any = sys.modules["_tenantry_gateway_test_helpers"]  # loaded by tests/conftest.py
 
 
-def _wait(cond: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-class Daemon:
-    def __init__(self) -> None:
-        self.state = tempfile.mkdtemp(prefix="tnt-")
-        os.chmod(self.state, 0o700)
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "CURSOR", "TENANTRY_"))
-        }
-        src = str(Path(__file__).resolve().parents[2] / "src")
-        self.env["PYTHONPATH"] = os.pathsep.join(
-            [src, *filter(None, [os.environ.get("PYTHONPATH", "")])]
-        )
-        self.env.update(
-            TENANTRY_STATE_DIR=self.state, TENANTRY_SOCKET=str(Path(self.state) / "sock")
-        )
-        log = (Path(self.state) / "daemon.log").open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tenantry", "serve"],
-            env=self.env,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        _wait(lambda: _alive(self.env["TENANTRY_SOCKET"]) or self.proc.poll() is not None)
-        assert self.proc.poll() is None, (Path(self.state) / "daemon.log").read_text()
+class Daemon(_gw.Daemon):  # type: ignore[misc]
+    """The gateway tests' real daemon, speaking as a Claude Code session by default."""
 
     def client(self, **claims: str) -> Client:
-        base = {"agent": "claude-code", "session": "e2e-1", "host": "t", "project": ""}
-        base.update(claims)
-        return Client(load(env=self.env), autostart=False, claims=base)
+        client: Client = super().client(**{"agent": "claude-code", "session": "e2e-1", **claims})
+        return client
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tenantry", *args],
-            env={**self.env, **AGENT},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=self.state,
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
+    def cli(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        kw["env"] = {**AGENT, **(kw.get("env") or {})}
+        result: subprocess.CompletedProcess[str] = super().cli(*args, **kw)
+        return result
 
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    d = Daemon()
+    state = tempfile.mkdtemp(prefix="tnt-")
+    os.chmod(state, 0o700)
+    d = Daemon(state, _gw.clean_env(state))
+    d.start()
     try:
         yield d
     finally:
