@@ -144,7 +144,8 @@ def _read_json(resp: http.client.HTTPResponse) -> dict[str, Any]:
     return data
 
 
-def _alive(path: str) -> bool:
+def socket_answers(path: str) -> bool:
+    """True when something accepts connections on the Unix socket ``path``."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(1.0)
@@ -164,7 +165,7 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     with (state / "spawn.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _alive(settings.socket):
+        if socket_answers(settings.socket):
             return
         log = (state / "daemon.log").open("ab")
         os.chmod(state / "daemon.log", 0o600)
@@ -192,7 +193,7 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
         deadline = time.monotonic() + wait_s
         delay = 0.005
         while time.monotonic() < deadline:
-            if _alive(settings.socket):
+            if socket_answers(settings.socket):
                 return
             if proc.poll() is not None:
                 break

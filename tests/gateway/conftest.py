@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.client import Client
+from tenantry.client import Client, socket_answers
 from tenantry.settings import Settings, load
 
 
@@ -31,17 +30,6 @@ def wait_for(cond: Any, timeout: float = 15.0, what: str = "condition") -> Any:
         time.sleep(delay)
         delay = min(delay * 1.5, 0.2)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def socket_alive(path: str) -> bool:
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 @dataclass
@@ -68,7 +56,7 @@ class Daemon:
             stderr=log,
             start_new_session=True,
         )
-        wait_for(lambda: socket_alive(self.socket), what="daemon socket")
+        wait_for(lambda: socket_answers(self.socket), what="daemon socket")
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         assert self.proc is not None

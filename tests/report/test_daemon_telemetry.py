@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tenantry.client import socket_answers
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -42,17 +43,6 @@ def _until(cond: object, timeout: float = 20.0) -> None:
     raise AssertionError("timed out")
 
 
-def _alive(path: str) -> bool:
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
 @pytest.fixture
 def state() -> Iterator[str]:
     d = tempfile.mkdtemp(prefix="tnt-")
@@ -66,7 +56,7 @@ def state() -> Iterator[str]:
         start_new_session=True,
     )
     try:
-        _until(lambda: _alive(str(Path(d) / "sock")))
+        _until(lambda: socket_answers(str(Path(d) / "sock")))
         yield d
     finally:
         proc.send_signal(signal.SIGTERM)

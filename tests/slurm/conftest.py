@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ import pytest
 
 from tenantry.backends.base import JobUpdate
 from tenantry.backends.slurm import SlurmBackend
+from tenantry.client import socket_answers
 from tenantry.models import AgentProduct, JobSpec, Principal, Resources
 from tenantry.settings import load
 from tenantry.shims.install import install
@@ -108,17 +108,6 @@ async def sacct_row(job_id: str, fields: str, timeout: float = 15.0) -> list[str
 AGENT_MARKERS = ("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "CURSOR", "OPENHANDS", "TENANTRY_")
 
 
-def _alive(path: str) -> bool:
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
 class Env:
     def __init__(self, state: str, shims: Path, work: Path) -> None:
         self.state, self.shims, self.work = state, shims, work
@@ -172,7 +161,7 @@ def env(slurm: None) -> Iterator[Env]:
         start_new_session=True,
     )
     deadline = time.monotonic() + 20
-    while not _alive(str(Path(state) / "sock")):
+    while not socket_answers(str(Path(state) / "sock")):
         assert proc.poll() is None, (Path(state) / "daemon.log").read_text()
         assert time.monotonic() < deadline, "daemon did not start"
         time.sleep(0.05)
