@@ -75,8 +75,11 @@ async def _lessons_for_job(ctx: OpContext, job_id: str) -> list[dict[str, Any]]:
     commands = ctx.runtime.components.get("commands")
     if commands is None:
         return []
+    job = await _svc(ctx).get(ctx.principal, job_id)
+    # without a separate error file, stderr is the output file: read it once
+    streams = ("stderr", "stdout") if job.error else ("stdout",)
     text = ""
-    for stream in ("stderr", "stdout"):
+    for stream in streams:
         try:
             text += (await _svc(ctx).logs(ctx.principal, job_id, 60, stream))["text"] + "\n"
         except TenantryError:
