@@ -153,10 +153,10 @@ class Journal:
         """Insert a job before it is handed to a backend; assigns the next id."""
 
         def fn(c: sqlite3.Connection) -> Job:
-            row = c.execute(
-                "SELECT MAX(CAST(SUBSTR(id, 2) AS INTEGER)) FROM jobs WHERE id LIKE 't%'"
-            ).fetchone()
-            job.id = f"t{(row[0] or 0) + 1}"
+            # ids grow with insertion order, so the newest row holds the largest
+            # (an index lookup, not a scan of every job ever submitted)
+            row = c.execute("SELECT id FROM jobs ORDER BY rowid DESC LIMIT 1").fetchone()
+            job.id = f"t{int(row[0][1:]) + 1 if row else 1}"
             c.execute(
                 "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, name,"
                 " spec_json, spec_hash, submitted_at, resources_json, updated_at)"
