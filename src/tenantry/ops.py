@@ -23,7 +23,7 @@ from tenantry.errors import UsageError
 from tenantry.models import Principal
 
 if TYPE_CHECKING:
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.service.runtime import Runtime
 
 T = TypeVar("T")
 

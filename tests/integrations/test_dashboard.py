@@ -372,7 +372,7 @@ async def test_budgets_in_force_from_the_component(rt: Runtime) -> None:
 
     c = await client(rt)
     assert "budgets service is not running" in text((await c.get("/policy")).text)
-    rt.components["budgets"] = Budgets()
+    rt.budgets = Budgets()
     body = text((await c.get("/policy")).text)
     assert "user alice" in body and "45.5 / 100" in body and "46 %" in body
     assert ALICE.key in asked and BOB.key in asked

@@ -17,8 +17,8 @@ from typing import Any
 
 from tenantry.audit.chain import KEY_NAME, ChainWriter, digest, load_key
 from tenantry.events import Event
-from tenantry.gateway.runtime import Runtime
 from tenantry.models import Principal
+from tenantry.service.runtime import Runtime
 from tenantry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -156,4 +156,6 @@ def _fields(
 
 
 def create(runtime: Runtime) -> AuditLog:
-    return AuditLog(runtime)
+    audit = AuditLog(runtime)
+    runtime.gates["audit"] = audit
+    return audit

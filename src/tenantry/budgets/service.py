@@ -25,8 +25,8 @@ from tenantry.budgets.config import CONSUMED, METRICS, BudgetConfig, Limit
 from tenantry.budgets.windows import bounds, describe_reset
 from tenantry.errors import BudgetExceeded, UsageError
 from tenantry.events import Event, EventType
-from tenantry.gateway.runtime import Runtime
 from tenantry.models import JobState, Principal, Resources
+from tenantry.service.runtime import Runtime
 from tenantry.store.db import Database, load_migrations
 
 log = logging.getLogger(__name__)
@@ -442,4 +442,7 @@ def _num(x: float) -> str:
 
 
 def create(runtime: Runtime) -> BudgetService:
-    return BudgetService(runtime)
+    service = BudgetService(runtime)
+    runtime.gates["budgets"] = service
+    runtime.budgets = service
+    return service

@@ -20,7 +20,7 @@ from tenantry.models import CommandResult, CommandSpec, Principal
 from tenantry.runner import LocalRunner, Sink
 
 if TYPE_CHECKING:
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class CommandService:
     def _where(self, spec: CommandSpec) -> str:
         if spec.where not in {"auto", "local", "lease"}:
             raise UsageError("where must be auto, local or lease")
-        leases = self.rt.components.get("leases")
+        leases = self.rt.leases
         if spec.where == "lease":
             if leases is None:
                 raise UsageError(
@@ -56,8 +56,7 @@ class CommandService:
             # embedded default: a lease would be a local process too, so auto
             # runs the command directly; where=lease still uses a pilot
             return "local"
-        router = getattr(leases, "route", None)
-        return str(router(spec)) if router is not None else "local"
+        return leases.route(spec)
 
     async def run(self, p: Principal, spec: CommandSpec, sink: Sink) -> CommandResult:
         where = self._where(spec)
@@ -75,10 +74,8 @@ class CommandService:
         )
         t0 = time.monotonic()
         try:
-            if where == "lease":
-                result: CommandResult = await self.rt.components["leases"].run(
-                    spec, p, sink, cid=cid
-                )
+            if where == "lease" and self.rt.leases is not None:
+                result = await self.rt.leases.run(spec, p, sink, cid=cid)
             else:
                 result = await self.runner.run(spec, p, sink, cid=cid)
         except BaseException as exc:
@@ -144,11 +141,11 @@ class CommandService:
         return result
 
     async def lessons_for(self, p: Principal, text: str) -> list[dict[str, Any]]:
-        memory = self.rt.components.get("memory")
+        memory = self.rt.lessons
         if memory is None or not text.strip():
             return []
         try:
-            lessons: list[dict[str, Any]] = await memory.lessons_for_failure(p, text[-4000:])
+            lessons = await memory.lessons_for_failure(p, text[-4000:])
         except Exception:  # memory must never break a command result
             log.exception("lesson lookup failed")
             return []

@@ -36,11 +36,11 @@ from tenantry.errors import (
 )
 from tenantry.events import Bus, Event, EventType
 from tenantry.gateway.peercred import PEER_KEY
-from tenantry.gateway.runtime import Runtime
 from tenantry.jobs.service import JobService
 from tenantry.models import AgentProduct, Principal
 from tenantry.ops import REGISTRY, Op, OpContext
 from tenantry.runner import LocalRunner
+from tenantry.service.runtime import Component, Runtime
 from tenantry.settings import Settings
 from tenantry.store.journal import Journal
 
@@ -62,7 +62,8 @@ OP_MODULES: tuple[str, ...] = (
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
-# A factory takes the Runtime and returns an object with start()/aclose().
+# A factory takes the Runtime, fills the typed slots its component provides
+# (rt.gates, rt.leases, ...: tenantry.service.seams) and returns the component.
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("metrics", "tenantry.integrations.metrics:create"),
     ("audit", "tenantry.audit.component:create"),
@@ -96,9 +97,9 @@ def make_backend(settings: Settings) -> Backend:
     raise UsageError(f"unknown backend {settings.backend!r}", hint="use local or slurm")
 
 
-def _load(target: str) -> Callable[[Runtime], Any]:
+def _load(target: str) -> Callable[[Runtime], Component]:
     module, _, attr = target.partition(":")
-    fn: Callable[[Runtime], Any] = getattr(importlib.import_module(module), attr)
+    fn: Callable[[Runtime], Component] = getattr(importlib.import_module(module), attr)
     return fn
 
 
@@ -120,7 +121,8 @@ async def open_runtime(
         stack.push_async_callback(backend.aclose)
         rt = Runtime(settings, journal, bus, backend)
         runner = LocalRunner(settings.output_cap_bytes, settings.command_timeout_s)
-        core: list[tuple[str, Any]] = [
+        rt.runner = runner
+        core: list[tuple[str, Component]] = [
             ("runner", runner),
             ("jobs", JobService(rt)),
             ("commands", CommandService(rt, runner)),
@@ -198,11 +200,8 @@ def _internal(exc: Exception) -> TenantryError:
 async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> list[str]:
     """Checks every op passes before it runs (kill switch, policy, budgets)."""
     warnings: list[str] = []
-    for name in ("kill", "policy", "budgets", "audit"):
-        comp = rt.components.get(name)
-        gate = getattr(comp, "gate", None)
-        if gate is not None:
-            warnings.extend(await gate(p, op.name, op.action, params) or [])
+    for gate in rt.ordered_gates():
+        warnings.extend(await gate.gate(p, op.name, op.action, params))
     return warnings
 
 

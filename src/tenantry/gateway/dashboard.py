@@ -35,9 +35,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import BaseRoute, Route
 
 from tenantry.gateway import dashboard_data as data
-from tenantry.gateway.runtime import Runtime
 from tenantry.gateway.svg import bars, hbars
 from tenantry.models import AgentProduct, Principal
+from tenantry.service.runtime import Runtime
 
 COOKIE = "tenantry_dashboard"
 WIDE = 1120  # SVG width of a chart that spans the page (text keeps its size)
@@ -438,7 +438,7 @@ async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
     tiles = tile(len(le["active"]), "leases held now") + tile(
         f"{le['idle_core_hours']:.2f}", "idle core-hours", "held but running nothing, in the window"
     )
-    has_leases = "leases" in rt.components
+    has_leases = rt.leases is not None
     note = (
         ""
         if has_leases
@@ -492,8 +492,8 @@ def _budget_text(d: dict[str, Any]) -> str:
 
 async def budgets_in_force(rt: Runtime, limit: int = 12, shown: int = 10) -> str:
     """Budget use of the most recently seen principals, from the budgets component."""
-    status = getattr(rt.components.get("budgets"), "status", None)
-    if status is None:
+    budgets = rt.budgets
+    if budgets is None:
         return '<p class="empty">The budgets service is not running in this daemon.</p>'
     rows = await rt.journal.db.fetchall(
         "SELECT * FROM sessions ORDER BY last_seen DESC LIMIT ?", (limit,)
@@ -505,7 +505,7 @@ async def budgets_in_force(rt: Runtime, limit: int = 12, shown: int = 10) -> str
         except ValueError:
             agent = AgentProduct.OTHER_AGENT
         p = Principal(r["uid"], r["user"], agent, r["session"], r["host"], r["project"])
-        for u in await status(p):
+        for u in await budgets.status(p):
             usages[(str(u.get("scope_key")), str(u.get("metric")), str(u.get("window")))] = u
     ranked = sorted(usages.values(), key=lambda u: -float(u.get("fraction") or 0.0))
     out: list[list[str]] = []
@@ -780,9 +780,7 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
             if not auth.ok(request):
                 return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
             w, hours = _window(request)
-            flush = getattr(rt.journal, "flush", None)
-            if flush is not None:  # the journal batches telemetry: read everything emitted
-                await flush()
+            await rt.journal.flush()  # the journal batches telemetry: read everything emitted
             body = await fn(request, rt, w)
             return _secure(HTMLResponse(_render(request, rt, title, body, hours)))
 

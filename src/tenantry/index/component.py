@@ -29,10 +29,10 @@ from typing import Any, TypeVar
 
 from tenantry.errors import Conflict, IndexError_, NotFound, UsageError
 from tenantry.events import Event, EventType
-from tenantry.gateway.runtime import Runtime
 from tenantry.index import crawl, query, store
 from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
+from tenantry.service.runtime import Runtime
 from tenantry.store.db import Database, load_migrations
 
 log = logging.getLogger(__name__)

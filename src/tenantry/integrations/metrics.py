@@ -28,7 +28,7 @@ from tenantry.events import Event, EventType
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.service.runtime import Runtime
 
 _LATENCY = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
@@ -141,10 +141,10 @@ class Metrics:
 
     async def refresh(self) -> None:
         """Update gauges that come from the store (called at scrape time)."""
-        db = getattr(getattr(self.runtime, "journal", None), "db", None)
-        if db is None:
+        journal = self.runtime.journal
+        if journal is None:  # a runtime without a store (unit tests)
             return
-        rows = await db.fetchall(
+        rows = await journal.db.fetchall(
             "SELECT state, COUNT(*) AS n FROM jobs"
             " WHERE state IN ('PENDING','RUNNING','CONFIGURING','SUSPENDED') GROUP BY state"
         )

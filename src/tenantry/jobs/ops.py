@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from tenantry.commands.service import CommandService
 from tenantry.errors import TenantryError, UsageError
 from tenantry.guard.adapters import guard_text_result
 from tenantry.jobs import directives
@@ -73,7 +74,7 @@ async def wait(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str
 async def _lessons_for_job(ctx: OpContext, job_id: str) -> list[dict[str, Any]]:
     """Facility-memory lessons matching the end of a failed job's error output."""
     commands = ctx.runtime.components.get("commands")
-    if commands is None:
+    if not isinstance(commands, CommandService):
         return []
     job = await _svc(ctx).get(ctx.principal, job_id)
     # without a separate error file, stderr is the output file: read it once
@@ -84,8 +85,7 @@ async def _lessons_for_job(ctx: OpContext, job_id: str) -> list[dict[str, Any]]:
             text += (await _svc(ctx).logs(ctx.principal, job_id, 60, stream))["text"] + "\n"
         except TenantryError:
             continue
-    lessons: list[dict[str, Any]] = await commands.lessons_for(ctx.principal, text)
-    return lessons
+    return await commands.lessons_for(ctx.principal, text)
 
 
 @op("jobs.cancel", "Cancel a job", action="cancel_job")

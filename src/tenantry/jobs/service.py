@@ -30,7 +30,7 @@ from tenantry.models import Job, JobSpec, JobState, Principal
 
 if TYPE_CHECKING:
     from tenantry.backends.base import JobUpdate
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -12,19 +12,18 @@ skipped and the summary says so.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tenantry.errors import Conflict, NotFound, PermissionDenied, SessionStopped
 from tenantry.events import Event, EventType
-from tenantry.gateway.runtime import Runtime
 from tenantry.models import AgentProduct, JobState, Principal
+from tenantry.service.runtime import Runtime
 from tenantry.store.db import Database, load_migrations
 
 log = logging.getLogger(__name__)
@@ -303,21 +302,18 @@ class KillSwitch:
                 summary["jobs_cancelled"].append(str(row["id"]))
             except Exception as exc:  # report and go on: the other parts still have to stop
                 summary["errors"].append(f"job {row['id']}: {exc}")
-        for comp_name, method, field in (
-            ("leases", "drain_principal", "leases_drained"),
-            ("runner", "kill_principal", "commands_ended"),
-        ):
-            comp = self.runtime.components.get(comp_name)
-            fn = getattr(comp, method, None) if comp is not None else None
-            if fn is None:
+        leases, runner = self.runtime.leases, self.runtime.runner
+        stoppers: tuple[tuple[str, Callable[[str], Awaitable[int]] | None, str], ...] = (
+            ("leases", leases.drain_principal if leases else None, "leases_drained"),
+            ("runner", runner.kill_principal if runner else None, "commands_ended"),
+        )
+        for comp_name, stop, field in stoppers:
+            if stop is None:
                 summary["skipped"].append(comp_name)
                 continue
             for key in keys:
                 try:
-                    result = fn(key)
-                    if inspect.isawaitable(result):
-                        result = await result
-                    summary[field] += int(result) if isinstance(result, int | float) else 0
+                    summary[field] += int(await stop(key))
                 except Exception as exc:
                     summary["errors"].append(f"{comp_name} {key}: {exc}")
         return summary
@@ -325,16 +321,10 @@ class KillSwitch:
     async def _cancel_job(self, job_id: str, backend_id: str, key: str, uid: int) -> None:
         from tenantry.ops import REGISTRY, OpContext
 
-        jobs = self.runtime.components.get("jobs")
-        cancel = getattr(jobs, "cancel", None) if jobs is not None else None
         principal = principal_from_key(key, uid)
         op = REGISTRY.get("jobs.cancel")
         if op is not None and principal is not None:
             await op.fn(OpContext(principal, self.runtime), {"id": job_id})
-        elif cancel is not None:
-            result = cancel(job_id)
-            if inspect.isawaitable(result):
-                await result
         elif self.runtime.backend is not None and backend_id:
             await self.runtime.backend.cancel(backend_id)
         else:
@@ -356,4 +346,6 @@ class KillSwitch:
 
 
 def create(runtime: Runtime) -> KillSwitch:
-    return KillSwitch(runtime)
+    ks = KillSwitch(runtime)
+    runtime.gates["kill"] = ks
+    return ks

@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING
 from tenantry.leases.manager import LeaseManager
 
 if TYPE_CHECKING:
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.service.runtime import Runtime
 
 __all__ = ["LeaseManager", "create"]
 
 
 def create(runtime: Runtime) -> LeaseManager:
     """A lease manager on the runtime's backend; ``start()`` opens its listener."""
-    return LeaseManager(runtime.settings, runtime.backend, runtime.bus)
+    manager = LeaseManager(runtime.settings, runtime.backend, runtime.bus)
+    runtime.leases = manager
+    return manager

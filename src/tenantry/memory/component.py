@@ -26,7 +26,6 @@ from typing import Any
 
 from tenantry.errors import Conflict, NotFound, PermissionDenied
 from tenantry.events import Event, EventType
-from tenantry.gateway.runtime import Runtime
 from tenantry.memory import retrieval, rules, signature, terms
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
@@ -42,6 +41,7 @@ from tenantry.memory.probes import Prober, SlurmProber
 from tenantry.memory.store import LessonStore, new_id
 from tenantry.memory.verify import Outcome, check
 from tenantry.models import AgentProduct, Principal
+from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -496,4 +496,6 @@ class MemoryService:
 
 
 def create(runtime: Runtime) -> MemoryService:
-    return MemoryService(runtime)
+    service = MemoryService(runtime)
+    runtime.lessons = service
+    return service

@@ -25,7 +25,7 @@ from tenantry.policy.facts import Facts, local_user, partitions_from_info
 from tenantry.policy.judge import Decision, Judge
 
 if TYPE_CHECKING:
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -201,4 +201,6 @@ def _digest(params: dict[str, Any]) -> str:
 
 
 def create(runtime: Runtime) -> PolicyService:
-    return PolicyService(runtime)
+    service = PolicyService(runtime)
+    runtime.gates["policy"] = service
+    return service

@@ -1,0 +1,72 @@
+"""The typed seams between concepts: one small Protocol per cross-concept call.
+
+A concept that calls into another never looks it up by name: it reads a typed
+slot of the ``Runtime`` (``rt.leases``, ``rt.lessons``, ...) whose type is one
+of these Protocols, and the concept that provides it fills the slot in its
+component factory. The type checker therefore sees both sides of every seam.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from tenantry.models import CommandResult, CommandSpec, Principal
+from tenantry.runner import Sink
+
+
+class Component(Protocol):
+    """A long-lived part of the daemon, started after the core and closed in reverse."""
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Gate(Protocol):
+    """Runs before every op; may refuse (raise) or return warnings for the caller."""
+
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]: ...
+
+
+class CommandRunner(Protocol):
+    """Runs commands on this host (the local runner)."""
+
+    async def run(
+        self, spec: CommandSpec, principal: Principal, sink: Sink, cid: str | None = None
+    ) -> CommandResult: ...
+
+    async def kill_principal(self, key: str) -> int:
+        """End every running command of ``key``; return how many."""
+        ...
+
+
+class LeaseRunner(Protocol):
+    """Runs commands on warm leases (the lease manager)."""
+
+    async def run(
+        self, spec: CommandSpec, principal: Principal, sink: Sink, cid: str | None = None
+    ) -> CommandResult: ...
+
+    def route(self, spec: CommandSpec) -> str:
+        """``local`` or ``lease`` for a command sent with ``where=auto``."""
+        ...
+
+    async def drain_principal(self, key: str) -> int:
+        """Stop ``key``'s commands and release its leases; return how many."""
+        ...
+
+
+class LessonSource(Protocol):
+    """Facility-memory lessons that match a failure's error text (the memory)."""
+
+    async def lessons_for_failure(
+        self, principal: Principal, text: str, limit: int = 3
+    ) -> list[dict[str, Any]]: ...
+
+
+class StatusSource(Protocol):
+    """Per-principal status rows for the dashboard (the budgets)."""
+
+    async def status(self, principal: Principal) -> list[dict[str, Any]]: ...
