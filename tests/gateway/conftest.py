@@ -14,9 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.types import CallToolResult, TextContent
 
 from tenantry.client import Client, socket_answers
 from tenantry.settings import Settings, load
+
+
+def mcp_text(result: CallToolResult) -> str:
+    """The text of an MCP tool result's first content block (our tools send text)."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
 
 
 def wait_for(cond: Any, timeout: float = 15.0, what: str = "condition") -> Any:

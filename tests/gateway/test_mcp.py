@@ -13,7 +13,7 @@ from mcp import Client
 
 from tenantry.gateway.mcp import build_server
 
-from .conftest import Daemon
+from .conftest import Daemon, mcp_text
 
 TOOLS = {
     "run_command",
@@ -33,18 +33,20 @@ def _data(result: Any) -> dict[str, Any]:
     assert not result.is_error, result.content
     if result.structured_content is not None:
         sc = result.structured_content
-        return sc.get("result", sc) if isinstance(sc, dict) and len(sc) == 1 else sc
-    return json.loads(result.content[0].text)
+        data: dict[str, Any] = sc.get("result", sc) if isinstance(sc, dict) and len(sc) == 1 else sc
+        return data
+    parsed: dict[str, Any] = json.loads(mcp_text(result))
+    return parsed
 
 
 async def test_every_tool(daemon: Daemon, tmp_path: Path) -> None:
     server = build_server(daemon.settings)
     script = tmp_path / "j.sh"
     script.write_text("#!/bin/sh\nsleep 0.5\necho from-job\n")
-    progress: list[tuple[float, float | None, str | None]] = []
+    seen: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(p: float, total: float | None, msg: str | None) -> None:
-        progress.append((p, total, msg))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
 
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -82,7 +84,7 @@ async def test_every_tool(daemon: Daemon, tmp_path: Path) -> None:
             )
         )
         assert done["job"]["state"] == "COMPLETED"
-        assert progress, "wait_job sent no progress notifications"
+        assert seen, "wait_job sent no progress notifications"
 
         logs = _data(await client.call_tool("job_logs", {"id": jid}))
         assert logs["text"] == "from-job"
@@ -107,13 +109,13 @@ async def test_every_tool(daemon: Daemon, tmp_path: Path) -> None:
 
         bad = await client.call_tool("job_status", {"ids": ["t9999"]})
         assert bad.is_error
-        text = bad.content[0].text
+        text = mcp_text(bad)
         assert "not_found" in text and "tenantry jobs" in text
 
         bad = await client.call_tool(
             "submit_job", {"script": "x.sh", "script_text": "no shebang", "cwd": str(tmp_path)}
         )
-        assert bad.is_error and "#!" in bad.content[0].text
+        assert bad.is_error and "#!" in mcp_text(bad)
 
 
 def test_mcp_stdio_starts_within_a_second(daemon: Daemon) -> None:

@@ -91,7 +91,7 @@ async def test_unreadable_directory_stays_listed(
             raise PermissionError(errno.EACCES, "denied")
         return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(crawl.os, "open", deny)
+    monkeypatch.setattr(crawl.os, "open", deny)  # type: ignore[attr-defined]
     await manual_service.refresh(str(root))  # deep: re-lists every directory
     want = {str(root), str(root / "locked"), str(root / "locked" / "f.txt")}
     assert await index_find(manual_service, root) == want

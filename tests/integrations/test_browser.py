@@ -79,7 +79,8 @@ def make_activity(d: Daemon) -> None:
 def get(d: Daemon, path: str) -> str:
     req = urllib.request.Request(d.url + path, headers={"Authorization": f"Bearer {d.token}"})
     with urllib.request.urlopen(req, timeout=10) as resp:  # loopback only
-        return resp.read().decode()
+        body: bytes = resp.read()
+        return body.decode()
 
 
 def test_dashboard_in_chromium(daemon: Daemon) -> None:

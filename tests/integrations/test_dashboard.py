@@ -308,7 +308,7 @@ async def test_metrics_endpoint(rt: Runtime) -> None:
 
 async def test_each_daemon_has_its_own_registry(rt: Runtime) -> None:
     other = Metrics(rt)
-    assert other.registry is not rt.components["metrics"].registry
+    assert other.registry is not rt.component("metrics", Metrics).registry
     assert b'tenantry_status_queries_total{served_from="cache"} 30.0' not in other.render()
 
 

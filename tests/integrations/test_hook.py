@@ -22,7 +22,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def load(agent: str, name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / agent / name).read_text())
+    payload: dict[str, Any] = json.loads((FIXTURES / agent / name).read_text())
+    return payload
 
 
 def with_command(agent: str, name: str, command: str) -> dict[str, Any]:
@@ -103,7 +104,7 @@ def test_parse_recorded_payload(agent: str) -> None:
     inp = hook.parse(agent, payload)
     assert inp.event == "pre_tool"
     assert inp.command and inp.command == (
-        payload.get("command") or (payload.get("tool_input") or payload.get("args"))["command"]
+        payload.get("command") or (payload.get("tool_input") or payload["args"])["command"]
     )
     assert inp.session
     assert inp.cwd == "/home/alice/chem" or agent == "opencode"

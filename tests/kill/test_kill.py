@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 
 from tenantry.backends.fake import FakeBackend
+from tenantry.commands.service import CommandService
 from tenantry.errors import Conflict, NotFound, PermissionDenied, SessionStopped
 from tenantry.events import Bus
 from tenantry.gateway.app import open_runtime
 from tenantry.gateway.runtime import Runtime
+from tenantry.jobs.service import JobService
 from tenantry.kill.component import KillSwitch, Stop, principal_from_key
 from tenantry.models import AgentProduct, CommandSpec, JobSpec, JobState, Principal
 from tenantry.ops import REGISTRY, OpContext
+from tenantry.runner import LocalRunner
 from tenantry.settings import Settings, load
 
 AGENT = Principal(uid=1000, user="alice", agent=AgentProduct.CODEX, session="s1")
@@ -126,7 +129,7 @@ async def test_admin_ops_are_for_humans_and_staff(runtime: Runtime) -> None:
 async def test_stop_session_cancels_jobs_and_ends_commands(
     runtime: Runtime, tmp_path: Path
 ) -> None:
-    jobs = runtime.components["jobs"]
+    jobs = runtime.component("jobs", JobService)
     backend = runtime.backend
     assert isinstance(backend, FakeBackend)
     spec = JobSpec(script=str(tmp_path / "j.sh"), script_text="sleep 100\n", cwd=str(tmp_path))
@@ -139,14 +142,14 @@ async def test_stop_session_cancels_jobs_and_ends_commands(
     async def sink(stream: str, data: bytes) -> None:
         return None
 
-    commands = runtime.components["commands"]
+    commands = runtime.component("commands", CommandService)
     agent_cmd = asyncio.create_task(
         commands.run(AGENT, CommandSpec(("sleep", "60"), cwd="/"), sink)
     )
     human_cmd = asyncio.create_task(
         commands.run(HUMAN, CommandSpec(("sleep", "1.5"), cwd="/"), sink)
     )
-    runner = runtime.components["runner"]
+    runner = runtime.component("runner", LocalRunner)
     await wait_until(lambda: runner.running() == 2)
 
     out = await call(runtime, HUMAN, "admin.stop_session", session="s1", reason="test")

@@ -85,14 +85,22 @@ class Stack:
             if mgr._closing:
                 continue
             await mgr.release_all("test over")
+
+            def ended(m: LeaseManager = mgr) -> bool:
+                return not m.leases()
+
             try:
-                await until(lambda m=mgr: not m.leases(), 10, "leases to end")
+                await until(ended, 10, "leases to end")
             finally:
                 await mgr.aclose()
         for be in self.backends:
             jobs = getattr(be, "_jobs", {})
+
+            def done(j: dict[str, Any] = jobs) -> bool:
+                return all(e.state.terminal for e in j.values())
+
             try:
-                await until(lambda j=jobs: all(e.state.terminal for e in j.values()), 5, "jobs")
+                await until(done, 5, "jobs")
             except AssertionError:
                 for jid, entry in list(jobs.items()):
                     if not entry.state.terminal:

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from tenantry.errors import LeaseCapReached
-from tenantry.models import CommandSpec, Resources
+from tenantry.models import CommandSpec, Principal, Resources
 from tenantry.pilot import protocol as p
 from tenantry.pilot.worker import Pilot, PilotConfig
+
+from .conftest import Collect, Stack, Until
 
 PY = sys.executable
 
@@ -26,7 +28,9 @@ def jobs_of(be: object) -> list[str]:
     return list(be._jobs)  # type: ignore[attr-defined]
 
 
-async def test_lease_acquired_as_job_and_reused(stack, alice, collect):
+async def test_lease_acquired_as_job_and_reused(
+    stack: Stack, alice: Principal, collect: type[Collect]
+) -> None:
     mgr = await stack.manager()
     sink = collect()
     first = await mgr.run(py("print('hello')"), alice, sink)
@@ -47,7 +51,9 @@ async def test_lease_acquired_as_job_and_reused(stack, alice, collect):
     assert stack.kinds().count("lease.ready") == 1
 
 
-async def test_command_cwd_env_exit_codes_and_usage(stack, alice, collect, tmp_path):
+async def test_command_cwd_env_exit_codes_and_usage(
+    stack: Stack, alice: Principal, collect: type[Collect], tmp_path: Path
+) -> None:
     mgr = await stack.manager()
     env = {"PATH": os.environ["PATH"], "FOO": "bar"}
     r = await mgr.run(
@@ -70,7 +76,9 @@ async def test_command_cwd_env_exit_codes_and_usage(stack, alice, collect, tmp_p
     assert r.state == "timeout" and r.duration_s < 10
 
 
-async def test_cancel_kills_the_command_tree(stack, alice, collect, tmp_path, wait):
+async def test_cancel_kills_the_command_tree(
+    stack: Stack, alice: Principal, collect: type[Collect], tmp_path: Path, wait: Until
+) -> None:
     mgr = await stack.manager()
     pidfile = tmp_path / "pid"
     code = (
@@ -97,7 +105,9 @@ def _alive(pid: int) -> bool:
     return stat.split(")")[-1].split()[0] != "Z"
 
 
-async def test_idle_lease_is_released_and_idle_core_seconds_counted(stack, alice, collect, wait):
+async def test_idle_lease_is_released_and_idle_core_seconds_counted(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager(idle_s=0.4)
     await mgr.run(py("pass"), alice, collect())
     lid = mgr.leases()[0]["id"]
@@ -107,12 +117,14 @@ async def test_idle_lease_is_released_and_idle_core_seconds_counted(stack, alice
     assert ended["idle_core_s"] >= 0.4
     be = mgr.backend
     (jid,) = jobs_of(be)
-    await wait(lambda: be._jobs[jid].state.terminal, what="pilot job to end")
+    await wait(lambda: be._jobs[jid].state.terminal, what="pilot job to end")  # type: ignore[attr-defined]
     rel = [e for e in stack.events if e.type.value == "lease.released"]
     assert rel and rel[0].data["served"] == 1
 
 
-async def test_pilot_killed_mid_command_is_lease_lost(stack, alice, collect, wait):
+async def test_pilot_killed_mid_command_is_lease_lost(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager()
     task = asyncio.create_task(mgr.run(py("import time; time.sleep(3)"), alice, collect()))
     lease = await wait(lambda: next((x for x in mgr.leases() if x["in_use"]), None))
@@ -127,7 +139,9 @@ async def test_pilot_killed_mid_command_is_lease_lost(stack, alice, collect, wai
     assert again.stdout_tail == "fresh\n" and len(jobs_of(mgr.backend)) == 2
 
 
-async def test_idempotent_command_is_retried_once_on_a_new_lease(stack, alice, collect, wait):
+async def test_idempotent_command_is_retried_once_on_a_new_lease(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager()
     spec = py("import time; time.sleep(1); print('ok')", idempotent=True)
     task = asyncio.create_task(mgr.run(spec, alice, collect()))
@@ -138,7 +152,9 @@ async def test_idempotent_command_is_retried_once_on_a_new_lease(stack, alice, c
     assert len(jobs_of(mgr.backend)) == 2
 
 
-async def test_backend_cancel_of_the_lease_job_is_lease_lost(stack, alice, collect, wait):
+async def test_backend_cancel_of_the_lease_job_is_lease_lost(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager()
     task = asyncio.create_task(mgr.run(py("import time; time.sleep(5)"), alice, collect()))
     lease = await wait(lambda: next((x for x in mgr.leases() if x["in_use"]), None))
@@ -147,7 +163,9 @@ async def test_backend_cancel_of_the_lease_job_is_lease_lost(stack, alice, colle
     assert (result.state, result.reason) == ("lost", "lease lost")
 
 
-async def test_walltime_drain_moves_new_work_to_another_lease(stack, alice, collect, wait):
+async def test_walltime_drain_moves_new_work_to_another_lease(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager(time_s=4, drain_s=2.5, slots=1)
     sink = collect()
     long = asyncio.create_task(mgr.run(py("import time; time.sleep(3); print('x')"), alice, sink))
@@ -166,7 +184,9 @@ async def test_walltime_drain_moves_new_work_to_another_lease(stack, alice, coll
     assert len(jobs_of(mgr.backend)) == 2
 
 
-async def test_daemon_restart_pilot_reconnects_and_results_are_kept(stack, alice, collect, wait):
+async def test_daemon_restart_pilot_reconnects_and_results_are_kept(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     be = await stack.backend()
     mgr1 = await stack.manager(be)
     port = mgr1.address[1]
@@ -188,7 +208,9 @@ async def test_daemon_restart_pilot_reconnects_and_results_are_kept(stack, alice
     assert len(jobs_of(be)) == 1, "the same pilot serves the new daemon"
 
 
-async def test_caps_free_idle_leases_or_refuse(stack, alice, collect, wait):
+async def test_caps_free_idle_leases_or_refuse(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager(max_per_user=1)
     await mgr.run(py("pass"), alice, collect())
     two = CommandSpec(argv=(PY, "-c", "print(2)"), resources=Resources(cpus=2))
@@ -208,7 +230,9 @@ async def test_caps_free_idle_leases_or_refuse(stack, alice, collect, wait):
     assert (await busy).state == "completed"
 
 
-async def test_a_pilot_without_the_key_is_rejected(stack, alice, collect):
+async def test_a_pilot_without_the_key_is_rejected(
+    stack: Stack, alice: Principal, collect: type[Collect]
+) -> None:
     mgr = await stack.manager()
     await mgr.run(py("pass"), alice, collect())
     lid = mgr.leases()[0]["id"]
@@ -241,10 +265,10 @@ async def test_a_pilot_without_the_key_is_rejected(stack, alice, collect):
     assert b"did not prove the lease key" in err and b"guess" not in err
 
 
-async def test_a_pilot_never_runs_work_from_an_impostor_daemon(tmp_path):
+async def test_a_pilot_never_runs_work_from_an_impostor_daemon(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
 
-    async def impostor(reader, writer):
+    async def impostor(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         hello = await p.recv(reader)
         writer.write(p.encode(p.Welcome(heartbeat_s=0.2, nonce="x", proof="f" * 64)))
         writer.write(p.encode(p.Run(id="c", argv=("touch", str(marker)), cwd="/")))
@@ -260,7 +284,9 @@ async def test_a_pilot_never_runs_work_from_an_impostor_daemon(tmp_path):
     assert code == 4 and not marker.exists()
 
 
-async def test_kill_switch_stops_commands_and_releases_owned_leases(stack, alice, collect, wait):
+async def test_kill_switch_stops_commands_and_releases_owned_leases(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager()
     task = asyncio.create_task(mgr.run(py("import time; time.sleep(30)"), alice, collect()))
     await wait(lambda: mgr.leases() and mgr.leases()[0]["in_use"] == 1)
@@ -272,8 +298,8 @@ async def test_kill_switch_stops_commands_and_releases_owned_leases(stack, alice
 
 
 async def test_commands_sent_ahead_run_as_slots_free_and_can_be_cancelled(
-    stack, alice, collect, wait
-):
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager(max_per_session=1, prefetch=2)
     slow = [
         asyncio.create_task(mgr.run(py("import time; time.sleep(1)"), alice, collect()))
@@ -290,7 +316,7 @@ async def test_commands_sent_ahead_run_as_slots_free_and_can_be_cancelled(
     await wait(lambda: mgr.leases()[0]["in_use"] == 0, what="all slots free")
 
 
-async def test_a_wildcard_listener_is_advertised_by_host_name(stack):
+async def test_a_wildcard_listener_is_advertised_by_host_name(stack: Stack) -> None:
     import socket
 
     mgr = await stack.manager(listen_host="0.0.0.0")

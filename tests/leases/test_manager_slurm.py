@@ -10,23 +10,26 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import pytest
 
-from tenantry.models import CommandSpec
+from tenantry.backends.slurm import SlurmBackend
+from tenantry.models import CommandSpec, Principal
+from tenantry.settings import Settings
+
+from .conftest import Collect, Stack, Until
 
 pytestmark = pytest.mark.slurm
 PY = sys.executable
 START = 240.0  # the shared dev Slurm may be busy with other tests' jobs
 
 
-def _backend(settings):
-    from tenantry.backends.slurm import SlurmBackend
-
+def _backend(settings: Settings) -> SlurmBackend:
     return SlurmBackend(settings)
 
 
-def sbatches(be) -> int:
+def sbatches(be: SlurmBackend) -> int:
     return int(be.calls.get("sbatch", 0))
 
 
@@ -45,7 +48,7 @@ def sacct_state(jid: str) -> str:
 
 
 @pytest.fixture
-async def slurm_backend(slurm, stack):
+async def slurm_backend(slurm: None, stack: Stack) -> AsyncIterator[SlurmBackend]:
     be = _backend(stack.settings)
     await be.start()
     yield be
@@ -57,8 +60,8 @@ async def slurm_backend(slurm, stack):
 
 
 async def test_lease_is_one_slurm_job_serving_many_commands_and_surviving_restart(
-    stack, slurm_backend, alice, collect, wait
-):
+    stack: Stack, slurm_backend: SlurmBackend, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager(slurm_backend, start_timeout_s=START, reconnect_grace_s=8)
     first = await mgr.run(py("import os; print(os.environ['SLURM_JOB_ID'])"), alice, collect())
     assert first.state == "completed"
@@ -91,7 +94,9 @@ async def test_lease_is_one_slurm_job_serving_many_commands_and_surviving_restar
     assert (lost.state, lost.reason) == ("lost", "lease lost")
 
 
-async def test_scancel_of_a_lease_and_idle_release(stack, slurm_backend, alice, collect, wait):
+async def test_scancel_of_a_lease_and_idle_release(
+    stack: Stack, slurm_backend: SlurmBackend, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     mgr = await stack.manager(slurm_backend, start_timeout_s=START, idle_s=2.0)
     task = asyncio.create_task(mgr.run(py("import time; time.sleep(30)"), alice, collect()))
     lease = await wait(lambda: next((x for x in mgr.leases() if x["in_use"]), None), START)
@@ -107,7 +112,9 @@ async def test_scancel_of_a_lease_and_idle_release(stack, slurm_backend, alice, 
     await wait(lambda: sacct_state(second["backend_id"]) == "COMPLETED", 60, "job to complete")
 
 
-async def test_walltime_drain_on_slurm(stack, slurm_backend, alice, collect, wait):
+async def test_walltime_drain_on_slurm(
+    stack: Stack, slurm_backend: SlurmBackend, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
     # Slurm walltimes are whole minutes: a 60 s lease that drains in its last 56 s.
     mgr = await stack.manager(slurm_backend, start_timeout_s=START, time_s=60, drain_s=56, slots=1)
     long = asyncio.create_task(mgr.run(py("import time; time.sleep(6)"), alice, collect()))

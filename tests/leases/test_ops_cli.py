@@ -5,29 +5,37 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import pytest
 
 from tenantry.cli import build_parser
+from tenantry.commands.service import CommandService
 from tenantry.errors import NotFound
 from tenantry.gateway import app
-from tenantry.models import CommandSpec
+from tenantry.leases.manager import LeaseManager
+from tenantry.models import CommandSpec, Principal
 from tenantry.ops import REGISTRY, OpContext
+from tenantry.service.runtime import Runtime
 from tenantry.settings import load
+
+from .conftest import Collect, Until
 
 
 @pytest.fixture
-async def runtime(state_dir, monkeypatch):
+async def runtime(state_dir: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
     monkeypatch.setattr(app, "COMPONENTS", (("leases", "tenantry.leases.component:create"),))
     monkeypatch.setattr(app, "OP_MODULES", (*app.OP_MODULES, "tenantry.leases.ops"))
     settings = load(env={}, overrides={"state_dir": state_dir, "local_slots": 8})
     async with app.open_runtime(settings) as rt:
         yield rt
-        await rt.components["leases"].release_all("test over")
+        await rt.component("leases", LeaseManager).release_all("test over")
 
 
-async def test_commands_run_goes_to_a_lease_and_ops_list_it(runtime, alice, collect, wait):
-    commands = runtime.components["commands"]
+async def test_commands_run_goes_to_a_lease_and_ops_list_it(
+    runtime: Runtime, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
+    commands = runtime.component("commands", CommandService)
     spec = CommandSpec(argv=(sys.executable, "-c", "print('via lease')"), where="lease")
     result = await commands.run(alice, spec, collect())
     assert (result.state, result.where, result.stdout_tail) == ("completed", "lease", "via lease\n")
@@ -37,7 +45,7 @@ async def test_commands_run_goes_to_a_lease_and_ops_list_it(runtime, alice, coll
     assert lease["served"] == 1 and lease["user"] == "alice"
     out = await REGISTRY["leases.release"].fn(ctx, {"id": lease["id"]})
     assert out["lease"]["state"] in {"draining", "released"}
-    mgr = runtime.components["leases"]
+    mgr = runtime.component("leases", LeaseManager)
     await wait(lambda: not mgr.leases(), what="release")
     with pytest.raises(NotFound):
         await REGISTRY["leases.release"].fn(ctx, {"id": "l-nope"})
@@ -45,13 +53,13 @@ async def test_commands_run_goes_to_a_lease_and_ops_list_it(runtime, alice, coll
         await REGISTRY["leases.result"].fn(ctx, {"id": "c-nope"})
 
 
-def test_auto_routing_asks_the_lease_manager(runtime):
-    mgr = runtime.components["leases"]
+def test_auto_routing_asks_the_lease_manager(runtime: Runtime) -> None:
+    mgr = runtime.component("leases", LeaseManager)
     assert mgr.route(CommandSpec(argv=("pytest",))) == "lease"
     assert mgr.route(CommandSpec(argv=("pytest",), where="local")) == "local"
 
 
-def test_cli_parses_leases_and_pilot_commands():
+def test_cli_parses_leases_and_pilot_commands() -> None:
     parser = build_parser()
     args = parser.parse_args(["leases", "--json"])
     assert args.json and args.handler.__name__ == "_list"
@@ -61,7 +69,7 @@ def test_cli_parses_leases_and_pilot_commands():
     assert args.handler.__name__ == "_pilot"
 
 
-def test_pilot_without_secret_exits_with_usage_error():
+def test_pilot_without_secret_exits_with_usage_error() -> None:
     env = {k: v for k, v in os.environ.items() if k != "TENANTRY_LEASE_SECRET"}
     out = subprocess.run(
         [sys.executable, "-m", "tenantry", "pilot", "--connect", "127.0.0.1:9", "--lease", "l-1"],

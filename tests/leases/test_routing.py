@@ -7,15 +7,15 @@ import pytest
 from tenantry.errors import UsageError
 from tenantry.leases.routing import route
 from tenantry.models import CommandSpec, Resources
-from tenantry.settings import load
+from tenantry.settings import Settings, load
 
 
-def settings(allowed: str = ""):
+def settings(allowed: str = "") -> Settings:
     return load(env={}, overrides={"state_dir": "/tmp/x", "login_node_commands": allowed})
 
 
-def spec(*argv: str, where: str = "auto", **res: int) -> CommandSpec:
-    return CommandSpec(argv=argv, where=where, resources=Resources(**res))
+def spec(*argv: str, where: str = "auto", cpus: int = 1, gpus: int = 0) -> CommandSpec:
+    return CommandSpec(argv=argv, where=where, resources=Resources(cpus=cpus, gpus=gpus))
 
 
 @pytest.mark.parametrize(

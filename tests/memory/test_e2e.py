@@ -209,7 +209,7 @@ async def test_mcp_recall_and_remember_tools(daemon: Daemon) -> None:
             {"query": "sbatch: error: Batch job submission failed: Invalid qos specification"},
         )
         assert not found.is_error, found.content
-        data = found.structured_content or json.loads(found.content[0].text)
+        data = found.structured_content or json.loads(_gw.mcp_text(found))
         data = data.get("result", data)
         assert data["lessons"][0]["title"] == "Invalid qos on the gpu partition"
         assert "never obey" in data["note"]

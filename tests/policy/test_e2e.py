@@ -13,7 +13,7 @@ from mcp import Client
 
 from tenantry.gateway.mcp import build_server
 
-from ..gateway.conftest import Daemon, clean_env
+from ..gateway.conftest import Daemon, clean_env, mcp_text
 
 CLAUDE = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "sess-e2e"}
 
@@ -49,12 +49,12 @@ async def test_mcp_call_denied_with_rule(
             {"argv": ["bash", "-c", f"sc''ancel 1; touch {marker}"], "cwd": str(tmp_path)},
         )
         assert bad.is_error
-        text = bad.content[0].text
+        text = mcp_text(bad)
         assert "policy_denied" in text and "not submitted by this agent session" in text
         bad = await client.call_tool(
             "run_command", {"argv": ["cat", "/proc/self/root/etc/munge/munge.key"]}
         )
-        assert bad.is_error and "credential" in bad.content[0].text
+        assert bad.is_error and "credential" in mcp_text(bad)
         ok = await client.call_tool("run_command", {"argv": ["true"], "cwd": str(tmp_path)})
         assert not ok.is_error
     assert not marker.exists(), "a denied command must not run at all"

@@ -131,16 +131,17 @@ class Env:
         claims = {"agent": "claude-code", "session": "e2e-sess", "host": "t", "project": ""}
         return Client(load(env=self.human), autostart=False, claims=claims)
 
-    def run(self, *argv: str, agent: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+    def run(self, *argv: str, agent: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
+        out: subprocess.CompletedProcess[str] = subprocess.run(
             list(argv),
             env=self.agent if agent else self.human,
             cwd=self.work,
             capture_output=True,
             text=True,
             timeout=60,
-            **kw,  # type: ignore[arg-type]
+            **kw,
         )
+        return out
 
 
 @pytest.fixture
