@@ -1,8 +1,9 @@
-"""A real daemon on a real socket, started as a subprocess for each test module."""
+"""A real daemon on a real socket, as a subprocess: one per module where isolation allows."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,8 +118,7 @@ def clean_env(state: str, **extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def daemon() -> Iterator[Daemon]:
+def _daemon() -> Iterator[Daemon]:
     state = tempfile.mkdtemp(prefix="tnt-")
     os.chmod(state, 0o700)
     d = Daemon(state, clean_env(state, TENANTRY_LOCAL_SLOTS="2", TENANTRY_POLL_SLOW_S="1"))
@@ -129,3 +129,22 @@ def daemon() -> Iterator[Daemon]:
         d.stop()
         if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
             sys.stderr.write(d.log())
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[Daemon]:
+    """One daemon for every test of a module that does not ask for its own."""
+    yield from _daemon()
+
+
+@pytest.fixture
+def daemon(request: pytest.FixtureRequest) -> Iterator[Daemon]:
+    """A real daemon: the module's shared one, or a fresh one for tests marked
+    ``own_daemon`` (they kill it, change its files' modes, or count its first events)."""
+    if request.node.get_closest_marker("own_daemon") is None:
+        shared: Daemon = request.getfixturevalue("shared_daemon")
+        assert shared.proc is not None and shared.proc.poll() is None, shared.log()
+        yield shared
+        return
+    yield from _daemon()

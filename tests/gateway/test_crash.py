@@ -8,7 +8,11 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import Daemon, wait_for
+
+pytestmark = pytest.mark.own_daemon  # every test here kills its daemon
 
 
 def _submit(d: Daemon, tmp: Path, body: str, *extra: str) -> str:

@@ -7,6 +7,8 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from .conftest import Daemon, wait_for
 
 CLAUDE = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "sess-claude-1"}
@@ -99,6 +101,7 @@ def test_job_time_limit_gives_timeout(daemon: Daemon, tmp_path: Path) -> None:
     assert job["state"] == "TIMEOUT"
 
 
+@pytest.mark.own_daemon
 def test_cancel_running_and_pending(daemon: Daemon, tmp_path: Path) -> None:
     s = _script(tmp_path, "sleep 60\n")
     ids = [
@@ -271,6 +274,7 @@ def _as_user(uid: int, gid: int, sock_path: str) -> str:
     return data.decode()
 
 
+@pytest.mark.own_daemon
 def test_another_users_request_is_refused(daemon: Daemon) -> None:
     import pwd
 
@@ -324,6 +328,7 @@ def test_second_daemon_refuses_to_start(daemon: Daemon) -> None:
     assert daemon.client().health()["ok"]
 
 
+@pytest.mark.own_daemon
 def test_events_record_every_action(daemon: Daemon, tmp_path: Path) -> None:
     daemon.cli("run", "--", "true")
     jid = daemon.cli("submit", str(_script(tmp_path, "true\n")), cwd=str(tmp_path)).stdout.strip()
