@@ -47,8 +47,14 @@ class BackendContract:
     TIMEOUT = 60.0
     CANCEL_UNKNOWN_RAISES = True
 
+    NEEDS: tuple[str, ...] = ()  # fixtures that must hold first (e.g. "slurm": one is up)
+
     @pytest.fixture
-    async def backend(self, tmp_path: Path) -> AsyncIterator[Backend]:
+    async def backend(
+        self, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> AsyncIterator[Backend]:
+        for name in self.NEEDS:
+            request.getfixturevalue(name)
         be = self.open_backend(tmp_path / "state")
         await be.start()
         try:
@@ -143,15 +149,7 @@ class TestSlurmBackend(BackendContract):
     TIMEOUT = 240.0  # the shared dev Slurm may be busy with other tests' jobs
     # scancel of an id Slurm never had exits 0 and prints nothing (22.05)
     CANCEL_UNKNOWN_RAISES = False
-
-    @pytest.fixture
-    async def backend(self, tmp_path: Path, slurm: None) -> AsyncIterator[Backend]:
-        be = self.open_backend(tmp_path / "state")
-        await be.start()
-        try:
-            yield be
-        finally:
-            await be.aclose()
+    NEEDS = ("slurm",)
 
     def open_backend(self, state: Path) -> Backend:
         return SlurmBackend(load(env={}, overrides={"state_dir": str(state), "backend": "slurm"}))

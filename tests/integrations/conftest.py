@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tenantry.client import socket_answers
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -65,17 +66,6 @@ def reap(state_dir: str | Path) -> None:
         time.sleep(0.05)
 
 
-def _connects(path: str) -> bool:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.close()
-
-
 def _wait(pred: object, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     delay = 0.02
@@ -113,7 +103,7 @@ def daemon(state_dir: str) -> Iterator[Daemon]:
             m = re.search(
                 r"dashboard on (http://127\.0\.0\.1:\d+/)", (state / "serve.log").read_text()
             )
-            if m and _connects(env["TENANTRY_SOCKET"]):  # listening means ready
+            if m and socket_answers(env["TENANTRY_SOCKET"]):  # listening means ready
                 found.append(m.group(1))
                 return True
             if proc.poll() is not None:
