@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tenantry.errors import UsageError
+from tenantry.errors import Unavailable, UsageError
 from tenantry.events import Event, EventType
 from tenantry.models import CommandResult, CommandSpec, Principal
 from tenantry.runner import LocalRunner, Sink
@@ -74,7 +74,9 @@ class CommandService:
         )
         t0 = time.monotonic()
         try:
-            if where == "lease" and self.rt.leases is not None:
+            if where == "lease":
+                if self.rt.leases is None:  # _where saw one: it stopped since
+                    raise Unavailable("the lease manager is not running in this daemon")
                 result = await self.rt.leases.run(spec, p, sink, cid=cid)
             else:
                 result = await self.runner.run(spec, p, sink, cid=cid)
