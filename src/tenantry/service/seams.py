@@ -13,6 +13,15 @@ from typing import Any, Protocol
 from tenantry.models import CommandResult, CommandSpec, Principal
 from tenantry.runner import Sink
 
+__all__ = [
+    "CommandRunner",
+    "Component",
+    "Gate",
+    "LeaseRunner",
+    "LessonSource",
+    "StatusSource",
+]
+
 
 class Component(Protocol):
     """A long-lived part of the daemon, started after the core and closed in reverse."""
