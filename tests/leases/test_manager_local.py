@@ -7,11 +7,13 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tenantry.errors import LeaseCapReached
-from tenantry.models import CommandSpec, Principal, Resources
+from tenantry.leases.manager import LeaseManager
+from tenantry.models import CommandResult, CommandSpec, Principal, Resources
 from tenantry.pilot import protocol as p
 from tenantry.pilot.worker import Pilot, PilotConfig
 
@@ -22,6 +24,17 @@ PY = sys.executable
 
 def py(code: str, **kw: object) -> CommandSpec:
     return CommandSpec(argv=(PY, "-c", code), **kw)  # type: ignore[arg-type]
+
+
+async def _busy_lease(
+    stack: Stack, alice: Principal, collect: type[Collect], wait: Until, seconds: int
+) -> tuple[LeaseManager, asyncio.Task[CommandResult], dict[str, Any]]:
+    """A manager with one lease busy running a command that sleeps ``seconds``."""
+    mgr = await stack.manager()
+    code = f"import time; time.sleep({seconds})"
+    task = asyncio.create_task(mgr.run(py(code), alice, collect()))
+    lease = await wait(lambda: next((x for x in mgr.leases() if x["in_use"]), None))
+    return mgr, task, lease
 
 
 def jobs_of(be: object) -> list[str]:
@@ -125,9 +138,7 @@ async def test_idle_lease_is_released_and_idle_core_seconds_counted(
 async def test_pilot_killed_mid_command_is_lease_lost(
     stack: Stack, alice: Principal, collect: type[Collect], wait: Until
 ) -> None:
-    mgr = await stack.manager()
-    task = asyncio.create_task(mgr.run(py("import time; time.sleep(3)"), alice, collect()))
-    lease = await wait(lambda: next((x for x in mgr.leases() if x["in_use"]), None))
+    mgr, task, lease = await _busy_lease(stack, alice, collect, wait, 3)
     pid = mgr._live[lease["id"]].lease.pid
     os.kill(pid, signal.SIGKILL)
     result = await asyncio.wait_for(task, 10)
@@ -155,9 +166,7 @@ async def test_idempotent_command_is_retried_once_on_a_new_lease(
 async def test_backend_cancel_of_the_lease_job_is_lease_lost(
     stack: Stack, alice: Principal, collect: type[Collect], wait: Until
 ) -> None:
-    mgr = await stack.manager()
-    task = asyncio.create_task(mgr.run(py("import time; time.sleep(5)"), alice, collect()))
-    lease = await wait(lambda: next((x for x in mgr.leases() if x["in_use"]), None))
+    mgr, task, lease = await _busy_lease(stack, alice, collect, wait, 5)
     await mgr.backend.cancel(lease["backend_id"])
     result = await asyncio.wait_for(task, 10)
     assert (result.state, result.reason) == ("lost", "lease lost")
