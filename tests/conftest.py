@@ -47,13 +47,12 @@ def slurm() -> Iterator[None]:
 
 
 @pytest.fixture
-def state_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # short path: Unix socket paths are limited to 107 bytes
-    import tempfile
-
     d = tempfile.mkdtemp(prefix="tnt-")
     os.chmod(d, 0o700)
-    return d
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 # -- a real daemon per test (helpers live in tests/gateway/conftest.py) ---------
@@ -102,3 +101,4 @@ def start_daemon() -> Iterator[Callable[..., Any]]:
         d.stop()
         if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
             sys.stderr.write(d.log())
+        shutil.rmtree(d.state, ignore_errors=True)
