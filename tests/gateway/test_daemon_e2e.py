@@ -182,34 +182,25 @@ def _raw(sock_path: str, request: bytes) -> tuple[int, dict[str, object]]:
     return status, json.loads(body)
 
 
-def test_malformed_requests_get_envelopes(daemon: Daemon) -> None:
-    bad = b"{not json"
-    status, body = _raw(
-        daemon.socket,
-        b"POST /v1/op/jobs.list HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(bad), bad),
+def _post(op: str, body: bytes, headers: bytes = b"") -> bytes:
+    """A raw HTTP request for ``/v1/op/<op>``, as a client that skips our encoder sends it."""
+    return (
+        b"POST /v1/op/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s"
+        b"Content-Length: %d\r\n\r\n%s" % (op.encode(), headers, len(body), body)
     )
+
+
+def test_malformed_requests_get_envelopes(daemon: Daemon) -> None:
+    status, body = _raw(daemon.socket, _post("jobs.list", b"{not json"))
     assert status == 400
     assert body["ok"] is False
     assert body["error"]["code"] == "usage"  # type: ignore[index]
-    status, body = _raw(
-        daemon.socket,
-        b"POST /v1/op/jobs.list HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-        b"X-Tenantry-Principal: [1,2\r\nContent-Length: 2\r\n\r\n{}",
-    )
+    bad_header = b"X-Tenantry-Principal: [1,2\r\n"
+    status, body = _raw(daemon.socket, _post("jobs.list", b"{}", bad_header))
     assert status == 400
-    status, body = _raw(
-        daemon.socket,
-        b"POST /v1/op/no.such.op HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-        b"Content-Length: 2\r\n\r\n{}",
-    )
+    status, body = _raw(daemon.socket, _post("no.such.op", b"{}"))
     assert status == 404
-    payload = b'{"argv": "ls"}'
-    status, body = _raw(
-        daemon.socket,
-        b"POST /v1/op/commands.run HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload),
-    )
+    status, body = _raw(daemon.socket, _post("commands.run", b'{"argv": "ls"}'))
     assert status == 400
     assert "argv" in body["error"]["message"]  # type: ignore[index]
     assert daemon.client().health()["ok"]
