@@ -17,6 +17,7 @@ UTC_TS = pl.Datetime("us", "UTC")
 
 JOB_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String(),
+    "cluster": pl.String(),
     "job_id": pl.String(),
     "submission_id": pl.String(),
     "user": pl.String(),
@@ -32,6 +33,7 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "gpus": pl.Int64(),
     "exit_code": pl.String(),
     "comment": pl.String(),
+    "admin_comment": pl.String(),
     "submit_line": pl.String(),
     "env": pl.String(),
 }
