@@ -24,6 +24,7 @@ __all__ = [
     "sacct_repair",
     "schema",
     "simulate",
+    "simulate_humans",
     "simulate_write",
     "slurm_fields",
     "sources",

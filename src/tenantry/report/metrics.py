@@ -92,11 +92,10 @@ def top_share(values: list[float], frac: float = 0.1) -> float | None:
     return 100.0 * sum(xs[:k]) / s
 
 
-def hour_of_week(subs: pl.DataFrame) -> dict[str, list[list[int]]]:
-    """Per class, a 7x24 matrix (Monday first, UTC hours) of submissions."""
-    counts = subs.group_by(
-        "class", (pl.col("ts").dt.weekday() - 1).alias("d"), pl.col("ts").dt.hour().alias("h")
-    ).len()
+def hour_of_week(subs: pl.DataFrame, tz: str = "UTC") -> dict[str, list[list[int]]]:
+    """Per class, a 7x24 matrix (Monday first, local hours of ``tz``) of submissions."""
+    t = cl.local(pl.col("ts"), tz)
+    counts = subs.group_by("class", (t.dt.weekday() - 1).alias("d"), t.dt.hour().alias("h")).len()
     out = {c: [[0] * 24 for _ in range(7)] for c in CLASSES}
     for c, d, h, n in counts.iter_rows():
         out[str(c)][int(d)][int(h)] = int(n)
@@ -139,10 +138,26 @@ def _buckets(df: pl.DataFrame, col: str, edges: list[tuple[str, int, int]]) -> d
     return out
 
 
+def facility_zone(data: Dataset, tz: str | None = None) -> tuple[str, str]:
+    """(zone, where it came from): the setting, else the inputs' headers, else UTC."""
+    if tz:
+        return tz, "setting (--tz)"
+    declared = sorted({s.tz for s in data.stats if s.tz})
+    if len(declared) == 1:
+        return declared[0], "trace header"
+    if len(declared) > 1:
+        return "UTC", f"UTC: the inputs declare different zones ({', '.join(declared)})"
+    return "UTC", "default: no zone given (say --tz ZONE for local hours)"
+
+
 def build(
-    data: Dataset, since: datetime | None = None, until: datetime | None = None
+    data: Dataset,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    tz: str | None = None,
 ) -> dict[str, Any]:
-    """Every metric of the report."""
+    """Every metric of the report; hours of day and week in the facility's zone."""
+    zone, zone_source = facility_zone(data, tz)
     jobs, window = win.apply(data.jobs, since, until)
     jobs = cl.job_evidence(jobs)
     subs = cl.submissions(jobs)
@@ -152,10 +167,10 @@ def build(
     if until is not None:
         cmds = cmds.filter(pl.col("ts") < until)
     cmd_table = cl.command_table(subs, cmds)
-    feats = cl.user_features(subs, cmd_table)
+    feats = cl.user_features(subs, cmd_table, zone)
     # who is who comes from everything ingested; the window only selects what counts
     classes = (
-        classify_all(data) if since or until else cl.classify_users(feats, data.sessions)
+        classify_all(data, zone) if since or until else cl.classify_users(feats, data.sessions)
     ).select("user", "class", "evidence", "basis", "score")
     usage_users = jobs.filter(pl.col("used_s") > 0).select("user")
     active = pl.concat([feats.select("user"), usage_users]).unique()
@@ -185,12 +200,14 @@ def build(
     return {
         "generated_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
         "window": window.to_dict(),
+        "time_zone": {"zone": zone, "source": zone_source},
         "inputs": [s.to_dict() for s in data.stats],
+        "combined": dict(data.combined),
         "headline": headline,
         "classification": _classification(users),
         "command_rate": _command_rate(users),
-        "hour_of_week": hour_of_week(subs),
-        "off_hours": _off_hours(subs),
+        "hour_of_week": hour_of_week(subs, zone),
+        "off_hours": _off_hours(subs, zone),
         "job_sizes": _buckets(
             jobs.filter(pl.col("start").is_not_null()),
             "cpus",
@@ -210,11 +227,11 @@ def build(
     }
 
 
-def classify_all(data: Dataset) -> pl.DataFrame:
+def classify_all(data: Dataset, tz: str = "UTC") -> pl.DataFrame:
     """Users classified on every record ingested (window-independent)."""
     jobs, _ = win.apply(data.jobs, None, None)
     subs = cl.submissions(cl.job_evidence(jobs))
-    feats = cl.user_features(subs, cl.command_table(subs, data.commands))
+    feats = cl.user_features(subs, cl.command_table(subs, data.commands), tz)
     return cl.classify_users(feats, data.sessions)
 
 
@@ -259,17 +276,16 @@ def _command_rate(users: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _off_hours(subs: pl.DataFrame) -> dict[str, Any]:
+def _off_hours(subs: pl.DataFrame, tz: str = "UTC") -> dict[str, Any]:
+    t = cl.local(pl.col("ts"), tz)
     g = subs.group_by("class").agg(
         n=pl.len(),
-        night=(
-            (pl.col("ts").dt.hour() >= cl.NIGHT_START) | (pl.col("ts").dt.hour() < cl.NIGHT_END)
-        ).mean(),
-        weekend=(pl.col("ts").dt.weekday() >= 6).mean(),
-        off=cl.off_hours(pl.col("ts")).mean(),
+        night=((t.dt.hour() >= cl.NIGHT_START) | (t.dt.hour() < cl.NIGHT_END)).mean(),
+        weekend=(t.dt.weekday() >= 6).mean(),
+        off=cl.off_hours(pl.col("ts"), tz).mean(),
     )
     out: dict[str, Any] = {
-        "definition": "night = 20:00-08:00 UTC; weekend = Saturday and Sunday (UTC); "
+        "definition": f"night = 20:00-08:00 {tz}; weekend = Saturday and Sunday ({tz}); "
         "off-hours = night or weekend; shares of each class's submissions"
     }
     for c, n, night, weekend, off in g.iter_rows():
@@ -433,6 +449,6 @@ def _top_users(users: pl.DataFrame, jobs: pl.DataFrame, n: int = 20) -> list[dic
     ]
 
 
-def users_table(data: Dataset) -> pl.DataFrame:
+def users_table(data: Dataset, tz: str | None = None) -> pl.DataFrame:
     """Per-user classification with its evidence and features (for CSV and evaluation)."""
-    return classify_all(data)
+    return classify_all(data, facility_zone(data, tz)[0])
