@@ -176,7 +176,7 @@ def read_swf(path: str | Path, *, tz: str | None = None) -> Dataset:
         pl.lit(p.name).alias("source"),
         pl.lit(stats.namespace).alias("cluster"),
         pl.col("job").cast(pl.String).alias("job_id"),
-        (pl.lit("swf:") + pl.col("job").cast(pl.String)).alias("submission_id"),
+        (pl.lit(stats.namespace + ":") + pl.col("job").cast(pl.String)).alias("submission_id"),
         (pl.lit("u") + pl.col("user").cast(pl.String)).alias("user"),
         (pl.lit("g") + pl.col("group").cast(pl.String)).alias("account"),
         pl.col("queue").cast(pl.String).alias("partition"),
