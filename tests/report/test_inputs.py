@@ -209,11 +209,11 @@ def test_job_in_the_repeated_fall_back_hour_gets_its_core_hours(tmp_path: Path) 
     data = sources.load([p], tz="Europe/Berlin")
     r = metrics.build(data, tz="Europe/Berlin")
     assert r["headline"]["core_hours"]["total"] == pytest.approx(6 * 3000 / 3600 + 1.0)
-    # windowed over the day too
-    since = datetime(2026, 10, 24, 22, tzinfo=UTC)
-    until = datetime(2026, 10, 25, 23, tzinfo=UTC)
+    # a window opening during the run (00:30 UTC): 40 of its 50 minutes count
+    since = datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
+    until = datetime(2026, 10, 25, 8, 0, tzinfo=UTC)
     r2 = metrics.build(data, since, until, tz="Europe/Berlin")
-    assert r2["headline"]["core_hours"]["total"] == pytest.approx(6 * 3000 / 3600 + 1.0)
+    assert r2["headline"]["core_hours"]["total"] == pytest.approx(6 * 40 / 60)
 
 
 def test_hours_are_local_to_the_facility(tmp_path: Path) -> None:
