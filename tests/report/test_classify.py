@@ -141,3 +141,20 @@ def test_precision_recall_counts_unknown_as_a_miss() -> None:
     truth = pl.DataFrame({"user": ["a", "b", "c"], "class": ["agent", "agent", "human"]})
     pr = classify.precision_recall(pred, truth)
     assert (pr["precision"], pr["recall"], pr["unknown"]) == (0.5, 0.5, 1)
+
+
+@pytest.mark.parametrize("fmt", ["sacct", "xdmod", "swf"])
+def test_scripted_bursty_night_humans_are_not_agents(tmp_path: Path, fmt: str) -> None:
+    """Cron pipelines, sweeps, workflow managers, night runners: no agent among them."""
+    from tenantry.report import simulate_humans
+
+    trace = simulate_humans.generate(users=40, days=21, seed=9, tz="America/Chicago")
+    out = tmp_path / f"humans.{fmt}"
+    simulate_write.write(trace, out, fmt)
+    report = metrics.build(sources.load([out]), tz="America/Chicago")
+    for key in ("users", "submissions", "core_hours"):
+        share = report["headline"][key]
+        assert share["share_pct"]["agent"] <= 2.0, (key, share)
+        assert share["agent_bounds_pct"][0] == 0.0, (key, share)
+    # the behaviour bound is reported, not hidden: these humans do look scripted
+    assert report["headline"]["submissions"]["agent_bounds_pct"][1] > 0.0

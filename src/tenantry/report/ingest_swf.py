@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
@@ -145,10 +146,15 @@ def read_swf(path: str | Path, *, tz: str | None = None) -> Dataset:
         elif raw.height:
             stats.notes.append(f"UnixStartTime is {start or 'missing'}; times are from the epoch")
         start = "0"
-    zone = header.get("TimeZoneString") or None
-    if zone:
-        stats.tz = zone
-        stats.notes.append(f"trace time zone {zone} (hours of day and week use it)")
+    zone = (header.get("TimeZoneString") or header.get("TimeZone") or "").strip()
+    if zone and zone.upper() != "UNKNOWN":
+        try:
+            ZoneInfo(zone)
+        except (ValueError, ZoneInfoNotFoundError):
+            stats.notes.append(f"TimeZoneString {zone!r} is not a known zone; ignored")
+        else:
+            stats.tz = zone
+            stats.notes.append(f"trace time zone {zone} (hours of day and week use it)")
     stats.namespace = (header.get("Computer") or header.get("Installation") or p.name).strip()
     if raw.is_empty():
         return Dataset(stats=[stats])
