@@ -19,6 +19,7 @@ from tenantry.settings import load
 
 from . import lua51
 
+SBATCH = ["sbatch", "--parsable", "-t", "2", "-o", "/dev/null"]
 PLUGIN = Path(ingest_sacct.__file__).parent / "slurm" / "job_submit.lua"
 
 
@@ -27,9 +28,7 @@ def _submit(env: dict[str, str] | None, comment: str | None, admin: str | None =
     if lib is None:
         pytest.skip("liblua5.1 is not installed (Debian: liblua5.1-0, a slurmctld dependency)")
     env_table = (
-        "nil"
-        if env is None
-        else "{" + ", ".join(f'["{k}"] = "{v}"' for k, v in env.items()) + "}"
+        "nil" if env is None else "{" + ", ".join(f'["{k}"] = "{v}"' for k, v in env.items()) + "}"
     )
 
     def lit(v: str | None) -> str:
@@ -121,8 +120,7 @@ def test_real_slurm_tags_direct_agent_job_and_tenantry_job(slurm: None, tmp_path
     clean = {k: v for k, v in os.environ.items() if k not in classify.MARKERS}
     # 1. a job that bypasses Tenantry, submitted from an agent's shell
     direct = subprocess.run(
-        ["sbatch", "--parsable", "-t", "2", f"--chdir={tmp_path}", "-o", "/dev/null"]
-        + ["-J", "ctld-direct", "--wrap", "true"],
+        [*SBATCH, f"--chdir={tmp_path}", "-J", "ctld-direct", "--wrap", "true"],
         capture_output=True,
         text=True,
         timeout=30,

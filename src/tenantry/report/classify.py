@@ -271,11 +271,7 @@ def classify_users(features: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFra
         .otherwise(pl.format("no evidence; behaviour score {}", pl.col("score")))
     )
     basis = (
-        pl.when(is_agent)
-        .then(a_name)
-        .when(is_human)
-        .then(h_name)
-        .otherwise(pl.lit("behaviour"))
+        pl.when(is_agent).then(a_name).when(is_human).then(h_name).otherwise(pl.lit("behaviour"))
     )
     return f.with_columns(cls.alias("class"), evidence.alias("evidence"), basis.alias("basis"))
 

@@ -18,11 +18,15 @@ from tenantry.errors import UsageError
 REPORT_EPILOG = """\
 inputs (format detected from the content; force with --input-format):
   sacct --parsable2 dump   Open XDMoD's field set without header, or any field set with a
-                           header line (--format=ALL too); make it with TZ=UTC (or say --dump-tz ZONE)
+                           header line (--format=ALL too); make it with TZ=UTC (or say
+                           --dump-tz ZONE)
   sacct --json output      Slurm 22.05 and newer shapes
   SWF trace                Standard Workload Format (Parallel Workloads Archive), or
                            extended SWF (extra columns, absolute epoch times)
   tenantry.db              Tenantry's own store (read-only): sessions, commands, jobs
+  agent transcripts        Claude Code session JSONL, Codex rollout JSONL, Gemini CLI
+                           chats/session-*.json (tool calls = agent commands)
+  shell history            bash with HISTTIMEFORMAT, zsh extended history (human commands)
 
 examples:
   TZ=UTC sacct --allusers --parsable2 --allocations --duplicates \\
@@ -82,7 +86,17 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--input-format",
         default="auto",
-        choices=("auto", "sacct", "json", "swf", "telemetry"),
+        choices=(
+            "auto",
+            "sacct",
+            "json",
+            "swf",
+            "telemetry",
+            "claude",
+            "codex",
+            "gemini",
+            "history",
+        ),
         help="force the input format",
     )
     p.add_argument("--fields", help="sacct field order for a dump without header (a,b,c)")
@@ -165,13 +179,16 @@ def _report(args: argparse.Namespace) -> int:
                 args.inputs,
                 kind=args.input_format,
                 tz=args.dump_tz,
+                local_tz=args.tz,
                 fields=fields,
                 progress=lambda n: bar.advance(task, n),
             )
             bar.update(task, completed=total, description="measuring")
             report = metrics.build(data, since, until, tz=args.tz)
     else:
-        data = sources.load(args.inputs, kind=args.input_format, tz=args.dump_tz, fields=fields)
+        data = sources.load(
+            args.inputs, kind=args.input_format, tz=args.dump_tz, local_tz=args.tz, fields=fields
+        )
         report = metrics.build(data, since, until, tz=args.tz)
     if args.users_csv:
         metrics.users_table(data, args.tz).write_csv(args.users_csv)

@@ -74,7 +74,7 @@ KNOWN_FIELDS = frozenset(
     tresusageinmintask tresusageintot tresusageoutave tresusageoutmax tresusageoutmaxnode
     tresusageoutmaxtask tresusageoutmin tresusageoutminnode tresusageoutmintask tresusageouttot
     uid user usercpu wckey wckeyid workdir extra failednode licenses planned plannedcpu
-    plannedcpuraw qosreq stderr stdin stdout envvars environment""".split()
+    plannedcpuraw qosreq stderr stdin stdout envvars environment""".split()  # noqa: SIM905
 )
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 BLOCK = 32 << 20
@@ -163,9 +163,7 @@ def layout_of(first_line: str, fields: list[str] | None = None) -> tuple[list[st
     )
 
 
-def _blocks(
-    path: Path, layout: list[str], progress: Progress | None
-) -> Iterator[tuple[str, int]]:
+def _blocks(path: Path, layout: list[str], progress: Progress | None) -> Iterator[tuple[str, int]]:
     """Decoded text blocks cut before a record start, with their first line number."""
     line_no = 0
     carry = b""

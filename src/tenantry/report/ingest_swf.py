@@ -110,10 +110,7 @@ def read_swf(path: str | Path, *, tz: str | None = None) -> Dataset:
         stats.kind = "swf-extended"
         stats.notes.append(f"extended SWF: {width} columns; columns 19-{width} kept in 'extra'")
     numeric = (
-        pl.col("cells")
-        .list.slice(0, 18)
-        .list.eval(pl.element().str.contains(_NUM_RS))
-        .list.all()
+        pl.col("cells").list.slice(0, 18).list.eval(pl.element().str.contains(_NUM_RS)).list.all()
     )
     ok = (pl.col("n") == width) & numeric
     bad = body.filter(~ok.fill_null(False))

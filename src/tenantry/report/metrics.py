@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from tenantry.report import behaviour
 from tenantry.report import classify as cl
 from tenantry.report import window as win
 from tenantry.report.schema import WASTE_STATES, Dataset
@@ -223,6 +224,7 @@ def build(
         "sessions": _sessions(jobs, data),
         "job_evidence": _job_evidence(subs),
         "telemetry": _telemetry(cmds),
+        "behaviour": behaviour.table(data.actions, cmds, zone),
         "top_users": _top_users(users, jobs),
     }
 

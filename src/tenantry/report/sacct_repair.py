@@ -131,7 +131,8 @@ def split_record(text: str, layout: list[str]) -> list[str] | None:
         row = dict(zip(layout, merged, strict=True))
         line = row.get("submitline", "")
         named = sum(
-            bool(row.get(f)) and row.get(f, "") in line for f in ("jobname", "comment", "constraints")
+            bool(row.get(f)) and row.get(f, "") in line
+            for f in ("jobname", "comment", "constraints")
         )
         clean = -sum(
             row[layout[p]].startswith("|") or row[layout[p]].endswith("|")

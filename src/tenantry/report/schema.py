@@ -125,6 +125,8 @@ class Dataset:
     commands: pl.DataFrame = field(default_factory=lambda: empty(COMMAND_SCHEMA))
     sessions: pl.DataFrame = field(default_factory=lambda: empty(SESSION_SCHEMA))
     stats: list[IngestStats] = field(default_factory=list)
+    # agents' tool calls and humans' shell commands (transcripts, histories)
+    actions: pl.DataFrame | None = None
     combined: dict[str, Any] = field(default_factory=dict)  # how the inputs were merged
 
     def extend(self, other: Dataset) -> None:
@@ -136,3 +138,9 @@ class Dataset:
             [self.sessions, conform(other.sessions, SESSION_SCHEMA)], how="vertical"
         )
         self.stats.extend(other.stats)
+        if other.actions is not None:
+            self.actions = (
+                other.actions
+                if self.actions is None
+                else pl.concat([self.actions, other.actions], how="vertical")
+            )

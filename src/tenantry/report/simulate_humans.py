@@ -105,7 +105,9 @@ def generate(
             weekday = day.weekday() < 5
             if kind == "office" and weekday:
                 for _ in range(rng.randint(1, 8)):
-                    ts = _epoch(day, rng.randint(9, 16), rng.randint(0, 59), rng.randint(0, 59), zone)
+                    ts = _epoch(
+                        day, rng.randint(9, 16), rng.randint(0, 59), rng.randint(0, 59), zone
+                    )
                     builder.add(
                         user,
                         ts,
@@ -167,6 +169,4 @@ def generate(
                         fail_p=0.05,
                         fail_fast=False,
                     )
-    return Trace(
-        users=people, jobs=builder.jobs, start=t0, end=t0 + timedelta(days=days)
-    )
+    return Trace(users=people, jobs=builder.jobs, start=t0, end=t0 + timedelta(days=days))

@@ -20,11 +20,17 @@ from pathlib import Path
 import polars as pl
 
 from tenantry.errors import IngestError
-from tenantry.report import ingest_json, ingest_sacct, ingest_swf, ingest_telemetry
+from tenantry.report import (
+    ingest_json,
+    ingest_sacct,
+    ingest_swf,
+    ingest_telemetry,
+    ingest_transcripts,
+)
 from tenantry.report.files import read_bytes
 from tenantry.report.schema import Dataset
 
-KINDS = ("auto", "sacct", "json", "swf", "telemetry")
+KINDS = ("auto", "sacct", "json", "swf", "telemetry", *ingest_transcripts.KINDS)
 Progress = Callable[[int], None]
 
 
@@ -34,6 +40,9 @@ def sniff(path: Path) -> str:
     if ingest_telemetry.looks_like(head):
         return "telemetry"
     text = head.decode("utf-8", errors="replace")
+    transcript = ingest_transcripts.sniff(text)
+    if transcript is not None:
+        return transcript
     if text.lstrip().startswith("{"):
         return "json"
     if ingest_sacct.looks_like(text):
@@ -42,8 +51,9 @@ def sniff(path: Path) -> str:
         return "swf"
     raise IngestError(
         f"{path}: not a format the report reads",
-        hint="give a sacct --parsable2 dump, sacct --json output, an SWF trace or a Tenantry "
-        "store (tenantry.db); force one with --input-format",
+        hint="give a sacct --parsable2 dump, sacct --json output, an SWF trace, a Tenantry "
+        "store (tenantry.db), an agent transcript (Claude Code, Codex, Gemini CLI) or a "
+        "timestamped shell history; force one with --input-format",
     )
 
 
@@ -52,6 +62,7 @@ def load(
     *,
     kind: str = "auto",
     tz: str | None = None,
+    local_tz: str | None = None,
     fields: list[str] | None = None,
     progress: Progress | None = None,
 ) -> Dataset:
@@ -70,6 +81,9 @@ def load(
             part = ingest_swf.read_swf(p, tz=tz)
         elif k == "telemetry":
             part = ingest_telemetry.read_telemetry(p)
+        elif k in ingest_transcripts.KINDS:
+            acts, st = ingest_transcripts.read(p, k, local_tz or tz or "UTC")
+            part = Dataset(stats=[st], actions=acts)
         else:
             raise IngestError(f"unknown input format {k!r}", hint=f"one of {', '.join(KINDS)}")
         if k != "sacct" and progress is not None:
@@ -83,7 +97,17 @@ def load(
         heights.append(part.jobs.height)
         data.extend(part)
     combine(data, heights)
-    if data.jobs.is_empty() and data.commands.is_empty() and data.sessions.is_empty():
+    if data.actions is not None:
+        before = data.actions.height
+        data.actions = data.actions.unique("key", keep="first", maintain_order=True)
+        data.combined["duplicate_actions_dropped"] = before - data.actions.height
+    no_actions = data.actions is None or data.actions.is_empty()
+    if (
+        data.jobs.is_empty()
+        and data.commands.is_empty()
+        and data.sessions.is_empty()
+        and no_actions
+    ):
         lost = sum(len(s.unreadable) for s in data.stats)
         first = next((u for s in data.stats for u in s.unreadable), None)
         where = f"; first: {first.source} line {first.line}: {first.reason}" if first else ""
@@ -112,11 +136,7 @@ def combine(data: Dataset, heights: list[int]) -> None:
         [pl.repeat(i, h, dtype=pl.Int32, eager=True) for i, h in enumerate(heights) if h]
     )
     jobs = jobs.with_columns(idx.alias("_in"))
-    dup = (
-        pl.col("_in") > pl.col("_in").min().over(list(KEY))
-        if n_inputs > 1
-        else pl.lit(False)
-    )
+    dup = pl.col("_in") > pl.col("_in").min().over(list(KEY)) if n_inputs > 1 else pl.lit(False)
     dropped = jobs.filter(dup).group_by("_in").len()
     per = {int(i): int(n) for i, n in dropped.iter_rows()}
     for i, st in enumerate(data.stats[:n_inputs]):
