@@ -21,7 +21,7 @@ def claude_session(home: Path, session: str, n: int, start: datetime) -> Path:
     """~/.claude/projects/<project>/<session>.jsonl with n Read/Edit/Bash cycles."""
     d = home / ".claude" / "projects" / "-home-ana-proj"
     d.mkdir(parents=True, exist_ok=True)
-    lines = [{"type": "summary", "summary": "fix tests", "leafUuid": "l0"}]
+    lines: list[dict[str, object]] = [{"type": "summary", "summary": "fix tests", "leafUuid": "l0"}]
     tools = [
         ("Read", {"file_path": "/home/ana/proj/a.py"}),
         ("Edit", {"file_path": "/home/ana/proj/a.py", "old_string": "a", "new_string": "b"}),
