@@ -223,9 +223,34 @@ def build(
         "concentration": _concentration(users, jobs),
         "sessions": _sessions(jobs, data),
         "job_evidence": _job_evidence(subs),
+        "attribution": _attribution(subs, users, zone, zone_source),
         "telemetry": _telemetry(cmds),
         "behaviour": behaviour.table(data.actions, cmds, zone),
         "top_users": _top_users(users, jobs),
+    }
+
+
+def _attribution(
+    subs: pl.DataFrame, users: pl.DataFrame, zone: str, zone_source: str
+) -> dict[str, Any]:
+    """What each share rests on: submissions and users by kind of evidence."""
+    by_sub = subs.group_by("job_basis", "job_direct").len()
+    jobs = {
+        f"{b or 'none'}:{d or 'none'}": int(n) for b, d, n in by_sub.sort("job_basis").iter_rows()
+    }
+    agent_users = users.filter(pl.col("class") == "agent").group_by("basis").len()
+    like = users.filter(pl.col("class") == "unknown").height
+    basis = {str(b): int(n) for b, n in agent_users.sort("basis").iter_rows()}
+    kinds = ", ".join(f"{n} by {b}" for b, n in basis.items()) or "none"
+    return {
+        "submissions_by_evidence": jobs,
+        "agent_users_by_evidence": basis,
+        "agent_like_users": like,
+        "headline": (
+            f"Agent share rests on evidence only (agent users: {kinds}); "
+            f"{like} user(s) with agent-like behaviour but no evidence only raise the upper "
+            f"bound. Hours of day and week in {zone} ({zone_source})."
+        ),
     }
 
 

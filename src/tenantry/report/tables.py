@@ -11,6 +11,7 @@ from typing import Any
 Table = tuple[list[str], list[list[str]]]
 
 CLASSES = ("agent", "human", "unknown")
+LABELS = {"agent": "agent", "human": "human", "unknown": "agent-like (no evidence)"}
 
 METRICS = (
     ("users", "Users"),
@@ -51,7 +52,8 @@ def headline_rows(report: dict[str, Any]) -> list[list[str]]:
 
 
 def headline(report: dict[str, Any]) -> Table:
-    return ["metric", "agent", "unknown", "human", "agent bounds", "total"], headline_rows(report)
+    header = ["metric", "agent", LABELS["unknown"], "human", "agent bounds", "total"]
+    return header, headline_rows(report)
 
 
 def command_rate(report: dict[str, Any]) -> Table:
