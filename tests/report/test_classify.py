@@ -158,3 +158,31 @@ def test_scripted_bursty_night_humans_are_not_agents(tmp_path: Path, fmt: str) -
         assert share["agent_bounds_pct"][0] == 0.0, (key, share)
     # the behaviour bound is reported, not hidden: these humans do look scripted
     assert report["headline"]["submissions"]["agent_bounds_pct"][1] > 0.0
+
+
+def test_pre_2020_archive_shaped_log_reports_no_agents(tmp_path: Path) -> None:
+    """A log shaped like the Parallel Workloads Archive's 1990s traces (header, zone,
+    relative times, scripted and bursty users): years before coding agents existed."""
+    from tenantry.report import simulate_humans
+
+    trace = simulate_humans.generate(
+        users=50, days=28, seed=4, tz="US/Pacific", start=datetime(1998, 4, 6, tzinfo=UTC)
+    )
+    swf = tmp_path / "sp2.swf"
+    simulate_write.write(trace, swf, "swf")
+    body = [x for x in swf.read_text().splitlines() if not x.startswith(";")]
+    t0 = int(datetime(1998, 4, 6, tzinfo=UTC).timestamp())
+    header = [
+        "; Version: 2.2",
+        "; Computer: IBM SP2 (shaped like a PWA log; generated)",
+        "; Installation: example site",
+        f"; UnixStartTime: {t0}",
+        "; TimeZoneString: US/Pacific",
+        "; MaxProcs: 128",
+    ]
+    swf.write_text("\n".join(header + body) + "\n")
+    report = metrics.build(sources.load([swf]))
+    assert report["time_zone"] == {"zone": "US/Pacific", "source": "trace header"}
+    for key in ("users", "submissions", "core_hours"):
+        assert report["headline"][key]["share_pct"]["agent"] == 0.0
+        assert report["headline"][key]["agent_bounds_pct"][0] == 0.0

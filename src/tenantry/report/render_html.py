@@ -40,6 +40,8 @@ def render(report: dict[str, Any]) -> str:
     sections = [
         "<h1>Tenantry characterization report</h1>",
         f'<p class="note">Window (UTC): {escape(str(w["since"]))} to {escape(str(w["until"]))}. '
+        f"Hours of day and week in {escape(report['time_zone']['zone'])} "
+        f"({escape(report['time_zone']['source'])}). "
         f"Generated {escape(report['generated_at'])}.</p>",
         "<h2>Agent share of the facility</h2>",
         f"<p><b>{escape(report['attribution']['headline'])}</b></p>",
@@ -54,6 +56,15 @@ def render(report: dict[str, Any]) -> str:
         f"{escape(_num(cr['ratio_of_medians']))}x ratio of medians.</p>",
         f'<p class="note">{escape(cr["definition"])}</p>',
         _table(*tables.command_rate(report)),
+        "<h2>Agents' and humans' own commands</h2>",
+        f'<p class="note">{escape(report["behaviour"]["definition"])} Hours in '
+        f"{escape(report['behaviour']['time_zone'])}.</p>",
+        _table(*tables.behaviour(report))
+        + (
+            f"<p>Agent/human commands per active hour: <b>{report['behaviour']['ratio']}x</b></p>"
+            if "ratio" in report["behaviour"]
+            else ""
+        ),
         "<h2>When: hour of week</h2>",
         f'<div class="grid">{heat}</div>',
         _table(*tables.off_hours(report)),
