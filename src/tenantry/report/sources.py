@@ -65,6 +65,7 @@ def load(
     local_tz: str | None = None,
     fields: list[str] | None = None,
     progress: Progress | None = None,
+    require_records: bool = True,
 ) -> Dataset:
     data = Dataset()
     heights: list[int] = []
@@ -103,7 +104,8 @@ def load(
         data.combined["duplicate_actions_dropped"] = before - data.actions.height
     no_actions = data.actions is None or data.actions.is_empty()
     if (
-        data.jobs.is_empty()
+        require_records
+        and data.jobs.is_empty()
         and data.commands.is_empty()
         and data.sessions.is_empty()
         and no_actions
