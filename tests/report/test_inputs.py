@@ -108,6 +108,10 @@ def test_format_all_of_24x_with_pipes_and_newlines(
     p = write(tmp_path, "all24.txt", text)
     # small blocks: the cut must find record starts though the line starts with Account
     monkeypatch.setattr(ingest_sacct, "BLOCK", 4096)
+    layout, _ = ingest_sacct.layout_of(text.split("\n", 1)[0])
+    blocks = [b for b, _ in ingest_sacct._blocks(p, layout, None)]
+    # bounded memory: many blocks, none much larger than BLOCK (a record is ~700 bytes)
+    assert len(blocks) > 5 and max(len(b) for b in blocks) < 2 * 4096
     d = read_sacct(p)
     assert d.stats[0].unreadable == [] and d.jobs.height == 120
     got = d.jobs.unique("job_id").sort("job_id")

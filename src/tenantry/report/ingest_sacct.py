@@ -196,8 +196,9 @@ _JOB_ID_B = re.compile(rb"\d+[\d_\[\]+,\-.A-Za-z]*")
 def _cut(data: bytes, layout: list[str]) -> int:
     """Offset after the last newline followed by a line that is a whole record.
 
-    A whole record line has exactly one ``|`` per field boundary and a job id in
-    the JobID column, so the cut never splits a record held over several lines.
+    A whole record line has one ``|`` per field boundary and a job id in the
+    JobID column, or more ``|`` than that (a field holds one); a line continuing
+    a record split by a newline has fewer. So the cut never splits a record.
     """
     k = len(layout) - 1
     j = layout.index("jobid") if "jobid" in layout else 0
@@ -210,7 +211,9 @@ def _cut(data: bytes, layout: list[str]) -> int:
         nxt = data.find(b"\n", nl + 1, end)
         if nxt >= 0:  # the line after nl is complete
             line = data[nl + 1 : nxt]
-            if line.count(b"|") == k and _JOB_ID_B.fullmatch(line.split(b"|", j + 1)[j]):
+            n = line.count(b"|")
+            # a continuation line (after a newline inside a field) has fewer than k
+            if n > k or (n == k and _JOB_ID_B.fullmatch(line.split(b"|", j + 1)[j])):
                 return nl + 1
         pos = nl
 
