@@ -197,3 +197,10 @@ def test_real_slurm_tags_direct_agent_job_and_tenantry_job(slurm: None, tmp_path
     assert report["headline"]["submissions"]["share_pct"]["agent"] == 100.0
     users = metrics.users_table(data).filter(pl.col("class") == "agent")
     assert users.height == 1
+    # sacct --json carries the same tag (comment.administrator)
+    doc = tmp_path / "all.json"
+    with doc.open("w") as fh:
+        subprocess.run(["sacct", "--json", "-j", ids], stdout=fh, timeout=30, check=True)
+    ev_json = classify.job_evidence(sources.load([doc]).jobs)
+    got_json = {r[0]: r[1] for r in ev_json.select("job_id", "job_basis").iter_rows()}
+    assert got_json == {direct: "controller", through: "tag"}

@@ -242,3 +242,15 @@ def test_swf_time_zone_header_is_the_facility_zone(tmp_path: Path) -> None:
     assert r["time_zone"] == {"zone": "Europe/Berlin", "source": "trace header"}
     users = metrics.users_table(sources.load([p]))
     assert users.filter(pl.col("user") == "u3").height == 1
+
+
+def test_swf_header_with_unknown_start_and_zone(tmp_path: Path) -> None:
+    # header keys as some Slurm-to-SWF conversions write them: UNKNOWN start and zone,
+    # absolute epoch submit times
+    head = "; Version: 2.2\n; UnixStartTime: UNKNOWN\n; TimeZoneString: UNKNOWN\n; MaxProcs: 64\n"
+    std = [1, T_ABS, 5, 600, 4, -1, -1, 4, 3600, -1, 1, 7, 1, 1, 1, 1, -1, -1]
+    p = write(tmp_path, "u.swf", head + " ".join(map(str, std)) + "\n")
+    d = read_swf(p)
+    assert d.stats[0].tz is None
+    assert d.jobs["submit"][0] == datetime.fromtimestamp(T_ABS, tz=UTC)
+    assert metrics.build(d)["time_zone"]["zone"] == "UTC"
