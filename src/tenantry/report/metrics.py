@@ -32,6 +32,12 @@ from tenantry.report import window as win
 from tenantry.report.schema import WASTE_STATES, Dataset
 
 CLASSES = ("agent", "human", "unknown")
+# "unknown" is the agent-like class: behaviour without evidence (an upper bound only)
+CLASS_LABELS = {
+    "agent": "agent (evidence)",
+    "human": "human",
+    "unknown": "agent-like (no evidence)",
+}
 SIZE_BUCKETS = [(1, 1), (2, 4), (5, 16), (17, 64), (65, 256), (257, 10**9)]
 DURATION_BUCKETS = [
     ("<1m", 0, 60),
@@ -202,6 +208,7 @@ def build(
         "generated_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
         "window": window.to_dict(),
         "time_zone": {"zone": zone, "source": zone_source},
+        "class_labels": CLASS_LABELS,
         "inputs": [s.to_dict() for s in data.stats],
         "combined": dict(data.combined),
         "headline": headline,
