@@ -103,6 +103,15 @@ def test_format_all_of_24x_with_pipes_and_newlines(
             SubmitLine="sbatch -J two --wrap=make | tee log",
         ),
         row_24(header, JobID="903", JobIDRaw="903", Comment="see | here", StdOut="/o/%j"),
+        # both neighbours non-empty: the submit line tells which one holds the "|"
+        row_24(
+            header,
+            JobID="904",
+            JobIDRaw="904",
+            Comment="note",
+            Constraints="fa|fb",
+            SubmitLine="sbatch -C fa|fb --comment note md.sh",
+        ),
     ]
     text = "|".join(header) + "\n" + "\n".join(rows * 40) + "\n"
     p = write(tmp_path, "all24.txt", text)
@@ -113,13 +122,13 @@ def test_format_all_of_24x_with_pipes_and_newlines(
     # bounded memory: many blocks, none much larger than BLOCK (a record is ~700 bytes)
     assert len(blocks) > 5 and max(len(b) for b in blocks) < 2 * 4096
     d = read_sacct(p)
-    assert d.stats[0].unreadable == [] and d.jobs.height == 120
+    assert d.stats[0].unreadable == [] and d.jobs.height == 160
     got = d.jobs.unique("job_id").sort("job_id")
-    assert got["job_id"].to_list() == ["901", "902", "903"]
-    assert got["name"].to_list() == ["md", "two\nlines", "md"]
-    assert got["comment"].to_list() == ["", "", "see | here"]
+    assert got["job_id"].to_list() == ["901", "902", "903", "904"]
+    assert got["name"].to_list() == ["md", "two\nlines", "md", "md"]
+    assert got["comment"].to_list() == ["", "", "see | here", "note"]
     assert got["submit_line"][1] == "sbatch -J two --wrap=make | tee log"
-    assert got["cpus"].to_list() == [8, 8, 8]
+    assert got["cpus"].to_list() == [8, 8, 8, 8]
 
 
 def test_header_without_jobid_is_refused(tmp_path: Path) -> None:
