@@ -297,6 +297,10 @@ def test_telemetry_commands_by_principal_class(tmp_path: Path) -> None:
     assert t["human"]["commands"] == 1
     # the user ran an agent: a user-level agent, with all 31 commands
     assert r["command_rate"]["by_class"]["agent"]["commands"] == 31 + 1  # + the local job
+    # Tenantry's command telemetry feeds the behavioural table, by principal
+    b = r["behaviour"]
+    assert b["agent"]["commands"] == 30 and b["human"]["commands"] == 1
+    assert b["ratio"] == 30.0
 
 
 def test_gzip_inputs_are_read_transparently(tmp_path: Path, fixtures: Path) -> None:

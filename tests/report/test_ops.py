@@ -63,3 +63,17 @@ async def test_dashboard_renders_the_real_op_result(tmp_path: Path) -> None:
     out = await report_ops.latest(_ctx(tmp_path), {"days": 1.0})
     html = render_report(out)
     assert "100.0 %" in html and "Users" in html and "agent bounds" in html
+
+
+def test_empty_store_gives_an_empty_report_not_an_error(tmp_path: Path) -> None:
+    """A fresh daemon's store holds no records: the dashboard gets zeros, not exit 65."""
+    db = tmp_path / "tenantry.db"
+    conn = sqlite3.connect(db)
+    migrations = resources.files("tenantry.store").joinpath("migrations")
+    for f in sorted(migrations.iterdir(), key=lambda x: x.name):
+        if f.name.endswith(".sql"):
+            conn.executescript(f.read_text())
+    conn.close()
+    out = report_ops.compute([str(db)], None, None)
+    assert out["headline"]["users"]["total"] == 0
+    assert out["headline"]["submissions"]["total"] == 0

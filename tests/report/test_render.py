@@ -165,3 +165,17 @@ def test_every_svg_is_well_formed_xml(report: dict[str, Any]) -> None:
         assert (
             root.tag.endswith("svg") and root.find("{http://www.w3.org/2000/svg}title") is not None
         )
+
+
+def test_html_headline_says_what_each_share_rests_on_and_the_zone(tmp_path: Path) -> None:
+    from tenantry.report import metrics, simulate_humans, simulate_write, sources
+
+    out = tmp_path / "h.txt"
+    simulate_write.write(simulate_humans.generate(users=10, days=7, seed=2), out, "sacct")
+    report = metrics.build(sources.load([out]), tz="America/Chicago")
+    html = render_html.render(report)
+    head = html.split("<table>", 1)[0]
+    assert "Agent share rests on evidence only (agent users: none)" in head
+    assert "agent-like behaviour but no evidence only raise the upper bound" in head
+    assert "America/Chicago (setting (--tz))" in head
+    assert "agent-like (no evidence)" in html

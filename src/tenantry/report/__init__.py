@@ -10,6 +10,8 @@ package's top level stays light.
 from __future__ import annotations
 
 __all__ = [
+    "actions",
+    "behaviour",
     "classify",
     "figures",
     "files",
@@ -17,6 +19,7 @@ __all__ = [
     "ingest_sacct",
     "ingest_swf",
     "ingest_telemetry",
+    "ingest_transcripts",
     "metrics",
     "render_data",
     "render_html",
@@ -24,6 +27,7 @@ __all__ = [
     "sacct_repair",
     "schema",
     "simulate",
+    "simulate_humans",
     "simulate_write",
     "slurm_fields",
     "sources",

@@ -1,19 +1,25 @@
-"""Classify jobs and users as agent, human or unknown, keeping the evidence.
+"""Classify jobs and users as agent, human or unattributed agent-like, keeping the evidence.
 
-Evidence, strongest first:
+Evidence, strongest first (a stronger kind decides when kinds disagree):
 
-1. ``tag`` -- a Tenantry attribution tag in the job comment (ground truth: the
-   daemon submitted the job for that principal), or a Tenantry telemetry
-   session of the user with an agent product.
-2. ``env`` -- an agent environment marker (``CLAUDECODE``, ``CODEX_THREAD_ID``,
-   ``GEMINI_CLI``, ...) in the job's recorded environment or submit line.
-3. ``behaviour`` -- a score from the user's submissions: rate per active hour,
-   ``--wrap`` share, short failing jobs, off-hours share, burstiness.
+1. ``tag`` -- a Tenantry attribution tag in the job comment (the daemon
+   submitted the job for that principal), or a Tenantry telemetry session of
+   the user with an agent product.
+2. ``controller`` -- the tag Tenantry's ``job_submit.lua`` writes into
+   ``AdminComment`` inside slurmctld (not user-writable): the agent markers the
+   submitting environment carried, and whether the job came through Tenantry.
+   No markers there is evidence of a human submission.
+3. ``env`` -- an agent environment marker (``CLAUDECODE``, ``CODEX_THREAD_ID``,
+   ``GEMINI_CLI``, ...) in the job's recorded environment (``--env-vars``),
+   submit line or comment.
 
-A user with any tag/env evidence of an agent is an agent user. A user whose
-only direct evidence says human (tags with ``agent=human``) is human. Anyone
-else is scored: score >= AGENT_SCORE -> agent, <= HUMAN_SCORE -> human, in
-between -> unknown (shown as its own class, never folded in silently).
+Behaviour alone never labels a user "agent". A user without evidence is
+scored (rate per active hour, ``--wrap`` share, short failing jobs, bursts,
+off-hours in the facility's time zone); a score >= AGENT_SCORE puts the user
+in the class ``unknown``, shown as "unattributed, agent-like": it widens the
+upper bound of the agent share, never the share itself. Scripted, bursty and
+night-running humans (cron pipelines, sweeps, workflow managers) look like
+this too, which is why it is only a bound.
 """
 
 from __future__ import annotations
@@ -36,15 +42,24 @@ MARKERS: dict[str, str] = {
     "OPENHANDS": "openhands",
 }
 MARKER_RE = r"\b(" + "|".join(sorted(MARKERS, key=len, reverse=True)) + r")\b"
+CTLD_PREFIX = "tenantry-ctld:v1"
+CTLD_RE = r"tenantry-ctld:v1;via=([a-z]*);markers=([A-Z0-9_,]*)"
 AGENT_SCORE = 3
 HUMAN_SCORE = 1
-NIGHT_START, NIGHT_END = 20, 8  # UTC hours: night is [20:00, 08:00)
+NIGHT_START, NIGHT_END = 20, 8  # local hours: night is [20:00, 08:00)
+EVIDENCE_RANK = {"tag": 3, "controller": 2, "env": 1}
 
 
-def off_hours(ts: pl.Expr) -> pl.Expr:
-    """True at night (20:00-08:00 UTC) or at the weekend (Saturday, Sunday)."""
-    hour = ts.dt.hour()
-    return (hour >= NIGHT_START) | (hour < NIGHT_END) | (ts.dt.weekday() >= 6)
+def local(ts: pl.Expr, tz: str = "UTC") -> pl.Expr:
+    """``ts`` (UTC) as wall-clock time in the facility's zone (DST-correct)."""
+    return ts if tz == "UTC" else ts.dt.convert_time_zone(tz)
+
+
+def off_hours(ts: pl.Expr, tz: str = "UTC") -> pl.Expr:
+    """True at night (20:00-08:00 local) or at the weekend (Saturday, Sunday local)."""
+    t = local(ts, tz)
+    hour = t.dt.hour()
+    return (hour >= NIGHT_START) | (hour < NIGHT_END) | (t.dt.weekday() >= 6)
 
 
 def _tags(comments: pl.Series) -> pl.DataFrame:
@@ -62,7 +77,8 @@ def _tags(comments: pl.Series) -> pl.DataFrame:
 
 
 def job_evidence(jobs: pl.DataFrame) -> pl.DataFrame:
-    """Add ``tag_agent``, ``tag_session``, ``env_agent``, ``wrap`` and ``job_direct``."""
+    """Add ``tag_agent``, ``tag_session``, ``ctld_agent``, ``env_agent``, ``wrap``,
+    ``job_direct`` (agent/human/None) and ``job_basis`` (tag/controller/env/None)."""
     tags = _tags(jobs["comment"].drop_nulls())
     df = (
         jobs.join(tags, on="comment", how="left")
@@ -72,22 +88,55 @@ def job_evidence(jobs: pl.DataFrame) -> pl.DataFrame:
         )
     )
     text = pl.concat_str(
-        [pl.col("env").fill_null(""), pl.col("submit_line").fill_null("")], separator="\n"
+        [
+            pl.col("env").fill_null(""),
+            pl.col("submit_line").fill_null(""),
+            pl.col("comment").fill_null(""),
+        ],
+        separator="\n",
     )
     marker = text.str.extract(MARKER_RE, 1)
+    ctld = pl.col("admin_comment").str.extract_groups(CTLD_RE)
+    ctld_markers = ctld.struct.field("2")
+    ctld_marker = ctld_markers.str.extract(MARKER_RE, 1)
+    ctld_agent = (
+        pl.when(ctld_marker.is_not_null())
+        .then(ctld_marker.replace_strict(MARKERS, default="agent", return_dtype=pl.String))
+        .when(ctld_markers.is_not_null() & (ctld_markers == ""))
+        .then(pl.lit("human"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    tag_cls = (
+        pl.when(pl.col("tag_agent").is_null())
+        .then(pl.lit(None, dtype=pl.String))
+        .when(pl.col("tag_agent") == "human")
+        .then(pl.lit("human"))
+        .otherwise(pl.lit("agent"))
+    )
+    ctld_cls = (
+        pl.when(pl.col("ctld_agent").is_null())
+        .then(pl.lit(None, dtype=pl.String))
+        .when(pl.col("ctld_agent") == "human")
+        .then(pl.lit("human"))
+        .otherwise(pl.lit("agent"))
+    )
+    env_cls = pl.when(pl.col("env_agent").is_not_null()).then(pl.lit("agent"))
     return df.with_columns(
         env_agent=marker.replace_strict(MARKERS, default=None, return_dtype=pl.String),
+        ctld_agent=ctld_agent,
+        ctld_via=ctld.struct.field("1"),
         # sbatch names a --wrap job "wrap" unless told otherwise (XDMoD dumps have no SubmitLine)
         wrap=pl.col("submit_line").fill_null("").str.contains("--wrap", literal=True)
         | (pl.col("name") == "wrap").fill_null(False),
     ).with_columns(
-        job_direct=pl.when(pl.col("tag_agent").is_not_null() & (pl.col("tag_agent") != "human"))
-        .then(pl.lit("agent"))
-        .when(pl.col("env_agent").is_not_null())
-        .then(pl.lit("agent"))
-        .when(pl.col("tag_agent") == "human")
-        .then(pl.lit("human"))
-        .otherwise(pl.lit(None, dtype=pl.String))
+        job_direct=pl.coalesce(tag_cls, ctld_cls, env_cls),
+        job_basis=pl.when(tag_cls.is_not_null())
+        .then(pl.lit("tag"))
+        .when(ctld_cls.is_not_null())
+        .then(pl.lit("controller"))
+        .when(env_cls.is_not_null())
+        .then(pl.lit("env"))
+        .otherwise(pl.lit(None, dtype=pl.String)),
     )
 
 
@@ -112,6 +161,7 @@ def submissions(jobs: pl.DataFrame) -> pl.DataFrame:
             .alias("short_fail"),
             pl.col("wrap").any(),
             pl.col("job_direct").drop_nulls().first(),
+            pl.col("job_basis").drop_nulls().first(),
         )
         .filter(pl.col("ts").is_not_null())
     )
@@ -124,7 +174,7 @@ def command_table(subs: pl.DataFrame, commands: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([a, b], how="vertical")
 
 
-def user_features(subs: pl.DataFrame, cmds: pl.DataFrame) -> pl.DataFrame:
+def user_features(subs: pl.DataFrame, cmds: pl.DataFrame, tz: str = "UTC") -> pl.DataFrame:
     gaps = (
         subs.select("user", "ts")
         .sort("user", "ts")
@@ -142,9 +192,17 @@ def user_features(subs: pl.DataFrame, cmds: pl.DataFrame) -> pl.DataFrame:
         n_sub=pl.len(),
         wrap_share=pl.col("wrap").mean(),
         short_fail_share=pl.col("short_fail").mean(),
-        off_hours_share=off_hours(pl.col("ts")).mean(),
+        off_hours_share=off_hours(pl.col("ts"), tz).mean(),
         direct_agent=(pl.col("job_direct") == "agent").sum(),
         direct_human=(pl.col("job_direct") == "human").sum(),
+        agent_basis=pl.col("job_basis")
+        .filter(pl.col("job_direct") == "agent")
+        .replace_strict(EVIDENCE_RANK, default=0, return_dtype=pl.Int32)
+        .max(),
+        human_basis=pl.col("job_basis")
+        .filter(pl.col("job_direct") == "human")
+        .replace_strict(EVIDENCE_RANK, default=0, return_dtype=pl.Int32)
+        .max(),
     )
     activity = cmds.group_by("user").agg(
         commands=pl.len(), active_hours=pl.col("ts").dt.truncate("1h").n_unique()
@@ -178,32 +236,42 @@ def classify_users(features: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFra
         pl.col("tele_agent", "direct_agent", "direct_human", "n_sub", "commands").fill_null(0),
     )
     f = f.with_columns(score(f))
+    if "agent_basis" not in f.columns:
+        f = f.with_columns(agent_basis=pl.lit(None, dtype=pl.Int32))
+    if "human_basis" not in f.columns:
+        f = f.with_columns(human_basis=pl.lit(None, dtype=pl.Int32))
+    # a stronger kind of evidence decides: a human tag outranks an env marker in a comment
+    a_rank = pl.max_horizontal(
+        pl.col("agent_basis").fill_null(0), pl.when(pl.col("tele_agent") > 0).then(3).otherwise(0)
+    )
+    h_rank = pl.col("human_basis").fill_null(0)
+    is_agent = (a_rank > 0) & (a_rank >= h_rank)
+    is_human = (h_rank > 0) & ~is_agent
     cls = (
-        pl.when((pl.col("direct_agent") > 0) | (pl.col("tele_agent") > 0))
+        pl.when(is_agent)
         .then(pl.lit("agent"))
-        .when(pl.col("direct_human") > 0)
+        .when(is_human)
         .then(pl.lit("human"))
         .when(pl.col("score") >= AGENT_SCORE)
-        .then(pl.lit("agent"))
-        .when(pl.col("score") <= HUMAN_SCORE)
-        .then(pl.lit("human"))
-        .otherwise(pl.lit("unknown"))
+        .then(pl.lit("unknown"))
+        .otherwise(pl.lit("human"))
     )
+    names = {3: "tag", 2: "controller", 1: "env"}
+    a_name = a_rank.replace_strict(names, default="", return_dtype=pl.String)
+    h_name = h_rank.replace_strict(names, default="", return_dtype=pl.String)
     evidence = (
-        pl.when(pl.col("direct_agent") > 0)
-        .then(pl.format("jobs with tag/env marker: {}", pl.col("direct_agent")))
-        .when(pl.col("tele_agent") > 0)
+        pl.when(is_agent & (pl.col("tele_agent") > 0) & (pl.col("direct_agent") == 0))
         .then(pl.format("telemetry agent sessions: {}", pl.col("tele_agent")))
-        .when(pl.col("direct_human") > 0)
-        .then(pl.format("tags say human: {}", pl.col("direct_human")))
-        .otherwise(pl.format("behaviour score {}", pl.col("score")))
+        .when(is_agent)
+        .then(pl.format("jobs with agent evidence ({}): {}", a_name, pl.col("direct_agent")))
+        .when(is_human)
+        .then(pl.format("evidence says human ({}): {}", h_name, pl.col("direct_human")))
+        .when(pl.col("score") >= AGENT_SCORE)
+        .then(pl.format("no evidence; agent-like behaviour score {}", pl.col("score")))
+        .otherwise(pl.format("no evidence; behaviour score {}", pl.col("score")))
     )
     basis = (
-        pl.when(
-            (pl.col("direct_agent") > 0) | (pl.col("tele_agent") > 0) | (pl.col("direct_human") > 0)
-        )
-        .then(pl.lit("direct"))
-        .otherwise(pl.lit("behaviour"))
+        pl.when(is_agent).then(a_name).when(is_human).then(h_name).otherwise(pl.lit("behaviour"))
     )
     return f.with_columns(cls.alias("class"), evidence.alias("evidence"), basis.alias("basis"))
 

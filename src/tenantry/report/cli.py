@@ -18,10 +18,15 @@ from tenantry.errors import UsageError
 REPORT_EPILOG = """\
 inputs (format detected from the content; force with --input-format):
   sacct --parsable2 dump   Open XDMoD's field set without header, or any field set with a
-                           header line; make it with TZ=UTC (or say --tz ZONE)
+                           header line (--format=ALL too); make it with TZ=UTC (or say
+                           --dump-tz ZONE)
   sacct --json output      Slurm 22.05 and newer shapes
-  SWF trace                Standard Workload Format (Parallel Workloads Archive)
+  SWF trace                Standard Workload Format (Parallel Workloads Archive), or
+                           extended SWF (extra columns, absolute epoch times)
   tenantry.db              Tenantry's own store (read-only): sessions, commands, jobs
+  agent transcripts        Claude Code session JSONL, Codex rollout JSONL, Gemini CLI
+                           chats/session-*.json (tool calls = agent commands)
+  shell history            bash with HISTTIMEFORMAT, zsh extended history (human commands)
 
 examples:
   TZ=UTC sacct --allusers --parsable2 --allocations --duplicates \\
@@ -31,6 +36,13 @@ examples:
   tenantry report jobs.txt --format md --out report.md   Markdown tables
   tenantry report jobs.txt ~/.local/state/tenantry/tenantry.db --json
   tenantry report jobs.txt --since 2026-01-01 --until 2026-02-01 --format csv --out m.csv
+  tenantry report a.txt b.swf --tz America/Chicago       two clusters, local hours
+
+Attribution rests on evidence: Tenantry's tags, the AdminComment tag of the
+job_submit.lua plugin (shipped in tenantry/report/slurm/), agent markers in
+--env-vars/SubmitLine/Comment. Behaviour alone never says "agent": it only
+raises the upper bound of the agent share ("agent-like, no evidence").
+Reading no records is an error (exit 65).
 """
 
 SIM_EPILOG = """\
@@ -61,11 +73,30 @@ def register(sub: Any) -> None:
     p.add_argument("--out", help="write the document here ('-' for stdout)")
     p.add_argument("--since", help="window start, UTC (2026-01-01 or 2026-01-01T08:00)")
     p.add_argument("--until", help="window end (exclusive), UTC")
-    p.add_argument("--tz", help="time zone the sacct dump was made in (default: UTC)")
+    p.add_argument(
+        "--tz",
+        help="the facility's time zone (Europe/Berlin) for hours of day and week "
+        "(default: an SWF header's TimeZoneString, else UTC)",
+    )
+    p.add_argument(
+        "--dump-tz",
+        help="the zone a sacct dump's times were written in, when it was not made with TZ=UTC "
+        "(default: UTC)",
+    )
     p.add_argument(
         "--input-format",
         default="auto",
-        choices=("auto", "sacct", "json", "swf", "telemetry"),
+        choices=(
+            "auto",
+            "sacct",
+            "json",
+            "swf",
+            "telemetry",
+            "claude",
+            "codex",
+            "gemini",
+            "history",
+        ),
         help="force the input format",
     )
     p.add_argument("--fields", help="sacct field order for a dump without header (a,b,c)")
@@ -147,17 +178,20 @@ def _report(args: argparse.Namespace) -> int:
             data = sources.load(
                 args.inputs,
                 kind=args.input_format,
-                tz=args.tz,
+                tz=args.dump_tz,
+                local_tz=args.tz,
                 fields=fields,
                 progress=lambda n: bar.advance(task, n),
             )
             bar.update(task, completed=total, description="measuring")
-            report = metrics.build(data, since, until)
+            report = metrics.build(data, since, until, tz=args.tz)
     else:
-        data = sources.load(args.inputs, kind=args.input_format, tz=args.tz, fields=fields)
-        report = metrics.build(data, since, until)
+        data = sources.load(
+            args.inputs, kind=args.input_format, tz=args.dump_tz, local_tz=args.tz, fields=fields
+        )
+        report = metrics.build(data, since, until, tz=args.tz)
     if args.users_csv:
-        metrics.users_table(data).write_csv(args.users_csv)
+        metrics.users_table(data, args.tz).write_csv(args.users_csv)
     fmt = _format_of(args)
     doc = None
     if fmt is not None:
@@ -192,7 +226,7 @@ def _summary(report: dict[str, Any], out: str | None) -> None:
     from tenantry.report.tables import num as _num
 
     t = Table(title="Agent share of the facility", title_justify="left")
-    for h in ("metric", "agent", "unknown", "human", "agent bounds", "total"):
+    for h in ("metric", "agent", "agent-like (no evidence)", "human", "agent bounds", "total"):
         t.add_column(h, justify="left" if h == "metric" else "right")
     for row in headline_rows(report):
         t.add_row(*row)
@@ -205,9 +239,15 @@ def _summary(report: dict[str, Any], out: str | None) -> None:
     )
     bad = sum(s["unreadable"] for s in report["inputs"])
     recs = sum(s["records"] for s in report["inputs"])
+    dups = report.get("combined", {}).get("duplicates_dropped", 0)
+    tz = report["time_zone"]
     c.print(
-        f"{recs:,} job records read; {bad:,} unreadable line(s)" + (f"; wrote {out}" if out else "")
+        f"{recs:,} job records read; {bad:,} unreadable line(s); {dups:,} duplicate(s) dropped; "
+        f"hours in {tz['zone']} ({tz['source']})" + (f"; wrote {out}" if out else "")
     )
+    for s in report["inputs"]:
+        for u in s["unreadable_examples"][:5]:
+            c.print(f"  unreadable: {u['source']} line {u['line']}: {u['reason']}")
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -102,7 +102,9 @@ def job_id_of(job: dict[str, Any]) -> tuple[str, str]:
 def row_of(job: dict[str, Any], source: str) -> dict[str, Any]:
     time = job.get("time") or {}
     comment = job.get("comment")
+    admin = job.get("admin_comment")
     if isinstance(comment, dict):
+        admin = comment.get("administrator") or admin
         comment = comment.get("job")
     assoc = job.get("association") or {}
     display, base = job_id_of(job)
@@ -113,6 +115,7 @@ def row_of(job: dict[str, Any], source: str) -> dict[str, Any]:
     rc = num(exit_code.get("return_code")) if isinstance(exit_code, dict) else None
     return {
         "source": source,
+        "cluster": job.get("cluster"),
         "job_id": display,
         "submission_id": f"{job.get('cluster') or ''}:{base}",
         "user": job.get("user") or assoc.get("user"),
@@ -128,6 +131,7 @@ def row_of(job: dict[str, Any], source: str) -> dict[str, Any]:
         "gpus": gpus_of(job.get("tres")),
         "exit_code": None if rc is None else str(rc),
         "comment": comment,
+        "admin_comment": admin,
         "submit_line": job.get("submit_line"),
         "env": None,
     }

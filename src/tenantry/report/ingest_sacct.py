@@ -1,5 +1,8 @@
 """Read ``sacct --parsable2`` dumps (Open XDMoD's field set, or any set with a header).
 
+A header is recognised by its field names, in any order (``--format=ALL``
+starts with ``Account``); it must include ``JobID``.
+
 The fast path is columnar: lines with exactly the expected number of ``|`` are
 split by polars. The rest -- a field holding ``|`` (a ``--wrap`` pipeline in
 ``SubmitLine``) or a newline (a ``JobName``) -- go through the columnar and
@@ -54,6 +57,26 @@ XDMOD_FIELDS = (
 )
 XDMOD_FIELDS_NO_QOS = tuple(f for f in XDMOD_FIELDS if f != "qos")
 
+# Every field name of `sacct --helpformat` in Slurm 22.05 (recorded) and the names 24.x added
+# (sacct(1) of 24.05/24.11): a first line made of these is a header.
+KNOWN_FIELDS = frozenset(
+    """account admincomment alloccpus allocnodes alloctres associd avecpu avecpufreq avediskread
+    avediskwrite avepages averss avevmsize blockid cluster comment constraints consumedenergy
+    consumedenergyraw container cputime cputimeraw dbindex derivedexitcode elapsed elapsedraw
+    eligible end exitcode flags gid group jobid jobidraw jobname layout maxdiskread
+    maxdiskreadnode maxdiskreadtask maxdiskwrite maxdiskwritenode maxdiskwritetask maxpages
+    maxpagesnode maxpagestask maxrss maxrssnode maxrsstask maxvmsize maxvmsizenode maxvmsizetask
+    mcslabel mincpu mincpunode mincputask ncpus nnodes nodelist ntasks partition priority qos
+    qosraw reason reqcpufreq reqcpufreqgov reqcpufreqmax reqcpufreqmin reqcpus reqmem reqnodes
+    reqtres reservation reservationid reserved resvcpu resvcpuraw start state submit submitline
+    suspended systemcomment systemcpu timelimit timelimitraw totalcpu tresusageinave
+    tresusageinmax tresusageinmaxnode tresusageinmaxtask tresusageinmin tresusageinminnode
+    tresusageinmintask tresusageintot tresusageoutave tresusageoutmax tresusageoutmaxnode
+    tresusageoutmaxtask tresusageoutmin tresusageoutminnode tresusageoutmintask tresusageouttot
+    uid user usercpu wckey wckeyid workdir extra failednode licenses planned plannedcpu
+    plannedcpuraw qosreq stderr stdin stdout envvars environment""".split()  # noqa: SIM905
+)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 BLOCK = 32 << 20
 # Typed fields checked on every cleanly split line (cheap, and they catch stray text).
 SPOT_CHECK = ("jobid", "submit", "state")
@@ -81,25 +104,50 @@ NEEDED = frozenset(
         "environment",
         "envvars",
         "nodelist",
+        "admincomment",
     ]
 )
 
 Progress = Callable[[int], None]
 
 
+def header_names(first_line: str) -> list[str] | None:
+    """The lower-case field names when ``first_line`` is a sacct header, else None.
+
+    Every cell must look like a field name and at least three quarters must be
+    names sacct knows (so a newer Slurm's new fields do not stop the read).
+    """
+    cells = [c.strip() for c in first_line.rstrip("\r").split("|")]
+    if len(cells) < 2 or not all(_NAME.match(c) for c in cells):
+        return None
+    names = [c.lower() for c in cells]
+    known = sum(n in KNOWN_FIELDS for n in names)
+    return names if 4 * known >= 3 * len(names) else None
+
+
 def looks_like(head: str) -> bool:
     """True when the first line of a file looks like a sacct parsable dump."""
     first = head.split("\n", 1)[0]
     return "|" in first and (
-        first.lower().startswith("jobid") or RECORD_START.match(first) is not None
+        header_names(first) is not None or RECORD_START.match(first) is not None
     )
 
 
 def layout_of(first_line: str, fields: list[str] | None = None) -> tuple[list[str], bool]:
     """(lower-case field names, has_header) for a dump whose first line is given."""
     cells = first_line.rstrip("\r").split("|")
-    if cells and cells[0].strip().lower() == "jobid":
-        return [c.strip().lower() for c in cells], True
+    names = header_names(first_line)
+    if names is not None:
+        if "jobid" not in names:
+            raise IngestError(
+                "the sacct header has no JobID field",
+                hint="dump again with JobID in --format (or use --format=ALL)",
+            )
+        if len(set(names)) != len(names):
+            raise IngestError(
+                "the sacct header names a field twice", hint="list each field once in --format"
+            )
+        return names, True
     if fields:
         return [f.strip().lower() for f in fields], False
     n = len(cells)
@@ -115,7 +163,7 @@ def layout_of(first_line: str, fields: list[str] | None = None) -> tuple[list[st
     )
 
 
-def _blocks(path: Path, progress: Progress | None) -> Iterator[tuple[str, int]]:
+def _blocks(path: Path, layout: list[str], progress: Progress | None) -> Iterator[tuple[str, int]]:
     """Decoded text blocks cut before a record start, with their first line number."""
     line_no = 0
     carry = b""
@@ -128,7 +176,7 @@ def _blocks(path: Path, progress: Progress | None) -> Iterator[tuple[str, int]]:
                 if data:
                     yield data.decode("utf-8", errors="replace"), line_no
                 return
-            cut = _cut(data)
+            cut = _cut(data, layout)
             if cut <= 0:
                 carry = data
                 continue
@@ -142,15 +190,31 @@ def _blocks(path: Path, progress: Progress | None) -> Iterator[tuple[str, int]]:
                 done = now
 
 
-def _cut(data: bytes) -> int:
-    """Offset after the last newline that is followed by a record start."""
-    pos = len(data)
+_JOB_ID_B = re.compile(rb"\d+[\d_\[\]+,\-.A-Za-z]*")
+
+
+def _cut(data: bytes, layout: list[str]) -> int:
+    """Offset after the last newline followed by a line that is a whole record.
+
+    A whole record line has one ``|`` per field boundary and a job id in the
+    JobID column, or more ``|`` than that (a field holds one); a line continuing
+    a record split by a newline has fewer. So the cut never splits a record.
+    """
+    k = len(layout) - 1
+    j = layout.index("jobid") if "jobid" in layout else 0
+    end = len(data)
+    pos = end
     while True:
         nl = data.rfind(b"\n", 0, pos)
         if nl < 0:
             return -1
-        if re.match(rb"\d+[\d_\[\]+,\-.]*\|", data[nl + 1 : nl + 64]):
-            return nl + 1
+        nxt = data.find(b"\n", nl + 1, end)
+        if nxt >= 0:  # the line after nl is complete
+            line = data[nl + 1 : nxt]
+            n = line.count(b"|")
+            # a continuation line (after a newline inside a field) has fewer than k
+            if n > k or (n == k and _JOB_ID_B.fullmatch(line.split(b"|", j + 1)[j])):
+                return nl + 1
         pos = nl
 
 
@@ -246,6 +310,7 @@ def normalize(raw: pl.DataFrame, source: str, tz: str | None) -> tuple[pl.DataFr
     cluster = col("cluster").fill_null("")
     out = raw.select(
         pl.lit(source).alias("source"),
+        col("cluster").alias("cluster"),
         col("jobid").alias("job_id"),
         (cluster + ":" + sf.submission_base("jobid")).alias("submission_id"),
         col("user").alias("user"),
@@ -262,6 +327,7 @@ def normalize(raw: pl.DataFrame, source: str, tz: str | None) -> tuple[pl.DataFr
         (sf.gpus_from_tres("alloctres") if "alloctres" in cols else pl.lit(0)).alias("gpus"),
         col("exitcode").alias("exit_code"),
         col("comment").alias("comment"),
+        col("admincomment").alias("admin_comment"),
         col("submitline").alias("submit_line"),
         pl.coalesce(col("environment"), col("envvars")).alias("env"),
         (
@@ -296,7 +362,7 @@ def read_sacct(
         return Dataset(stats=[stats])
     layout, header = layout_of(first.rstrip("\n"), fields)
     frames = []
-    for text, offset in _blocks(p, progress):
+    for text, offset in _blocks(p, layout, progress):
         body, start = text, offset
         if header and offset == 0:
             body = text.split("\n", 1)[1] if "\n" in text else ""

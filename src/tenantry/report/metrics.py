@@ -26,11 +26,18 @@ from typing import Any
 
 import polars as pl
 
+from tenantry.report import behaviour
 from tenantry.report import classify as cl
 from tenantry.report import window as win
 from tenantry.report.schema import WASTE_STATES, Dataset
 
 CLASSES = ("agent", "human", "unknown")
+# "unknown" is the agent-like class: behaviour without evidence (an upper bound only)
+CLASS_LABELS = {
+    "agent": "agent (evidence)",
+    "human": "human",
+    "unknown": "agent-like (no evidence)",
+}
 SIZE_BUCKETS = [(1, 1), (2, 4), (5, 16), (17, 64), (65, 256), (257, 10**9)]
 DURATION_BUCKETS = [
     ("<1m", 0, 60),
@@ -92,11 +99,10 @@ def top_share(values: list[float], frac: float = 0.1) -> float | None:
     return 100.0 * sum(xs[:k]) / s
 
 
-def hour_of_week(subs: pl.DataFrame) -> dict[str, list[list[int]]]:
-    """Per class, a 7x24 matrix (Monday first, UTC hours) of submissions."""
-    counts = subs.group_by(
-        "class", (pl.col("ts").dt.weekday() - 1).alias("d"), pl.col("ts").dt.hour().alias("h")
-    ).len()
+def hour_of_week(subs: pl.DataFrame, tz: str = "UTC") -> dict[str, list[list[int]]]:
+    """Per class, a 7x24 matrix (Monday first, local hours of ``tz``) of submissions."""
+    t = cl.local(pl.col("ts"), tz)
+    counts = subs.group_by("class", (t.dt.weekday() - 1).alias("d"), t.dt.hour().alias("h")).len()
     out = {c: [[0] * 24 for _ in range(7)] for c in CLASSES}
     for c, d, h, n in counts.iter_rows():
         out[str(c)][int(d)][int(h)] = int(n)
@@ -139,10 +145,26 @@ def _buckets(df: pl.DataFrame, col: str, edges: list[tuple[str, int, int]]) -> d
     return out
 
 
+def facility_zone(data: Dataset, tz: str | None = None) -> tuple[str, str]:
+    """(zone, where it came from): the setting, else the inputs' headers, else UTC."""
+    if tz:
+        return tz, "setting (--tz)"
+    declared = sorted({s.tz for s in data.stats if s.tz})
+    if len(declared) == 1:
+        return declared[0], "trace header"
+    if len(declared) > 1:
+        return "UTC", f"UTC: the inputs declare different zones ({', '.join(declared)})"
+    return "UTC", "default: no zone given (say --tz ZONE for local hours)"
+
+
 def build(
-    data: Dataset, since: datetime | None = None, until: datetime | None = None
+    data: Dataset,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    tz: str | None = None,
 ) -> dict[str, Any]:
-    """Every metric of the report."""
+    """Every metric of the report; hours of day and week in the facility's zone."""
+    zone, zone_source = facility_zone(data, tz)
     jobs, window = win.apply(data.jobs, since, until)
     jobs = cl.job_evidence(jobs)
     subs = cl.submissions(jobs)
@@ -152,10 +174,10 @@ def build(
     if until is not None:
         cmds = cmds.filter(pl.col("ts") < until)
     cmd_table = cl.command_table(subs, cmds)
-    feats = cl.user_features(subs, cmd_table)
+    feats = cl.user_features(subs, cmd_table, zone)
     # who is who comes from everything ingested; the window only selects what counts
     classes = (
-        classify_all(data) if since or until else cl.classify_users(feats, data.sessions)
+        classify_all(data, zone) if since or until else cl.classify_users(feats, data.sessions)
     ).select("user", "class", "evidence", "basis", "score")
     usage_users = jobs.filter(pl.col("used_s") > 0).select("user")
     active = pl.concat([feats.select("user"), usage_users]).unique()
@@ -185,12 +207,15 @@ def build(
     return {
         "generated_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
         "window": window.to_dict(),
+        "time_zone": {"zone": zone, "source": zone_source},
+        "class_labels": CLASS_LABELS,
         "inputs": [s.to_dict() for s in data.stats],
+        "combined": dict(data.combined),
         "headline": headline,
         "classification": _classification(users),
         "command_rate": _command_rate(users),
-        "hour_of_week": hour_of_week(subs),
-        "off_hours": _off_hours(subs),
+        "hour_of_week": hour_of_week(subs, zone),
+        "off_hours": _off_hours(subs, zone),
         "job_sizes": _buckets(
             jobs.filter(pl.col("start").is_not_null()),
             "cpus",
@@ -205,16 +230,42 @@ def build(
         "concentration": _concentration(users, jobs),
         "sessions": _sessions(jobs, data),
         "job_evidence": _job_evidence(subs),
+        "attribution": _attribution(subs, users, zone, zone_source),
         "telemetry": _telemetry(cmds),
+        "behaviour": behaviour.table(data.actions, cmds, zone),
         "top_users": _top_users(users, jobs),
     }
 
 
-def classify_all(data: Dataset) -> pl.DataFrame:
+def _attribution(
+    subs: pl.DataFrame, users: pl.DataFrame, zone: str, zone_source: str
+) -> dict[str, Any]:
+    """What each share rests on: submissions and users by kind of evidence."""
+    by_sub = subs.group_by("job_basis", "job_direct").len()
+    jobs = {
+        f"{b or 'none'}:{d or 'none'}": int(n) for b, d, n in by_sub.sort("job_basis").iter_rows()
+    }
+    agent_users = users.filter(pl.col("class") == "agent").group_by("basis").len()
+    like = users.filter(pl.col("class") == "unknown").height
+    basis = {str(b): int(n) for b, n in agent_users.sort("basis").iter_rows()}
+    kinds = ", ".join(f"{n} by {b}" for b, n in basis.items()) or "none"
+    return {
+        "submissions_by_evidence": jobs,
+        "agent_users_by_evidence": basis,
+        "agent_like_users": like,
+        "headline": (
+            f"Agent share rests on evidence only (agent users: {kinds}); "
+            f"{like} user(s) with agent-like behaviour but no evidence only raise the upper "
+            f"bound. Hours of day and week in {zone} ({zone_source})."
+        ),
+    }
+
+
+def classify_all(data: Dataset, tz: str = "UTC") -> pl.DataFrame:
     """Users classified on every record ingested (window-independent)."""
     jobs, _ = win.apply(data.jobs, None, None)
     subs = cl.submissions(cl.job_evidence(jobs))
-    feats = cl.user_features(subs, cl.command_table(subs, data.commands))
+    feats = cl.user_features(subs, cl.command_table(subs, data.commands), tz)
     return cl.classify_users(feats, data.sessions)
 
 
@@ -259,17 +310,16 @@ def _command_rate(users: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _off_hours(subs: pl.DataFrame) -> dict[str, Any]:
+def _off_hours(subs: pl.DataFrame, tz: str = "UTC") -> dict[str, Any]:
+    t = cl.local(pl.col("ts"), tz)
     g = subs.group_by("class").agg(
         n=pl.len(),
-        night=(
-            (pl.col("ts").dt.hour() >= cl.NIGHT_START) | (pl.col("ts").dt.hour() < cl.NIGHT_END)
-        ).mean(),
-        weekend=(pl.col("ts").dt.weekday() >= 6).mean(),
-        off=cl.off_hours(pl.col("ts")).mean(),
+        night=((t.dt.hour() >= cl.NIGHT_START) | (t.dt.hour() < cl.NIGHT_END)).mean(),
+        weekend=(t.dt.weekday() >= 6).mean(),
+        off=cl.off_hours(pl.col("ts"), tz).mean(),
     )
     out: dict[str, Any] = {
-        "definition": "night = 20:00-08:00 UTC; weekend = Saturday and Sunday (UTC); "
+        "definition": f"night = 20:00-08:00 {tz}; weekend = Saturday and Sunday ({tz}); "
         "off-hours = night or weekend; shares of each class's submissions"
     }
     for c, n, night, weekend, off in g.iter_rows():
@@ -433,6 +483,6 @@ def _top_users(users: pl.DataFrame, jobs: pl.DataFrame, n: int = 20) -> list[dic
     ]
 
 
-def users_table(data: Dataset) -> pl.DataFrame:
+def users_table(data: Dataset, tz: str | None = None) -> pl.DataFrame:
     """Per-user classification with its evidence and features (for CSV and evaluation)."""
-    return classify_all(data)
+    return classify_all(data, facility_zone(data, tz)[0])

@@ -33,7 +33,8 @@ KEYS = (
 def compute(paths: list[str], since: datetime | None, until: datetime | None) -> dict[str, Any]:
     from tenantry.report import metrics, sources
 
-    report = metrics.build(sources.load(paths), since, until)
+    # a fresh daemon's store may hold nothing yet: an empty report, not an error
+    report = metrics.build(sources.load(paths, require_records=False), since, until)
     return {k: report[k] for k in KEYS}
 
 

@@ -30,7 +30,9 @@ def render(report: dict[str, Any]) -> str:
     cr = report["command_rate"]
     heat = "".join(
         figures.heatmap(
-            report["hour_of_week"][c], f"{c} submissions by hour of week (UTC)", figures.COLORS[c]
+            report["hour_of_week"][c],
+            f"{tables.LABELS[c]} submissions by hour of week ({report['time_zone']['zone']})",
+            figures.COLORS[c],
         )
         for c in ("agent", "human", "unknown")
         if any(any(row) for row in report["hour_of_week"][c])
@@ -38,17 +40,31 @@ def render(report: dict[str, Any]) -> str:
     sections = [
         "<h1>Tenantry characterization report</h1>",
         f'<p class="note">Window (UTC): {escape(str(w["since"]))} to {escape(str(w["until"]))}. '
+        f"Hours of day and week in {escape(report['time_zone']['zone'])} "
+        f"({escape(report['time_zone']['source'])}). "
         f"Generated {escape(report['generated_at'])}.</p>",
         "<h2>Agent share of the facility</h2>",
+        f"<p><b>{escape(report['attribution']['headline'])}</b></p>",
         _table(*tables.headline(report)),
         figures.share_bars(report["headline"]),
-        '<p class="note">Bounds: the agent share if every unknown user were human (low) or agent '
-        "(high). Core-hours = AllocCPUS x ElapsedRaw; GPU-hours from AllocTRES gres/gpu.</p>",
+        '<p class="note">Agent = users with evidence (Tenantry tag, job_submit.lua '
+        "AdminComment tag, agent marker in --env-vars/SubmitLine/Comment). Bounds: low = "
+        "evidence only; high = also every agent-like user without evidence. "
+        "Core-hours = AllocCPUS x ElapsedRaw; GPU-hours from AllocTRES gres/gpu.</p>",
         "<h2>Command rate</h2>",
         f"<p>Agent/human ratio: <b>{escape(_num(cr['ratio_pooled']))}x</b> pooled, "
         f"{escape(_num(cr['ratio_of_medians']))}x ratio of medians.</p>",
         f'<p class="note">{escape(cr["definition"])}</p>',
         _table(*tables.command_rate(report)),
+        "<h2>Agents' and humans' own commands</h2>",
+        f'<p class="note">{escape(report["behaviour"]["definition"])} Hours in '
+        f"{escape(report['behaviour']['time_zone'])}.</p>",
+        _table(*tables.behaviour(report))
+        + (
+            f"<p>Agent/human commands per active hour: <b>{report['behaviour']['ratio']}x</b></p>"
+            if "ratio" in report["behaviour"]
+            else ""
+        ),
         "<h2>When: hour of week</h2>",
         f'<div class="grid">{heat}</div>',
         _table(*tables.off_hours(report)),

@@ -24,7 +24,16 @@ from tenantry.report import slurm_fields as sf
 from tenantry.report.schema import Unreadable
 
 # Fields that may hold free text (and so a stray "|"), most likely first.
-FREE_TEXT = ("submitline", "jobname", "comment", "workdir", "admincomment", "systemcomment")
+FREE_TEXT = (
+    "submitline",
+    "jobname",
+    "comment",
+    "constraints",
+    "workdir",
+    "admincomment",
+    "systemcomment",
+    "container",
+)
 _TS = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|Unknown|None|)$"
 _INT = r"^\d*$"
 _SUBMIT_RE = r"^(\S*/)?(sbatch|srun|salloc)\b"
@@ -120,10 +129,17 @@ def split_record(text: str, layout: list[str]) -> list[str] | None:
         if not (_fits(merged, layout) and _soft_ok(merged, layout)):
             continue
         row = dict(zip(layout, merged, strict=True))
-        named = int(
-            bool(row.get("jobname")) and row.get("jobname", "") in row.get("submitline", "")
+        line = row.get("submitline", "")
+        named = sum(
+            bool(row.get(f)) and row.get(f, "") in line
+            for f in ("jobname", "comment", "constraints")
         )
-        key = (named, *combo)
+        clean = -sum(
+            row[layout[p]].startswith("|") or row[layout[p]].endswith("|")
+            for p, n in zip(free, combo, strict=True)
+            if n
+        )
+        key = (clean, named, *combo)
         if best is None or key > best[0]:
             best = (key, merged)
     return None if best is None else best[1]
@@ -217,7 +233,11 @@ def split_extra(lines: pl.DataFrame, layout: list[str]) -> pl.DataFrame:
             )
         if "workdir" in layout:
             checks.append((pl.col("workdir") == "") | pl.col("workdir").str.starts_with("/"))
-        ok = pl.all_horizontal(checks).fill_null(False) if checks else pl.lit(True)
+        # the field taking the surplus must not start or end with it (an empty neighbour
+        # field is likelier than a value beginning with "|": Comment "" + Constraints "a|b")
+        edge = pl.col(layout[p]).str.starts_with("|") | pl.col(layout[p]).str.ends_with("|")
+        checks.append(~edge)
+        ok = pl.all_horizontal(checks).fill_null(False)
         cand = cand.with_columns(_ok=ok)
         done.append(cand.filter(pl.col("_ok")).drop("_ok"))
         rest = rest.join(cand.filter(pl.col("_ok")).select("i"), on="i", how="anti")

@@ -17,6 +17,7 @@ UTC_TS = pl.Datetime("us", "UTC")
 
 JOB_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String(),
+    "cluster": pl.String(),
     "job_id": pl.String(),
     "submission_id": pl.String(),
     "user": pl.String(),
@@ -32,8 +33,10 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "gpus": pl.Int64(),
     "exit_code": pl.String(),
     "comment": pl.String(),
+    "admin_comment": pl.String(),
     "submit_line": pl.String(),
     "env": pl.String(),
+    "extra": pl.String(),  # columns a reader keeps verbatim (extended SWF)
 }
 
 COMMAND_SCHEMA: dict[str, pl.DataType] = {
@@ -94,11 +97,17 @@ class IngestStats:
     repaired: int = 0
     unreadable: list[Unreadable] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    tz: str | None = None  # the zone the input declares (SWF TimeZoneString)
+    namespace: str = ""  # users and job ids of this input live here
+    duplicates: int = 0  # records dropped as already read from an earlier input
 
     def to_dict(self, limit: int = 50) -> dict[str, Any]:
         return {
             "source": self.source,
             "kind": self.kind,
+            "time_zone": self.tz,
+            "namespace": self.namespace,
+            "duplicates_dropped": self.duplicates,
             "records": self.records,
             "skipped_steps": self.skipped_steps,
             "repaired": self.repaired,
@@ -116,6 +125,9 @@ class Dataset:
     commands: pl.DataFrame = field(default_factory=lambda: empty(COMMAND_SCHEMA))
     sessions: pl.DataFrame = field(default_factory=lambda: empty(SESSION_SCHEMA))
     stats: list[IngestStats] = field(default_factory=list)
+    # agents' tool calls and humans' shell commands (transcripts, histories)
+    actions: pl.DataFrame | None = None
+    combined: dict[str, Any] = field(default_factory=dict)  # how the inputs were merged
 
     def extend(self, other: Dataset) -> None:
         self.jobs = pl.concat([self.jobs, conform(other.jobs, JOB_SCHEMA)], how="vertical")
@@ -126,3 +138,9 @@ class Dataset:
             [self.sessions, conform(other.sessions, SESSION_SCHEMA)], how="vertical"
         )
         self.stats.extend(other.stats)
+        if other.actions is not None:
+            self.actions = (
+                other.actions
+                if self.actions is None
+                else pl.concat([self.actions, other.actions], how="vertical")
+            )

@@ -11,6 +11,7 @@ from typing import Any
 Table = tuple[list[str], list[list[str]]]
 
 CLASSES = ("agent", "human", "unknown")
+LABELS = {"agent": "agent", "human": "human", "unknown": "agent-like (no evidence)"}
 
 METRICS = (
     ("users", "Users"),
@@ -51,7 +52,8 @@ def headline_rows(report: dict[str, Any]) -> list[list[str]]:
 
 
 def headline(report: dict[str, Any]) -> Table:
-    return ["metric", "agent", "unknown", "human", "agent bounds", "total"], headline_rows(report)
+    header = ["metric", "agent", LABELS["unknown"], "human", "agent bounds", "total"]
+    return header, headline_rows(report)
 
 
 def command_rate(report: dict[str, Any]) -> Table:
@@ -154,3 +156,30 @@ def inputs(report: dict[str, Any]) -> Table:
             for s in report["inputs"]
         ],
     )
+
+
+def behaviour(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The behavioural table: agents' and humans' own commands."""
+    b = report.get("behaviour", {})
+    header = ["actor", "commands", "active hours", "per hour", "explore", "modify", "execute"]
+    header += ["night", "weekend"]
+    rows = []
+    for c in ("agent", "human"):
+        r = b.get(c)
+        if not r:
+            continue
+        shape = r["loop_shape_pct"]
+        rows.append(
+            [
+                c,
+                f"{r['commands']:,}",
+                f"{r['active_hours']:,}",
+                num(r["rate_per_hour"]),
+                pct(shape["explore"]),
+                pct(shape["modify"]),
+                pct(shape["execute"]),
+                pct(r["night_pct"]),
+                pct(r["weekend_pct"]),
+            ]
+        )
+    return header, rows

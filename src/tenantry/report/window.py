@@ -6,7 +6,9 @@ proportion to the part of the job's run that falls inside it:
 ``used_s = ElapsedRaw x overlap / (end - start)``, so suspended time stays out
 of the total (ElapsedRaw excludes it) and a job running across the boundary is
 split. A job still running at dump time has no end: its end is taken as
-``start + ElapsedRaw`` (what it had used when the dump was made). Without
+``start + ElapsedRaw`` (what it had used when the dump was made); so is the end
+of a job whose local end time reads earlier than its start (it ended in the
+hour a DST fall-back repeats). Without
 bounds the window is the span of the data and nothing is clipped.
 """
 
@@ -34,9 +36,15 @@ def apply(
     jobs: pl.DataFrame, since: datetime | None, until: datetime | None
 ) -> tuple[pl.DataFrame, Window]:
     """Jobs relevant to the window with ``used_s``, ``core_h``, ``gpu_h``, ``counted``."""
-    end_eff = pl.coalesce(
-        pl.col("end"), pl.col("start") + pl.duration(seconds=pl.col("elapsed_s"))
-    ).alias("end_eff")
+    # no end (still running), or an end before the start (a local-time dump whose job
+    # ended in the repeated hour of a DST fall-back): the run ends start + ElapsedRaw
+    by_elapsed = pl.col("start") + pl.duration(seconds=pl.col("elapsed_s"))
+    end_eff = (
+        pl.when(pl.col("end").is_null() | (pl.col("end") < pl.col("start")))
+        .then(by_elapsed)
+        .otherwise(pl.col("end"))
+        .alias("end_eff")
+    )
     df = jobs.with_columns(end_eff)
     if since is None or until is None:
         bounds = df.select(
