@@ -17,6 +17,7 @@ See bench/memory.md for the file format and the numbers.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import asyncio
 import json
 import os
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.memory import retrieval, scanner, signature
+from tenantry.memory import content, retrieval, scanner, signature
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore
 
@@ -82,10 +83,16 @@ def to_lesson(d: dict[str, Any]) -> Lesson:
         status=Status(d.get("status", "active")),
         quarantined=bool(findings),
         findings=findings,
+        classes=content.classes(d["title"], d["body"], " ".join(subject.values())),
         superseded_by=d.get("superseded_by") or "",
         ttl_days=float(d.get("ttl_days") or DEFAULT_TTL_DAYS[kind]),
         verified_at=d.get("verified_at"),
     )
+
+
+def held_out(query_id: str) -> bool:
+    """The fixed quarter of the queries kept out of tuning: sha256(id) mod 4 == 0."""
+    return int(hashlib.sha256(query_id.encode()).hexdigest()[:8], 16) % 4 == 0
 
 
 def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
@@ -96,7 +103,7 @@ def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
 async def evaluate(
     store: LessonStore, queries: list[dict[str, Any]], planted: dict[str, str]
 ) -> dict[str, Any]:
-    rr, h1, h5, poison, must_not, sup_top = [], [], [], 0, 0, 0
+    rr, h1, h5, poison, must_not, sup_top, stale_top = [], [], [], 0, 0, 0, 0
     styles: dict[str, list[float]] = {}
     misses = []
     for q in queries:
@@ -114,6 +121,8 @@ async def evaluate(
             poison += 1
         if set(q.get("must_not_return") or ()) & set(top5):
             must_not += 1
+        if hits and hits[0].lesson.id not in relevant and hits[0].lesson.status is not Status.ACTIVE:
+            stale_top += 1
         if rank != 1:
             misses.append({"id": q["id"], "rank": rank, "top": ids[:3]})
         with_history = await retrieval.search(
@@ -121,7 +130,7 @@ async def evaluate(
         )
         if with_history and not with_history[0].lesson.status.live:
             sup_top += 1
-    n = len(queries)
+    n = len(queries) or 1
     return {
         "queries": n,
         "mrr@10": round(statistics.fmean(rr), 4),
@@ -132,6 +141,7 @@ async def evaluate(
         "poison@5": round(poison / n, 4),
         "must_not_return@5": round(must_not / n, 4),
         "superseded_at_top": round(sup_top / n, 4),
+        "stale@1": round(stale_top / n, 4),
         "misses": misses,
     }
 
@@ -365,7 +375,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with LessonStore(db) as store:
             if not reuse:
                 await store.add_many(lessons, "eval")
-            out["eval"] = await evaluate(store, queries, planted) if not reuse else {}
+            if not reuse:
+                out["eval"] = await evaluate(store, queries, planted)
+                dev = [q for q in queries if not held_out(q["id"])]
+                out["eval_dev"] = await evaluate(store, dev, planted)
+                out["eval_heldout"] = await evaluate(
+                    store, [q for q in queries if held_out(q["id"])], planted
+                )
             if args.scale:
                 synth = Synth(args.seed, " ".join(d["body"] for d in raw_lessons))
                 t0 = time.perf_counter()
@@ -384,20 +400,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def report(res: dict[str, Any]) -> str:
     lines = [f"lessons: {res['lessons']} (quarantined on load: {len(res['quarantined_on_load'])})"]
-    for name in ("eval", "eval_at_scale"):
+    labels = {
+        "eval": "labelled set, all queries",
+        "eval_dev": "labelled set, development queries (used for tuning)",
+        "eval_heldout": "labelled set, held-out queries (sha256(id) % 4 == 0, never tuned on)",
+    }
+    for name in ("eval", "eval_dev", "eval_heldout", "eval_at_scale"):
         ev = res.get(name)
         if not ev:
             continue
-        label = (
-            "labelled set"
-            if name == "eval"
-            else (f"labelled set among {res['scale']['synthetic_lessons']:,} synthetic lessons")
+        label = labels.get(name) or (
+            f"labelled set among {res['scale']['synthetic_lessons']:,} synthetic lessons"
         )
         lines += [
             f"\n{label}: {ev['queries']} queries",
             f"  MRR@10 {ev['mrr@10']:.3f}   hit@1 {ev['hit@1']:.3f}   hit@5 {ev['hit@5']:.3f}",
             f"  poison@5 {ev['poison@5']:.3f}   must-not-return@5 {ev['must_not_return@5']:.3f}"
-            f"   superseded-at-top {ev['superseded_at_top']:.3f}",
+            f"   superseded-at-top {ev['superseded_at_top']:.3f}   stale@1 {ev['stale@1']:.3f}",
             "  per style (MRR@10, n): "
             + ", ".join(
                 f"{k} {v:.3f} ({ev['per_style_n'][k]})" for k, v in ev["per_style_mrr@10"].items()
@@ -435,8 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     res = asyncio.run(run(args))
     print(report(res))
     if args.misses:
-        for name in ("eval", "eval_at_scale"):
+        for name in ("eval_dev", "eval_at_scale"):  # never the held-out part
             for m in (res.get(name) or {}).get("misses", []):
+                if name == "eval_at_scale" and held_out(m["id"]):
+                    continue
                 print(f"  {name} miss {m['id']}: rank {m['rank']} top {m['top']}")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

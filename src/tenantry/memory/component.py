@@ -184,7 +184,8 @@ class MemoryService:
             log.exception("memory lookup for a failure failed")
             return []
         seen = set(terms.terms(text))
-        strong = [h for h in hits if _strong(h, seen)][:limit]
+        # sensitive lessons are attached only once staff approved them, even the caller's own
+        strong = [h for h in hits if h.lesson.shareable and _strong(h, seen)][:limit]
         if strong:
             await self._emit(
                 EventType.MEMORY_RECALL,

@@ -150,6 +150,7 @@ class Lesson:
     status: Status = Status.ACTIVE
     quarantined: bool = False
     findings: list[dict[str, str]] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)  # content classes (see ``content``)
     supersedes: str = ""
     superseded_by: str = ""
     proposed_scope: str = ""
@@ -157,6 +158,18 @@ class Lesson:
     verified_at: float | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+
+    @property
+    def sensitive(self) -> bool:
+        """Touches downloads, credentials or privileges: shared only once staff approved."""
+        return bool(self.classes)
+
+    @property
+    def shareable(self) -> bool:
+        """May reach principals other than its writer (and failure attachments)."""
+        return not self.quarantined and (
+            not self.classes or self.trust is Trust.STAFF_APPROVED
+        )
 
     def expired(self, now: float) -> bool:
         since = self.verified_at or self.created_at
@@ -176,6 +189,7 @@ class Lesson:
             "status": self.status.value,
             "quarantined": self.quarantined,
             "findings": list(self.findings),
+            "content_classes": list(self.classes),
             "supersedes": self.supersedes or None,
             "superseded_by": self.superseded_by or None,
             "proposed_scope": self.proposed_scope or None,

@@ -80,7 +80,7 @@ def visibility(viewer: Viewer) -> tuple[str, list[Any]]:
         "  OR (l.scope = 'project' AND ? <> '' AND l.owner_project = ?)"
         "  OR (l.scope = 'user' AND l.owner_user = ?)"
         "  OR (l.scope = 'session' AND l.owner_key = ?))"
-        " AND (l.trust_rank >= 1 OR l.owner_key = ?)"
+        " AND (l.owner_key = ? OR (l.trust_rank >= 1 AND (l.sensitive = 0 OR l.trust_rank >= 3)))"
     )
     return sql, [viewer.project, viewer.project, viewer.user, viewer.key, viewer.key]
 
@@ -219,6 +219,11 @@ def _bm25(
     return [(row_to_lesson(r), -float(r["r"])) for r in joined]
 
 
+def _trusted(les: Lesson) -> bool:
+    """Stale and untrusted lessons rank below every trusted, current one."""
+    return les.status is not Status.STALE and les.trust.rank >= 1
+
+
 def rank(
     ranked: list[tuple[Lesson, float]],
     extra: Iterable[Lesson],
@@ -257,5 +262,5 @@ def rank(
         elif les.status is Status.CANDIDATE:
             score -= P_CANDIDATE
         hits.append(Hit(les, score, matched))
-    hits.sort(key=lambda h: (h.lesson.status.live, h.score), reverse=True)
+    hits.sort(key=lambda h: (h.lesson.status.live, _trusted(h.lesson), h.score), reverse=True)
     return hits[:limit]

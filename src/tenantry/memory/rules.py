@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import Any
 
 from tenantry.errors import UsageError
-from tenantry.memory import scanner, signature
+from tenantry.memory import content, scanner, signature
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import new_id
 from tenantry.models import AgentProduct, Principal
@@ -33,7 +33,7 @@ def may_change(principal: Principal, les: Lesson, *, staff: bool) -> bool:
 def can_see(principal: Principal, les: Lesson, *, staff: bool) -> bool:
     if staff or les.owner_key == principal.key:
         return True
-    if les.quarantined or les.trust is Trust.UNTRUSTED:
+    if not les.shareable or les.trust is Trust.UNTRUSTED:
         return False
     if les.scope is Scope.FACILITY:
         return True
@@ -80,6 +80,7 @@ def build(
     findings = scanner.scan(title, body, " ".join((subject or {}).values()), *(evidence or []))
     if findings:
         trust = Trust.UNTRUSTED
+    classes = content.classes(title, body, " ".join((subject or {}).values()))
     return Lesson(
         id=new_id(),
         kind=kind,
@@ -100,6 +101,7 @@ def build(
         status=status,
         quarantined=bool(findings),
         findings=findings,
+        classes=classes,
         proposed_scope=proposed,
         ttl_days=ttl_days if ttl_days is not None else DEFAULT_TTL_DAYS[kind],
     )

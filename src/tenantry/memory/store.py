@@ -27,7 +27,7 @@ _COLUMNS = (
     "id, kind, scope, owner_user, owner_key, owner_project, owner_agent, title, body, subject,"
     " error_signature, sig_hash, evidence, sources, claim, trust, trust_rank, status,"
     " quarantined, findings, supersedes, superseded_by, proposed_scope, ttl_days,"
-    " verified_at, created_at, updated_at"
+    " verified_at, created_at, updated_at, classes, sensitive"
 )
 
 
@@ -64,6 +64,7 @@ def row_to_lesson(row: sqlite3.Row) -> Lesson:
         verified_at=row["verified_at"],
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
+        classes=[c for c in row["classes"].split(",") if c],
     )
 
 
@@ -96,6 +97,8 @@ def _values(les: Lesson) -> tuple[Any, ...]:
         les.verified_at,
         les.created_at,
         les.updated_at,
+        ",".join(les.classes),
+        int(les.sensitive),
     )
 
 
