@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry.memory import signature, terms
+from tenantry.memory import signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
 from tenantry.models import Principal
@@ -36,6 +36,7 @@ MAX_TERMS = 16  # rarest query terms kept
 POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
 POOL = 40  # candidates ranked per source
 PREFETCH = 120  # BM25 hits fetched before visibility filtering
+RRF_K = 10  # reciprocal-rank fusion constant
 SIG_POOL = 12  # lessons taken per exact signature match
 
 W_SIG_EXACT = 0.9
@@ -85,14 +86,31 @@ def visibility(viewer: Viewer) -> tuple[str, list[Any]]:
     return sql, [viewer.project, viewer.project, viewer.user, viewer.key, viewer.key]
 
 
+def fuse(*lists: list[tuple[Lesson, float]]) -> list[tuple[Lesson, float]]:
+    """Reciprocal-rank fusion of ranked candidate lists (scores: the fused value)."""
+    score: dict[str, float] = {}
+    lessons: dict[str, Lesson] = {}
+    for ranked in lists:
+        for i, (les, _) in enumerate(ranked):
+            lessons[les.id] = les
+            score[les.id] = score.get(les.id, 0.0) + 1.0 / (RRF_K + i + 1)
+    order = sorted(score, key=score.__getitem__, reverse=True)
+    return [(lessons[i], score[i]) for i in order]
+
+
 def choose_terms(store: LessonStore, text: str) -> list[str]:
+    """The terms of ``text`` worth asking FTS5 for (see ``choose_words``)."""
+    return choose_words(store, terms.query_terms(text))
+
+
+def choose_words(store: LessonStore, candidates: list[str]) -> list[str]:
     """The query terms worth asking FTS5 for: present in the index, rarest first.
 
     BM25 cost grows with the postings it scores, and a term found in many
     lessons adds little to the ranking, so terms are taken rarest first while
     their postings fit ``POSTINGS_BUDGET`` (the rarest one is always taken).
     """
-    words = [w for w in terms.query_terms(text) if store.df.get(w, 0) > 0]
+    words = [w for w in dict.fromkeys(candidates) if store.df.get(w, 0) > 0]
     words.sort(key=lambda w: store.df[w])
     chosen: list[str] = []
     total = 0
@@ -138,10 +156,13 @@ async def search(
     kinds: Sequence[Kind] = (),
     subject: dict[str, str] | None = None,
     include_history: bool = False,
+    expander: vocab.Expander | None = None,
 ) -> list[Hit]:
     """Rank the lessons ``viewer`` may see against ``text``."""
     want = dict(subject or {})
     words = choose_terms(store, text + " " + " ".join(want.values()))
+    added = (expander or vocab.DEFAULT).expand(text)
+    expanded = choose_words(store, [*added, *words]) if added else []
     sig_lines = signature.signature_lines(text)
     if not sig_lines and text.strip() and "\n" not in text.strip():
         sig_lines = [signature.normalize(text)]
@@ -159,6 +180,8 @@ async def search(
         ranked: list[tuple[Lesson, float]] = []
         if words:
             ranked = _bm25(conn, terms.fts_query(words), cond, args)
+        if expanded and expanded != words:
+            ranked = fuse(ranked, _bm25(conn, terms.fts_query(expanded), cond, args))
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
