@@ -144,7 +144,7 @@ async def test_agreement_across_projects_promotes(service: MemoryService) -> Non
     await service.remember(
         BOB,
         title="mpi_cxx missing",
-        body="compile with mpicxx",
+        body="link with -lmpi_cxx via mpicxx",
         error_signature=sig.replace("/usr", "/opt/cray"),
         kind=Kind.FAILURE_FIX,
     )

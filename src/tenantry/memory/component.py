@@ -40,7 +40,7 @@ from tenantry.memory.models import (
 )
 from tenantry.memory.probes import Prober, SlurmProber
 from tenantry.memory.store import LessonStore, new_id
-from tenantry.memory.verify import Outcome, check
+from tenantry.memory.verify import Outcome, check, unbound
 from tenantry.models import AgentProduct, Principal
 
 log = logging.getLogger(__name__)
@@ -343,17 +343,27 @@ class MemoryService:
         return new
 
     async def _agreement(self, les: Lesson, project: str) -> None:
-        """Same kind and signature from another user: endorse, promote on enough projects."""
+        """Another principal recorded the same error *and the same fix*: endorse it.
+
+        Promotion to facility scope needs endorsements from
+        ``memory_agree_projects`` distinct users *and* as many distinct projects,
+        each on the same kind, error signature and fix (see ``rules.same_fix``).
+        Sensitive lessons are never promoted by agreement, only by staff.
+        """
         if les.quarantined or les.trust is Trust.UNTRUSTED or not les.sig_hash:
             return
         for other in await self.store.similar_elsewhere(les):
             if other.trust is Trust.UNTRUSTED or other.scope is Scope.FACILITY:
                 continue
+            if not rules.same_fix(les, other):
+                continue
             await self.store.endorse(
                 other.id, other.owner_key, other.owner_user, other.owner_project
             )
-            n = await self.store.endorse(other.id, les.owner_key, les.owner_user, project)
-            if n >= self.settings.memory_agree_projects:
+            await self.store.endorse(other.id, les.owner_key, les.owner_user, project)
+            users, projects = await self.store.endorsers(other.id)
+            need = self.settings.memory_agree_projects
+            if users >= need and projects >= need and other.shareable and not other.sensitive:
                 await self.promote(
                     other,
                     Trust.lowest(other.trust, Trust.AGENT_OBSERVED),
@@ -405,6 +415,11 @@ class MemoryService:
         les = await self.store.require(lesson_id)
         if not les.claim:
             return {"id": les.id, "result": "inconclusive", "detail": "no checkable claim"}
+        why = unbound(les.claim, les)
+        if why:
+            outcome = Outcome("inconclusive", f"claim not bound to the lesson: {why}")
+            await self.store.transition(les.id, actor, "probe-refused", outcome.to_dict())
+            return {"id": les.id, **outcome.to_dict()}
         outcome = await check(les.claim, self.prober)
         await self.apply(les, outcome, actor)
         return {"id": les.id, **outcome.to_dict()}
@@ -426,9 +441,8 @@ class MemoryService:
                 status=Status.ACTIVE,
                 verified_at=time.time(),
             )
-            if les.proposed_scope == Scope.FACILITY.value and trust is not Trust.UNTRUSTED:
-                fresh = await self.store.require(les.id)
-                await self.promote(fresh, trust, Source.PROBE, actor)
+            # a probe vouches for one fact, within the writer's own scope: facility scope
+            # needs staff approval or the agreement of independent principals
         else:
             await self.store.transition(les.id, actor, "probe-inconclusive", detail)
 
@@ -438,6 +452,16 @@ class MemoryService:
         for les in await self.store.due(time.time() if now is None else now):
             if les.claim:
                 out.append(await self.verify_one(les.id, actor="sweep"))
+            elif les.trust is Trust.STAFF_APPROVED:
+                # staff vouched for it: no probe running is not evidence against it
+                await self.store.transition(
+                    les.id,
+                    "sweep",
+                    "ttl-renewed",
+                    {"reason": "staff-approved"},
+                    verified_at=time.time() if now is None else now,
+                )
+                out.append({"id": les.id, "result": "kept", "detail": "staff-approved"})
             else:
                 await self.store.transition(les.id, "sweep", "expired", status=Status.STALE)
                 out.append({"id": les.id, "result": "expired", "detail": "TTL lapsed"})

@@ -167,9 +167,7 @@ class Lesson:
     @property
     def shareable(self) -> bool:
         """May reach principals other than its writer (and failure attachments)."""
-        return not self.quarantined and (
-            not self.classes or self.trust is Trust.STAFF_APPROVED
-        )
+        return not self.quarantined and (not self.classes or self.trust is Trust.STAFF_APPROVED)
 
     def expired(self, now: float) -> bool:
         since = self.verified_at or self.created_at

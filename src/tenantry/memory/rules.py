@@ -14,14 +14,34 @@ from collections.abc import Collection
 from typing import Any
 
 from tenantry.errors import UsageError
-from tenantry.memory import content, scanner, signature
+from tenantry.memory import content, scanner, signature, terms
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import new_id
 from tenantry.models import AgentProduct, Principal
 
 
 def is_staff(principal: Principal, staff: Collection[str]) -> bool:
+    """The one place memory decides who is staff (every check goes through it)."""
     return principal.agent is AgentProduct.HUMAN and principal.user in staff
+
+
+FIX_AGREEMENT = 0.5
+
+
+def fix_terms(les: Lesson) -> set[str]:
+    """The terms of a lesson's fix: its body without the words of its error line."""
+    sig = set(terms.terms(les.error_signature))
+    return {t for t in terms.terms(les.body) if t not in sig}
+
+
+def same_fix(a: Lesson, b: Lesson) -> bool:
+    """Two lessons on one error agree on what fixes it (not only on the error line)."""
+    if a.kind is not b.kind or a.sig_hash != b.sig_hash:
+        return False
+    fa, fb = fix_terms(a), fix_terms(b)
+    if not fa or not fb:
+        return False
+    return len(fa & fb) / len(fa | fb) >= FIX_AGREEMENT
 
 
 def may_change(principal: Principal, les: Lesson, *, staff: bool) -> bool:

@@ -318,6 +318,15 @@ class LessonStore:
             limit=20,
         )
 
+    async def endorsers(self, lesson_id: str) -> tuple[int, int]:
+        """Distinct users and distinct (non-empty) projects endorsing a lesson."""
+        row = await self.db.fetchone(
+            "SELECT count(DISTINCT user), count(DISTINCT nullif(project, ''))"
+            " FROM endorsements WHERE lesson_id = ?",
+            (lesson_id,),
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
     async def endorsement_projects(self, lesson_id: str) -> list[str]:
         rows = await self.db.fetchall(
             "SELECT DISTINCT project FROM endorsements WHERE lesson_id = ? AND project <> ''",
