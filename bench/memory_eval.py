@@ -17,8 +17,8 @@ See bench/memory.md for the file format and the numbers.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -121,7 +121,11 @@ async def evaluate(
             poison += 1
         if set(q.get("must_not_return") or ()) & set(top5):
             must_not += 1
-        if hits and hits[0].lesson.id not in relevant and hits[0].lesson.status is not Status.ACTIVE:
+        if (
+            hits
+            and hits[0].lesson.id not in relevant
+            and hits[0].lesson.status is not Status.ACTIVE
+        ):
             stale_top += 1
         if rank != 1:
             misses.append({"id": q["id"], "rank": rank, "top": ids[:3]})

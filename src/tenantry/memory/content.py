@@ -41,8 +41,9 @@ _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         CREDENTIALS,
         re.compile(
-            r"\.ssh\b|\bssh[- ]?(?:keys?|director(?:y|ies)|agent|config)\b|\bid_(?:rsa|ed25519|ecdsa|dsa)\b"
-            r"|\bauthorized_keys\b|\bprivate[ _-]?keys?\b|\b(?:access|api|auth|bearer|hub)?[ _-]?tokens?\b"
+            r"\.ssh\b|\bssh[- ]?(?:keys?|director(?:y|ies)|agent|config)\b"
+            r"|\bid_(?:rsa|ed25519|ecdsa|dsa)\b|\bauthorized_keys\b|\bprivate[ _-]?keys?\b"
+            r"|\b(?:access|api|auth|bearer|hub)?[ _-]?tokens?\b"
             r"|\bpasswords?\b|\bpasswd\b|\bcredentials?\b|\bsecrets?\b|\.netrc\b|\.pgpass\b"
             r"|\bmunge\b|\bkeytab\b|\bkinit\b|\bgpg\b",
             re.IGNORECASE,
@@ -51,10 +52,13 @@ _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         PRIVILEGE,
         re.compile(
-            r"--qos\b|\bqos\s*=|\b(?:use|with|add|set|switch to|submit (?:to|with))\s+(?:the\s+|a\s+|an\s+)?(?:[\w-]+\s+)?qos\b"
+            r"--qos\b|\bqos\s*="
+            r"|\b(?:use|with|add|set|switch to|submit (?:to|with))\s+(?:the\s+|an?\s+)?"
+            r"(?:[\w-]+\s+)?qos\b"
             r"|--reservation\b|--priority\b|--nice\b|\bpriority\s+qos\b"
             r"|\bulimit\b|\bsetrlimit\b|\blimits\.conf\b|\b[a-z_]*exempt\w*\b|\bunlimited\b"
-            r"|\bsudo\b|\bsu\s+-|\bscontrol\s+(?:update|create|delete)\b|\bsacctmgr\s+(?:add|modify|delete)\b"
+            r"|\bsudo\b|\bsu\s+-|\bscontrol\s+(?:update|create|delete)\b"
+            r"|\bsacctmgr\s+(?:add|modify|delete)\b"
             r"|\bsetfacl\b|\bchmod\b[^\n]*\b(?:o[+=:]|a\+|777|666)|\bo::|\bchown\b|\bsetuid\b|\bsetcap\b"
             r"|\bLD_PRELOAD\b|\bLD_LIBRARY_PATH\s*=",
             re.IGNORECASE,

@@ -35,7 +35,8 @@ _DEFAULT: tuple[tuple[str, str], ...] = (
     ),
     # waiting in the queue
     (
-        r"\bskip(?:ping)? the (?:queue|line)\b|\bjump the queue\b|\bstart (?:sooner|faster|earlier)\b"
+        r"\bskip(?:ping)? the (?:queue|line)\b|\bjump the queue\b"
+        r"|\bstart (?:sooner|faster|earlier)\b"
         r"|\bwait(?:ing)? (?:less|forever|so long|for (?:its|my) turn)\b|\bstuck in the queue\b",
         "pending priority backfill preempt",
     ),
