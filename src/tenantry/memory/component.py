@@ -27,10 +27,11 @@ from typing import Any
 from tenantry.errors import Conflict, NotFound, PermissionDenied
 from tenantry.events import Event, EventType
 from tenantry.gateway.runtime import Runtime
-from tenantry.memory import retrieval, rules, signature, terms
+from tenantry.memory import curation, retrieval, rules, signature, terms, vocab
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
     LABEL,
+    SUBJECT_KEYS,
     Kind,
     Lesson,
     Scope,
@@ -86,6 +87,9 @@ class MemoryService:
         self.staff = frozenset(
             u.strip() for u in self.settings.memory_staff.split(",") if u.strip()
         )
+        extra = {k.strip() for k in self.settings.memory_subject_keys.split(",") if k.strip()}
+        self.subject_keys = SUBJECT_KEYS | extra
+        self.expander = vocab.DEFAULT
         self._store: LessonStore | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -95,6 +99,8 @@ class MemoryService:
     async def start(self) -> None:
         self._store = LessonStore(self.settings.state_path / "memory.sqlite3")
         await self._store.start()
+        if self.settings.memory_synonyms:
+            self.expander = vocab.Expander.with_file(self.settings.memory_synonyms)
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
         if self.settings.memory_verify_interval_s > 0:
             self._sweeper = asyncio.create_task(self._sweep_loop())
@@ -160,6 +166,7 @@ class MemoryService:
             kinds=kinds,
             subject=subject,
             include_history=include_history,
+            expander=self.expander,
         )
         await self._emit(
             EventType.MEMORY_RECALL,
@@ -178,7 +185,11 @@ class MemoryService:
             return []
         try:
             hits = await retrieval.search(
-                self.store, retrieval.Viewer.of(principal), text[-8000:], limit=limit * 3
+                self.store,
+                retrieval.Viewer.of(principal),
+                text[-8000:],
+                limit=limit * 3,
+                expander=self.expander,
             )
         except Exception:  # attaching lessons must never break a command result
             log.exception("memory lookup for a failure failed")
@@ -370,6 +381,37 @@ class MemoryService:
                     Source.AGENT,
                     "agreement",
                 )
+
+    # -- curation ------------------------------------------------------------------
+    async def export(self, principal: Principal, *, scope: str = "") -> list[dict[str, Any]]:
+        """Every lesson (staff) or the caller's own (anyone), history versions included."""
+        where, args = ["1"], []
+        if scope:
+            where.append("scope = ?")
+            args.append(scope)
+        if not self.is_staff(principal):
+            where.append("owner_user = ?")
+            args.append(principal.user)
+        found = await self.store.query(" AND ".join(where), args, limit=1_000_000, order="seq")
+        return [curation.record(les) for les in found]
+
+    async def import_records(
+        self, principal: Principal, records: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Load exported records; ids already stored are skipped (imports are idempotent)."""
+        staff = self.is_staff(principal)
+        lessons = [
+            curation.lesson_from(r, principal, staff=staff, subject_keys=self.subject_keys)
+            for r in records
+        ]
+        fresh = [les for les in lessons if await self.store.get(les.id) is None]
+        await self.store.add_many(fresh, principal.key)
+        return {
+            "imported": len(fresh),
+            "skipped": len(lessons) - len(fresh),
+            "as_records": staff,
+            "quarantined": [les.id for les in fresh if les.quarantined],
+        }
 
     # -- reads ---------------------------------------------------------------------
     async def _visible(self, principal: Principal, lesson_id: str) -> Lesson:

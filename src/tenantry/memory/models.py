@@ -113,17 +113,18 @@ def parse_enum(kind: type[enum.StrEnum], value: Any, name: str) -> Any:
         raise UsageError(f"{name} must be one of {allowed}, got {value!r}") from None
 
 
-def check_subject(subject: Any) -> dict[str, str]:
+def check_subject(subject: Any, keys: frozenset[str] = SUBJECT_KEYS) -> dict[str, str]:
     if subject is None:
         return {}
     if not isinstance(subject, dict):
         raise UsageError("subject must be an object like {'module': 'gcc/12.2.0'}")
     out: dict[str, str] = {}
     for k, v in subject.items():
-        if k not in SUBJECT_KEYS:
+        if k not in keys:
             raise UsageError(
                 f"unknown subject key {k!r}",
-                hint=f"use one of {', '.join(sorted(SUBJECT_KEYS))}",
+                hint=f"use one of {', '.join(sorted(keys))} (facilities add keys with"
+                " the memory_subject_keys setting)",
             )
         out[str(k)] = str(v)[:200]
     return out

@@ -166,6 +166,7 @@ async def search(
     sig_lines = signature.signature_lines(text)
     if not sig_lines and text.strip() and "\n" not in text.strip():
         sig_lines = [signature.normalize(text)]
+    sig_lines += [s for s in signature.multiline_signatures(text) if s not in sig_lines]
     sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
     vis_sql, vis_args = visibility(viewer)
     statuses = _statuses(include_history)
