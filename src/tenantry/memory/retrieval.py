@@ -4,14 +4,22 @@ Raw text (a pasted error, a question) becomes quoted terms joined by ``OR``
 (see ``terms``), so quotes, colons and paths never break the FTS5 parser.
 Terms that occur in most lessons are dropped before the query (BM25 gives
 them almost no weight anyway, and they make the index scan every row); the
-rarest terms are kept. Candidates also come straight from the error
+rarest terms are kept. Two more rankings are fused with that one (each
+list's scores scaled to its best, then summed): the query expanded with the
+facility vocabulary (``vocab``: "compute hours" -> allocation), and, when
+the postings budget had to drop some of the query's terms, the *trusted
+tier* -- a small second index of probe-verified and staff-approved lessons
+where every term fits. Candidates also come straight from the error
 signature index. The final score is BM25 (normalized to the best candidate)
 plus boosts for an exact or near signature match and for subject keys that
-the query mentions; stale lessons and candidates are nudged down.
+the query mentions; stale lessons and candidates are nudged down, and stale or untrusted
+lessons always rank below trusted, current ones.
 
 Visibility is decided in SQL, before ranking: a principal sees facility
 lessons, lessons of its project, its user's and its session's; it never sees
-another principal's untrusted lessons, nor any quarantined lesson.
+another principal's untrusted lessons, nor another principal's *sensitive*
+lessons (``content``: downloads, credentials, privileges) unless staff
+approved them, nor any quarantined lesson.
 Superseded and retracted lessons are left out unless history is asked for,
 and then they always rank below every live lesson.
 """
@@ -36,7 +44,9 @@ MAX_TERMS = 16  # rarest query terms kept
 POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
 POOL = 40  # candidates ranked per source
 PREFETCH = 120  # BM25 hits fetched before visibility filtering
-RRF_K = 10  # reciprocal-rank fusion constant
+W_TIER = 1.0  # weight of the trusted tier's ranking when the budget starved the query
+W_EXPANDED = 1.0  # weight of the expanded query's ranking
+TIER_TERMS = 32  # query terms asked of the trusted tier
 SIG_POOL = 12  # lessons taken per exact signature match
 
 W_SIG_EXACT = 0.9
@@ -86,14 +96,22 @@ def visibility(viewer: Viewer) -> tuple[str, list[Any]]:
     return sql, [viewer.project, viewer.project, viewer.user, viewer.key, viewer.key]
 
 
-def fuse(*lists: list[tuple[Lesson, float]]) -> list[tuple[Lesson, float]]:
-    """Reciprocal-rank fusion of ranked candidate lists (scores: the fused value)."""
+def fuse(
+    first: list[tuple[Lesson, float]], second: list[tuple[Lesson, float]], weight: float = 1.0
+) -> list[tuple[Lesson, float]]:
+    """Fuse two ranked lists: each list's scores scaled to its best, the second weighted.
+
+    (Plain reciprocal-rank fusion throws away how far apart BM25 puts the
+    candidates, which the boosts in ``rank`` are calibrated against; it measured
+    worse on the labelled set, see bench/memory.md.)
+    """
     score: dict[str, float] = {}
     lessons: dict[str, Lesson] = {}
-    for ranked in lists:
-        for i, (les, _) in enumerate(ranked):
+    for ranked, w in ((first, 1.0), (second, weight)):
+        best = max((x for _, x in ranked), default=0.0) or 1.0
+        for les, x in ranked:
             lessons[les.id] = les
-            score[les.id] = score.get(les.id, 0.0) + 1.0 / (RRF_K + i + 1)
+            score[les.id] = score.get(les.id, 0.0) + w * x / best
     order = sorted(score, key=score.__getitem__, reverse=True)
     return [(lessons[i], score[i]) for i in order]
 
@@ -163,6 +181,15 @@ async def search(
     words = choose_terms(store, text + " " + " ".join(want.values()))
     added = (expander or vocab.DEFAULT).expand(text)
     expanded = choose_words(store, [*added, *words]) if added else []
+    # the trusted tier is small: every query term (and expansion) fits its budget
+    tier_words = [
+        w for w in dict.fromkeys([*terms.query_terms(text), *added]) if store.df.get(w, 0) > 0
+    ][:TIER_TERMS]
+    # when the budget dropped none of the query's terms, the main ranking already saw
+    # them all and the tier would only repeat it (as a hidden trust boost)
+    starved = len(words) < len(
+        [w for w in terms.query_terms(text + " " + " ".join(want.values())) if store.df.get(w, 0)]
+    )
     sig_lines = signature.signature_lines(text)
     if not sig_lines and text.strip() and "\n" not in text.strip():
         sig_lines = [signature.normalize(text)]
@@ -182,7 +209,13 @@ async def search(
         if words:
             ranked = _bm25(conn, terms.fts_query(words), cond, args)
         if expanded and expanded != words:
-            ranked = fuse(ranked, _bm25(conn, terms.fts_query(expanded), cond, args))
+            ranked = fuse(ranked, _bm25(conn, terms.fts_query(expanded), cond, args), W_EXPANDED)
+        if tier_words and starved:
+            ranked = fuse(
+                ranked,
+                _bm25(conn, terms.fts_query(tier_words), cond, args, "trusted_fts"),
+                W_TIER,
+            )
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
@@ -205,11 +238,16 @@ async def search(
 
 
 def _bm25(
-    conn: sqlite3.Connection, match: str, cond: str, args: list[Any]
+    conn: sqlite3.Connection,
+    match: str,
+    cond: str,
+    args: list[Any],
+    table: str = "lessons_fts",
 ) -> list[tuple[Lesson, float]]:
     """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass."""
+    bm25 = _BM25.replace("lessons_fts", table)
     top = conn.execute(
-        f"SELECT rowid, {_BM25} AS r FROM lessons_fts WHERE lessons_fts MATCH ? ORDER BY r LIMIT ?",
+        f"SELECT rowid, {bm25} AS r FROM {table} WHERE {table} MATCH ? ORDER BY r LIMIT ?",
         (match, PREFETCH),
     ).fetchall()
     scores = {int(r[0]): -float(r[1]) for r in top}
@@ -235,9 +273,9 @@ def _bm25(
             found.sort(key=lambda x: x[1], reverse=True)
             return found
     joined = conn.execute(
-        f"SELECT {_L_COLUMNS}, {_BM25} AS r FROM lessons_fts"
-        " JOIN lessons l ON l.seq = lessons_fts.rowid"
-        f" WHERE lessons_fts MATCH ? AND {cond} ORDER BY r LIMIT ?",
+        f"SELECT {_L_COLUMNS}, {bm25} AS r FROM {table}"
+        f" JOIN lessons l ON l.seq = {table}.rowid"
+        f" WHERE {table} MATCH ? AND {cond} ORDER BY r LIMIT ?",
         (match, *args, POOL),
     )
     return [(row_to_lesson(r), -float(r["r"])) for r in joined]

@@ -124,8 +124,33 @@ def _insert(conn: sqlite3.Connection, les: Lesson, actor: str) -> set[str]:
         "INSERT INTO lesson_subjects (lesson_id, key, value) VALUES (?, ?, ?)",
         [(les.id, k, v.lower()) for k, v in les.subject.items()],
     )
+    if _tiered(les):
+        conn.execute(
+            "INSERT INTO trusted_fts (rowid, title, body, subjects, signature)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (cur.lastrowid, *fields),
+        )
     _log(conn, les.id, actor, "created", {"trust": les.trust.value, "status": les.status.value})
     return set(" ".join(fields).split())
+
+
+def _tiered(les: Lesson) -> bool:
+    """Belongs to the trusted tier (see migration 0003)."""
+    return les.trust.rank >= Trust.PROBE_VERIFIED.rank and les.status.live and not les.quarantined
+
+
+def _retier(conn: sqlite3.Connection, lesson_id: str) -> Lesson:
+    """Put a lesson in or out of the trusted tier after a lifecycle change."""
+    row = conn.execute(f"SELECT seq, {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+    les = row_to_lesson(row)
+    conn.execute("DELETE FROM trusted_fts WHERE rowid = ?", (row["seq"],))
+    if _tiered(les):
+        conn.execute(
+            "INSERT INTO trusted_fts (rowid, title, body, subjects, signature)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (row["seq"], *fts_fields(les)),
+        )
+    return les
 
 
 def _log(
@@ -200,6 +225,7 @@ class LessonStore:
                 (Status.SUPERSEDED.value, new.id, time.time(), old_id),
             )
             _log(conn, old_id, actor, "superseded", {"by": new.id, "was": row["status"]})
+            _retier(conn, old_id)
             return words
 
         self._count(await self.db.write(fn))
@@ -235,8 +261,7 @@ class LessonStore:
                 raise NotFound(f"no lesson {lesson_id}")
             shown = {k: (v.value if hasattr(v, "value") else v) for k, v in changes.items()}
             _log(conn, lesson_id, actor, action, {**shown, **(detail or {})})
-            row = conn.execute(f"SELECT {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,))
-            return row_to_lesson(row.fetchone())
+            return _retier(conn, lesson_id)
 
         return await self.db.write(fn)
 
