@@ -360,6 +360,57 @@ async def latency(store: LessonStore, synth: Synth, n: int) -> dict[str, float]:
     }
 
 
+def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
+    """Recall through a real daemon (``tenantry serve`` on ``state``, a Unix socket)."""
+    import signal
+    import subprocess
+
+    from tenantry.client import Client, socket_answers
+    from tenantry.settings import load as load_settings
+
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE", "CODEX"))
+    }
+    env.update(TENANTRY_STATE_DIR=str(state), TENANTRY_SOCKET=str(state / "sock"))
+    with open(state / "daemon.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tenantry", "serve"],
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_answers(str(state / "sock")):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"the daemon did not start; see {state / 'daemon.log'}")
+            time.sleep(0.05)
+        claims = {"agent": "claude-code", "session": "bench", "host": "bench", "project": ""}
+        client = Client(load_settings(env=env), autostart=False, claims=claims)
+        queries = [synth.pasted_query(20) for _ in range(n + 20)]
+        for q in queries[:20]:
+            client.call("memory.recall", {"query": q, "limit": 5})
+        times = []
+        for q in queries[20:]:
+            t0 = time.perf_counter()
+            client.call("memory.recall", {"query": q, "limit": 5})
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    times.sort()
+    return {
+        "queries": n,
+        "p50_ms": round(times[len(times) // 2], 2),
+        "p90_ms": round(times[int(len(times) * 0.9)], 2),
+        "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 2),
+        "max_ms": round(times[-1], 2),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count() or 0,
+    }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     raw_lessons, queries = load(Path(args.file))
     lessons = [to_lesson(d) for d in raw_lessons]
@@ -398,7 +449,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "load_s": round(time.perf_counter() - t0, 1),
                 }
                 out["eval_at_scale"] = await evaluate(store, queries, planted)
+                out["eval_at_scale_heldout"] = await evaluate(
+                    store, [q for q in queries if held_out(q["id"])], planted
+                )
                 out["latency_20_term_pasted"] = await latency(store, synth, args.latency_queries)
+        if args.daemon and args.scale:
+            # the same store, now served by a real daemon (state dir = the store's folder)
+            state = Path(tmp) / "state"
+            state.mkdir(mode=0o700)
+            if args.db:
+                import shutil
+
+                shutil.copyfile(db, state / "memory.sqlite3")
+            else:
+                os.replace(db, state / "memory.sqlite3")
+            synth = Synth(args.seed + 1, " ".join(d["body"] for d in raw_lessons))
+            out["daemon_latency"] = daemon_latency(state, synth, args.latency_queries)
     return out
 
 
@@ -409,12 +475,13 @@ def report(res: dict[str, Any]) -> str:
         "eval_dev": "labelled set, development queries (used for tuning)",
         "eval_heldout": "labelled set, held-out queries (sha256(id) % 4 == 0, never tuned on)",
     }
-    for name in ("eval", "eval_dev", "eval_heldout", "eval_at_scale"):
+    for name in ("eval", "eval_dev", "eval_heldout", "eval_at_scale", "eval_at_scale_heldout"):
         ev = res.get(name)
         if not ev:
             continue
         label = labels.get(name) or (
             f"labelled set among {res['scale']['synthetic_lessons']:,} synthetic lessons"
+            + (", held-out queries only" if name.endswith("heldout") else "")
         )
         lines += [
             f"\n{label}: {ev['queries']} queries",
@@ -436,6 +503,14 @@ def report(res: dict[str, Any]) -> str:
             f" {lat['loadavg_1m']} on {lat['cpus']} CPUs;"
             f" store built in {res['scale']['load_s']} s)"
         )
+    dl = res.get("daemon_latency")
+    if dl:
+        lines.append(
+            f"latency through the daemon (memory.recall over the Unix socket,"
+            f" {dl['queries']} queries): p50 {dl['p50_ms']} ms, p90 {dl['p90_ms']} ms,"
+            f" p99 {dl['p99_ms']} ms, max {dl['max_ms']} ms (load average {dl['loadavg_1m']}"
+            f" on {dl['cpus']} CPUs)"
+        )
     return "\n".join(lines)
 
 
@@ -449,6 +524,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--latency-queries", type=int, default=500)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--daemon",
+        action="store_true",
+        help="also time recall through a real daemon (tenantry serve) on the same store",
+    )
     ap.add_argument("--db", help="keep the store in this file and reuse it on the next run")
     ap.add_argument("--json", help="also write the full results (with misses) here")
     ap.add_argument(
