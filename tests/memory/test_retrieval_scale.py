@@ -33,7 +33,7 @@ async def test_common_topical_terms_are_not_starved_by_the_budget(
 ) -> None:
     monkeypatch.setattr(retrieval, "POSTINGS_BUDGET", 50)
     rng = random.Random(3)
-    filler = ["build", "cache", "node", "login", "output", "script", "config", "thread", "rank", "flag"]
+    filler = ["build", "cache", "node", "login", "output", "script", "config", "thread"]
     async with LessonStore(tmp_path / "m.sqlite3") as store:
         # hundreds of lessons each sharing one of the query's words, none all three
         crowd = []
