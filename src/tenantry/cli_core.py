@@ -281,6 +281,9 @@ def _job_rows(jobs: list[dict[str, Any]]) -> str:
 def _status(args: argparse.Namespace) -> int:
     res = client_from(args).call("jobs.status", {"ids": args.ids})
     emit(args, res, lambda r: _job_rows(r["jobs"]))
+    if not args.json:
+        for lesson in (x for job in res["jobs"] for x in job.get("lessons") or []):
+            sys.stderr.write(f"tenantry: lesson [{lesson.get('trust', '?')}] {lesson['title']}\n")
     return 0
 
 

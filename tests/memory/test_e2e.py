@@ -234,3 +234,6 @@ def test_plain_wait_prints_the_lessons_of_a_failed_job(daemon: Daemon, tmp_path:
     r = daemon.cli("wait", jid, "--timeout", "60")
     assert r.returncode == 1, r.stderr
     assert "lesson [agent-observed] Stale file handle on a dataset shard" in r.stderr
+    r = daemon.cli("status", jid)
+    assert r.returncode == 0, r.stderr
+    assert "lesson [agent-observed] Stale file handle on a dataset shard" in r.stderr
