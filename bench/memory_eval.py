@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.memory import retrieval, scanner, signature
+from tenantry.memory import content, retrieval, scanner, signature
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore
 
@@ -82,10 +83,16 @@ def to_lesson(d: dict[str, Any]) -> Lesson:
         status=Status(d.get("status", "active")),
         quarantined=bool(findings),
         findings=findings,
+        classes=content.classes(d["title"], d["body"], " ".join(subject.values())),
         superseded_by=d.get("superseded_by") or "",
         ttl_days=float(d.get("ttl_days") or DEFAULT_TTL_DAYS[kind]),
         verified_at=d.get("verified_at"),
     )
+
+
+def held_out(query_id: str) -> bool:
+    """The fixed quarter of the queries kept out of tuning: sha256(id) mod 4 == 0."""
+    return int(hashlib.sha256(query_id.encode()).hexdigest()[:8], 16) % 4 == 0
 
 
 def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
@@ -96,7 +103,7 @@ def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
 async def evaluate(
     store: LessonStore, queries: list[dict[str, Any]], planted: dict[str, str]
 ) -> dict[str, Any]:
-    rr, h1, h5, poison, must_not, sup_top = [], [], [], 0, 0, 0
+    rr, h1, h5, poison, must_not, sup_top, stale_top = [], [], [], 0, 0, 0, 0
     styles: dict[str, list[float]] = {}
     misses = []
     for q in queries:
@@ -114,6 +121,12 @@ async def evaluate(
             poison += 1
         if set(q.get("must_not_return") or ()) & set(top5):
             must_not += 1
+        if (
+            hits
+            and hits[0].lesson.id not in relevant
+            and hits[0].lesson.status is not Status.ACTIVE
+        ):
+            stale_top += 1
         if rank != 1:
             misses.append({"id": q["id"], "rank": rank, "top": ids[:3]})
         with_history = await retrieval.search(
@@ -121,7 +134,7 @@ async def evaluate(
         )
         if with_history and not with_history[0].lesson.status.live:
             sup_top += 1
-    n = len(queries)
+    n = len(queries) or 1
     return {
         "queries": n,
         "mrr@10": round(statistics.fmean(rr), 4),
@@ -132,6 +145,7 @@ async def evaluate(
         "poison@5": round(poison / n, 4),
         "must_not_return@5": round(must_not / n, 4),
         "superseded_at_top": round(sup_top / n, 4),
+        "stale@1": round(stale_top / n, 4),
         "misses": misses,
     }
 
@@ -346,6 +360,57 @@ async def latency(store: LessonStore, synth: Synth, n: int) -> dict[str, float]:
     }
 
 
+def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
+    """Recall through a real daemon (``tenantry serve`` on ``state``, a Unix socket)."""
+    import signal
+    import subprocess
+
+    from tenantry.client import Client, socket_answers
+    from tenantry.settings import load as load_settings
+
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE", "CODEX"))
+    }
+    env.update(TENANTRY_STATE_DIR=str(state), TENANTRY_SOCKET=str(state / "sock"))
+    with open(state / "daemon.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tenantry", "serve"],
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_answers(str(state / "sock")):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"the daemon did not start; see {state / 'daemon.log'}")
+            time.sleep(0.05)
+        claims = {"agent": "claude-code", "session": "bench", "host": "bench", "project": ""}
+        client = Client(load_settings(env=env), autostart=False, claims=claims)
+        queries = [synth.pasted_query(20) for _ in range(n + 20)]
+        for q in queries[:20]:
+            client.call("memory.recall", {"query": q, "limit": 5})
+        times = []
+        for q in queries[20:]:
+            t0 = time.perf_counter()
+            client.call("memory.recall", {"query": q, "limit": 5})
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    times.sort()
+    return {
+        "queries": n,
+        "p50_ms": round(times[len(times) // 2], 2),
+        "p90_ms": round(times[int(len(times) * 0.9)], 2),
+        "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 2),
+        "max_ms": round(times[-1], 2),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count() or 0,
+    }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     raw_lessons, queries = load(Path(args.file))
     lessons = [to_lesson(d) for d in raw_lessons]
@@ -365,7 +430,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with LessonStore(db) as store:
             if not reuse:
                 await store.add_many(lessons, "eval")
-            out["eval"] = await evaluate(store, queries, planted) if not reuse else {}
+            if not reuse:
+                out["eval"] = await evaluate(store, queries, planted)
+                dev = [q for q in queries if not held_out(q["id"])]
+                out["eval_dev"] = await evaluate(store, dev, planted)
+                out["eval_heldout"] = await evaluate(
+                    store, [q for q in queries if held_out(q["id"])], planted
+                )
             if args.scale:
                 synth = Synth(args.seed, " ".join(d["body"] for d in raw_lessons))
                 t0 = time.perf_counter()
@@ -378,26 +449,45 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "load_s": round(time.perf_counter() - t0, 1),
                 }
                 out["eval_at_scale"] = await evaluate(store, queries, planted)
+                out["eval_at_scale_heldout"] = await evaluate(
+                    store, [q for q in queries if held_out(q["id"])], planted
+                )
                 out["latency_20_term_pasted"] = await latency(store, synth, args.latency_queries)
+        if args.daemon and args.scale:
+            # the same store, now served by a real daemon (state dir = the store's folder)
+            state = Path(tmp) / "state"
+            state.mkdir(mode=0o700)
+            if args.db:
+                import shutil
+
+                shutil.copyfile(db, state / "memory.sqlite3")
+            else:
+                os.replace(db, state / "memory.sqlite3")
+            synth = Synth(args.seed + 1, " ".join(d["body"] for d in raw_lessons))
+            out["daemon_latency"] = daemon_latency(state, synth, args.latency_queries)
     return out
 
 
 def report(res: dict[str, Any]) -> str:
     lines = [f"lessons: {res['lessons']} (quarantined on load: {len(res['quarantined_on_load'])})"]
-    for name in ("eval", "eval_at_scale"):
+    labels = {
+        "eval": "labelled set, all queries",
+        "eval_dev": "labelled set, development queries (used for tuning)",
+        "eval_heldout": "labelled set, held-out queries (sha256(id) % 4 == 0, never tuned on)",
+    }
+    for name in ("eval", "eval_dev", "eval_heldout", "eval_at_scale", "eval_at_scale_heldout"):
         ev = res.get(name)
         if not ev:
             continue
-        label = (
-            "labelled set"
-            if name == "eval"
-            else (f"labelled set among {res['scale']['synthetic_lessons']:,} synthetic lessons")
+        label = labels.get(name) or (
+            f"labelled set among {res['scale']['synthetic_lessons']:,} synthetic lessons"
+            + (", held-out queries only" if name.endswith("heldout") else "")
         )
         lines += [
             f"\n{label}: {ev['queries']} queries",
             f"  MRR@10 {ev['mrr@10']:.3f}   hit@1 {ev['hit@1']:.3f}   hit@5 {ev['hit@5']:.3f}",
             f"  poison@5 {ev['poison@5']:.3f}   must-not-return@5 {ev['must_not_return@5']:.3f}"
-            f"   superseded-at-top {ev['superseded_at_top']:.3f}",
+            f"   superseded-at-top {ev['superseded_at_top']:.3f}   stale@1 {ev['stale@1']:.3f}",
             "  per style (MRR@10, n): "
             + ", ".join(
                 f"{k} {v:.3f} ({ev['per_style_n'][k]})" for k, v in ev["per_style_mrr@10"].items()
@@ -413,6 +503,14 @@ def report(res: dict[str, Any]) -> str:
             f" {lat['loadavg_1m']} on {lat['cpus']} CPUs;"
             f" store built in {res['scale']['load_s']} s)"
         )
+    dl = res.get("daemon_latency")
+    if dl:
+        lines.append(
+            f"latency through the daemon (memory.recall over the Unix socket,"
+            f" {dl['queries']} queries): p50 {dl['p50_ms']} ms, p90 {dl['p90_ms']} ms,"
+            f" p99 {dl['p99_ms']} ms, max {dl['max_ms']} ms (load average {dl['loadavg_1m']}"
+            f" on {dl['cpus']} CPUs)"
+        )
     return "\n".join(lines)
 
 
@@ -426,6 +524,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--latency-queries", type=int, default=500)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--daemon",
+        action="store_true",
+        help="also time recall through a real daemon (tenantry serve) on the same store",
+    )
     ap.add_argument("--db", help="keep the store in this file and reuse it on the next run")
     ap.add_argument("--json", help="also write the full results (with misses) here")
     ap.add_argument(
@@ -435,8 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     res = asyncio.run(run(args))
     print(report(res))
     if args.misses:
-        for name in ("eval", "eval_at_scale"):
+        for name in ("eval_dev", "eval_at_scale"):  # never the held-out part
             for m in (res.get(name) or {}).get("misses", []):
+                if name == "eval_at_scale" and held_out(m["id"]):
+                    continue
                 print(f"  {name} miss {m['id']}: rank {m['rank']} top {m['top']}")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

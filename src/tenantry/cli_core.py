@@ -281,6 +281,9 @@ def _job_rows(jobs: list[dict[str, Any]]) -> str:
 def _status(args: argparse.Namespace) -> int:
     res = client_from(args).call("jobs.status", {"ids": args.ids})
     emit(args, res, lambda r: _job_rows(r["jobs"]))
+    if not args.json:
+        for lesson in (x for job in res["jobs"] for x in job.get("lessons") or []):
+            sys.stderr.write(f"tenantry: lesson [{lesson.get('trust', '?')}] {lesson['title']}\n")
     return 0
 
 
@@ -298,6 +301,10 @@ def _wait(args: argparse.Namespace) -> int:
         if "result" in chunk:
             result = chunk["result"]
     emit(args, result, lambda r: _job_rows([r["job"]]))
+    if not args.json:  # lessons attached to a failed job, as `run` prints them
+        for lesson in result.get("lessons") or []:
+            title = lesson.get("title") or lesson.get("body", "")[:80]
+            sys.stderr.write(f"tenantry: lesson [{lesson.get('trust', '?')}] {title}\n")
     if result.get("timed_out"):
         return 124
     return 0 if result["job"]["state"] == "COMPLETED" else 1

@@ -78,6 +78,18 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("memory_capture_window_s", 1800.0, "A fix must follow its failure within this window."),
     Setting("memory_agree_projects", 2, "Distinct projects whose agreement promotes a lesson."),
+    Setting(
+        "memory_subject_keys",
+        "",
+        "Comma-separated subject keys the facility adds to module, package, partition,"
+        " error, tool, path (e.g. qos,filesystem,license).",
+    ),
+    Setting(
+        "memory_synonyms",
+        "",
+        "File of `pattern = term term` lines extending memory's query expansion"
+        " with the facility's own names.",
+    ),
     Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
     Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
     Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
@@ -123,6 +135,8 @@ class Settings:
     memory_verify_interval_s: float
     memory_capture_window_s: float
     memory_agree_projects: int
+    memory_subject_keys: str
+    memory_synonyms: str
     index_sweep_s: float
     index_max_file_bytes: int
     index_watch: bool

@@ -175,6 +175,7 @@ async def test_probe_marks_a_stale_limit_and_confirms_a_true_one(service: Memory
         title="debug partition: 1 hour max",
         body="debug allows one hour",
         kind=Kind.LIMIT,
+        subject={"partition": "debug"},
         claim={"probe": "partition_limit", "partition": "debug", "max_time_s": 3600},
     )
     right = await service.remember(
@@ -182,6 +183,7 @@ async def test_probe_marks_a_stale_limit_and_confirms_a_true_one(service: Memory
         title="gpu partition: 24 h and 4 nodes",
         body="gpu allows 24 h",
         kind=Kind.LIMIT,
+        subject={"partition": "gpu"},
         claim={"probe": "partition_limit", "partition": "gpu", "max_time_s": 86400, "max_nodes": 4},
     )
     gone = await service.remember(
@@ -189,6 +191,7 @@ async def test_probe_marks_a_stale_limit_and_confirms_a_true_one(service: Memory
         title="old partition",
         body="x",
         kind=Kind.LIMIT,
+        subject={"partition": "retired"},
         claim={"probe": "partition_limit", "partition": "retired"},
     )
     results = {r["id"]: r for r in [await service.verify_one(x.id) for x in (wrong, right, gone)]}
@@ -202,20 +205,22 @@ async def test_probe_marks_a_stale_limit_and_confirms_a_true_one(service: Memory
     assert history[-1]["action"] == "probe-failed"
 
 
-async def test_probe_passing_promotes_a_proposed_facility_lesson(service: MemoryService) -> None:
+async def test_probe_passing_verifies_but_never_promotes_beyond_the_writers_scope(
+    service: MemoryService,
+) -> None:
     les = await service.remember(
         ALICE,
         title="gcc/12.2.0 module exists",
         body="module load gcc/12.2.0",
         kind=Kind.FACT,
         scope=Scope.FACILITY,
+        subject={"module": "gcc/12.2.0"},
         claim={"probe": "module_exists", "module": "gcc/12.2.0"},
     )
     await service.idle()
     after = await service.store.require(les.id)
-    assert after.status is Status.SUPERSEDED
-    promoted = await service.store.require(after.superseded_by)
-    assert promoted.scope is Scope.FACILITY and promoted.trust is Trust.PROBE_VERIFIED
+    assert after.status is Status.ACTIVE and after.trust is Trust.PROBE_VERIFIED
+    assert after.scope is not Scope.FACILITY and after.proposed_scope == "facility"
 
 
 async def test_sweep_reverifies_expired_and_stales_unverifiable(
@@ -226,6 +231,7 @@ async def test_sweep_reverifies_expired_and_stales_unverifiable(
         title="gpu limit",
         body="24 h",
         kind=Kind.LIMIT,
+        subject={"partition": "gpu"},
         ttl_days=1,
         claim={"probe": "partition_limit", "partition": "gpu", "max_time_s": 86400},
     )

@@ -215,3 +215,25 @@ async def test_mcp_recall_and_remember_tools(daemon: Daemon) -> None:
         assert "never obey" in data["note"]
         bad = await client.call_tool("remember", {"title": "t", "body": "b", "kind": "rumour"})
         assert bad.is_error
+
+
+def test_plain_wait_prints_the_lessons_of_a_failed_job(daemon: Daemon, tmp_path: Path) -> None:
+    sig = "FATAL: cannot open dataset shard wait-test-77: Stale file handle"
+    daemon.client(session="writer").call(
+        "memory.remember",
+        {
+            "title": "Stale file handle on a dataset shard: reopen, do not share writers",
+            "body": "The shard was replaced on another node while open; reopen it.",
+            "kind": "failure-fix",
+            "error_signature": sig,
+        },
+    )
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\necho '{sig}' >&2\nexit 2\n")
+    jid = daemon.cli("submit", str(script), cwd=str(tmp_path)).stdout.strip()
+    r = daemon.cli("wait", jid, "--timeout", "60")
+    assert r.returncode == 1, r.stderr
+    assert "lesson [agent-observed] Stale file handle on a dataset shard" in r.stderr
+    r = daemon.cli("status", jid)
+    assert r.returncode == 0, r.stderr
+    assert "lesson [agent-observed] Stale file handle on a dataset shard" in r.stderr

@@ -59,8 +59,10 @@ async def test_remember_recall_roundtrip_through_ops(
     assert "never obey" in got["note"]
     shown = await ops.show(ctx, {"id": out["lesson"]["id"]})
     assert shown["history"][0]["action"] == "created"
+    # the claim (a module exists) says nothing about this lesson's fix: it cannot verify it
     res = await ops.verify(ctx, {"id": out["lesson"]["id"]})
-    assert res["results"][0]["result"] == "pass"
+    assert res["results"][0]["result"] == "inconclusive"
+    assert "not bound" in res["results"][0]["detail"]
     listed = await ops.list_(ctx, {"mine": True})
     assert [x["id"] for x in listed["lessons"]] == [out["lesson"]["id"]]
 

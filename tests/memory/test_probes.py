@@ -92,6 +92,7 @@ async def test_real_probe_marks_a_stale_limit(slurm: None, runtime) -> None:  # 
             title="debug partition allows 2x its real limit",
             body="old limit",
             kind=Kind.LIMIT,
+            subject={"partition": "debug"},
             claim={
                 "probe": "partition_limit",
                 "partition": "debug",
@@ -103,6 +104,7 @@ async def test_real_probe_marks_a_stale_limit(slurm: None, runtime) -> None:  # 
             title="debug partition limit",
             body="current limit",
             kind=Kind.LIMIT,
+            subject={"partition": "debug"},
             claim={"probe": "partition_limit", "partition": "debug", "max_time_s": info.max_time_s},
         )
         assert (await svc.verify_one(wrong.id))["result"] == "fail"

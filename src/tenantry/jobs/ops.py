@@ -36,7 +36,11 @@ async def status(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     ids = param(params, "ids", list, [])
     if not ids:
         raise UsageError("give at least one job id", hint="list your jobs with `tenantry jobs`")
-    return {"jobs": await _svc(ctx).status(ctx.principal, [str(i) for i in ids])}
+    jobs = await _svc(ctx).status(ctx.principal, [str(i) for i in ids])
+    for job in jobs:  # a failed job shows its lessons wherever it is shown
+        if job.get("terminal") and job.get("state") != "COMPLETED":
+            job["lessons"] = await _lessons_for_job(ctx, str(job["id"]))
+    return {"jobs": jobs}
 
 
 @op("jobs.list", "List your jobs from the shared cache", action="query_jobs")

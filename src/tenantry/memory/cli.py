@@ -29,6 +29,8 @@ examples:
   tenantry memory retract L0a1b2c3d4 --reason "module tree rebuilt"
   tenantry memory list --status candidate --mine
   tenantry memory approve L0a1b2c3d4          (staff only)
+  tenantry memory export --out lessons.jsonl  (staff: everything; others: their own)
+  tenantry memory import lessons.jsonl        (staff keep trust/scope; others get candidates)
 """
 
 
@@ -160,6 +162,49 @@ def register(sub: Any) -> None:
     p.add_argument("id", nargs="?", help="lesson id (staff: omit to re-verify all due)")
     add_json(p)
     p.set_defaults(handler=_simple("memory.verify", ("id",)))
+    p = msub.add_parser(
+        "export", help="write lessons as JSONL records (provenance, trust, history)"
+    )
+    p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--scope", choices=SCOPES, help="only lessons of this scope")
+    p.set_defaults(handler=_export)
+    p = msub.add_parser("import", help="load JSONL records written by `memory export`")
+    p.add_argument("file", help="JSONL file, one lesson record per line")
+    add_json(p)
+    p.set_defaults(handler=_import)
+
+
+def _export(args: argparse.Namespace) -> int:
+    params = {"scope": args.scope} if args.scope else {}
+    records = client_from(args).call("memory.export", params)["records"]
+    lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(lines)
+    else:
+        print(lines, end="")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    records = []
+    with open(args.file, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise SystemExit(f"tenantry: {args.file}:{n}: not JSON ({exc})") from None
+    res = client_from(args).call("memory.import", {"records": records})
+    emit(
+        args,
+        res,
+        lambda r: (
+            f"imported {r['imported']}, skipped {r['skipped']} already stored"
+            + ("" if r["as_records"] else " (as your own untrusted candidates: not staff)")
+        ),
+    )
+    return 0
 
 
 def _rows(lessons: list[dict[str, Any]], score: bool = False) -> str:

@@ -26,10 +26,11 @@ from typing import Any
 
 from tenantry.errors import Conflict, NotFound, PermissionDenied
 from tenantry.events import Event, EventType
-from tenantry.memory import retrieval, rules, signature, terms
+from tenantry.memory import curation, retrieval, rules, signature, terms, vocab
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
     LABEL,
+    SUBJECT_KEYS,
     Kind,
     Lesson,
     Scope,
@@ -39,7 +40,7 @@ from tenantry.memory.models import (
 )
 from tenantry.memory.probes import Prober, SlurmProber
 from tenantry.memory.store import LessonStore, new_id
-from tenantry.memory.verify import Outcome, check
+from tenantry.memory.verify import Outcome, check, unbound
 from tenantry.models import AgentProduct, Principal
 from tenantry.service.runtime import Runtime
 
@@ -86,6 +87,9 @@ class MemoryService:
         self.staff = frozenset(
             u.strip() for u in self.settings.memory_staff.split(",") if u.strip()
         )
+        extra = {k.strip() for k in self.settings.memory_subject_keys.split(",") if k.strip()}
+        self.subject_keys = SUBJECT_KEYS | extra
+        self.expander = vocab.DEFAULT
         self._store: LessonStore | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -95,6 +99,8 @@ class MemoryService:
     async def start(self) -> None:
         self._store = LessonStore(self.settings.state_path / "memory.sqlite3")
         await self._store.start()
+        if self.settings.memory_synonyms:
+            self.expander = vocab.Expander.with_file(self.settings.memory_synonyms)
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
         if self.settings.memory_verify_interval_s > 0:
             self._sweeper = asyncio.create_task(self._sweep_loop())
@@ -160,6 +166,7 @@ class MemoryService:
             kinds=kinds,
             subject=subject,
             include_history=include_history,
+            expander=self.expander,
         )
         await self._emit(
             EventType.MEMORY_RECALL,
@@ -178,13 +185,18 @@ class MemoryService:
             return []
         try:
             hits = await retrieval.search(
-                self.store, retrieval.Viewer.of(principal), text[-8000:], limit=limit * 3
+                self.store,
+                retrieval.Viewer.of(principal),
+                text[-8000:],
+                limit=limit * 3,
+                expander=self.expander,
             )
         except Exception:  # attaching lessons must never break a command result
             log.exception("memory lookup for a failure failed")
             return []
         seen = set(terms.terms(text))
-        strong = [h for h in hits if _strong(h, seen)][:limit]
+        # sensitive lessons are attached only once staff approved them, even the caller's own
+        strong = [h for h in hits if h.lesson.shareable and _strong(h, seen)][:limit]
         if strong:
             await self._emit(
                 EventType.MEMORY_RECALL,
@@ -342,23 +354,64 @@ class MemoryService:
         return new
 
     async def _agreement(self, les: Lesson, project: str) -> None:
-        """Same kind and signature from another user: endorse, promote on enough projects."""
+        """Another principal recorded the same error *and the same fix*: endorse it.
+
+        Promotion to facility scope needs endorsements from
+        ``memory_agree_projects`` distinct users *and* as many distinct projects,
+        each on the same kind, error signature and fix (see ``rules.same_fix``).
+        Sensitive lessons are never promoted by agreement, only by staff.
+        """
         if les.quarantined or les.trust is Trust.UNTRUSTED or not les.sig_hash:
             return
         for other in await self.store.similar_elsewhere(les):
             if other.trust is Trust.UNTRUSTED or other.scope is Scope.FACILITY:
                 continue
+            if not rules.same_fix(les, other):
+                continue
             await self.store.endorse(
                 other.id, other.owner_key, other.owner_user, other.owner_project
             )
-            n = await self.store.endorse(other.id, les.owner_key, les.owner_user, project)
-            if n >= self.settings.memory_agree_projects:
+            await self.store.endorse(other.id, les.owner_key, les.owner_user, project)
+            users, projects = await self.store.endorsers(other.id)
+            need = self.settings.memory_agree_projects
+            if users >= need and projects >= need and other.shareable and not other.sensitive:
                 await self.promote(
                     other,
                     Trust.lowest(other.trust, Trust.AGENT_OBSERVED),
                     Source.AGENT,
                     "agreement",
                 )
+
+    # -- curation ------------------------------------------------------------------
+    async def export(self, principal: Principal, *, scope: str = "") -> list[dict[str, Any]]:
+        """Every lesson (staff) or the caller's own (anyone), history versions included."""
+        where, args = ["1"], []
+        if scope:
+            where.append("scope = ?")
+            args.append(scope)
+        if not self.is_staff(principal):
+            where.append("owner_user = ?")
+            args.append(principal.user)
+        found = await self.store.query(" AND ".join(where), args, limit=1_000_000, order="seq")
+        return [curation.record(les) for les in found]
+
+    async def import_records(
+        self, principal: Principal, records: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Load exported records; ids already stored are skipped (imports are idempotent)."""
+        staff = self.is_staff(principal)
+        lessons = [
+            curation.lesson_from(r, principal, staff=staff, subject_keys=self.subject_keys)
+            for r in records
+        ]
+        fresh = [les for les in lessons if await self.store.get(les.id) is None]
+        await self.store.add_many(fresh, principal.key)
+        return {
+            "imported": len(fresh),
+            "skipped": len(lessons) - len(fresh),
+            "as_records": staff,
+            "quarantined": [les.id for les in fresh if les.quarantined],
+        }
 
     # -- reads ---------------------------------------------------------------------
     async def _visible(self, principal: Principal, lesson_id: str) -> Lesson:
@@ -404,6 +457,11 @@ class MemoryService:
         les = await self.store.require(lesson_id)
         if not les.claim:
             return {"id": les.id, "result": "inconclusive", "detail": "no checkable claim"}
+        why = unbound(les.claim, les)
+        if why:
+            outcome = Outcome("inconclusive", f"claim not bound to the lesson: {why}")
+            await self.store.transition(les.id, actor, "probe-refused", outcome.to_dict())
+            return {"id": les.id, **outcome.to_dict()}
         outcome = await check(les.claim, self.prober)
         await self.apply(les, outcome, actor)
         return {"id": les.id, **outcome.to_dict()}
@@ -425,9 +483,8 @@ class MemoryService:
                 status=Status.ACTIVE,
                 verified_at=time.time(),
             )
-            if les.proposed_scope == Scope.FACILITY.value and trust is not Trust.UNTRUSTED:
-                fresh = await self.store.require(les.id)
-                await self.promote(fresh, trust, Source.PROBE, actor)
+            # a probe vouches for one fact, within the writer's own scope: facility scope
+            # needs staff approval or the agreement of independent principals
         else:
             await self.store.transition(les.id, actor, "probe-inconclusive", detail)
 
@@ -437,6 +494,16 @@ class MemoryService:
         for les in await self.store.due(time.time() if now is None else now):
             if les.claim:
                 out.append(await self.verify_one(les.id, actor="sweep"))
+            elif les.trust is Trust.STAFF_APPROVED:
+                # staff vouched for it: no probe running is not evidence against it
+                await self.store.transition(
+                    les.id,
+                    "sweep",
+                    "ttl-renewed",
+                    {"reason": "staff-approved"},
+                    verified_at=time.time() if now is None else now,
+                )
+                out.append({"id": les.id, "result": "kept", "detail": "staff-approved"})
             else:
                 await self.store.transition(les.id, "sweep", "expired", status=Status.STALE)
                 out.append({"id": les.id, "result": "expired", "detail": "TTL lapsed"})

@@ -113,17 +113,18 @@ def parse_enum(kind: type[enum.StrEnum], value: Any, name: str) -> Any:
         raise UsageError(f"{name} must be one of {allowed}, got {value!r}") from None
 
 
-def check_subject(subject: Any) -> dict[str, str]:
+def check_subject(subject: Any, keys: frozenset[str] = SUBJECT_KEYS) -> dict[str, str]:
     if subject is None:
         return {}
     if not isinstance(subject, dict):
         raise UsageError("subject must be an object like {'module': 'gcc/12.2.0'}")
     out: dict[str, str] = {}
     for k, v in subject.items():
-        if k not in SUBJECT_KEYS:
+        if k not in keys:
             raise UsageError(
                 f"unknown subject key {k!r}",
-                hint=f"use one of {', '.join(sorted(SUBJECT_KEYS))}",
+                hint=f"use one of {', '.join(sorted(keys))} (facilities add keys with"
+                " the memory_subject_keys setting)",
             )
         out[str(k)] = str(v)[:200]
     return out
@@ -150,6 +151,7 @@ class Lesson:
     status: Status = Status.ACTIVE
     quarantined: bool = False
     findings: list[dict[str, str]] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)  # content classes (see ``content``)
     supersedes: str = ""
     superseded_by: str = ""
     proposed_scope: str = ""
@@ -157,6 +159,16 @@ class Lesson:
     verified_at: float | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+
+    @property
+    def sensitive(self) -> bool:
+        """Touches downloads, credentials or privileges: shared only once staff approved."""
+        return bool(self.classes)
+
+    @property
+    def shareable(self) -> bool:
+        """May reach principals other than its writer (and failure attachments)."""
+        return not self.quarantined and (not self.classes or self.trust is Trust.STAFF_APPROVED)
 
     def expired(self, now: float) -> bool:
         since = self.verified_at or self.created_at
@@ -176,6 +188,7 @@ class Lesson:
             "status": self.status.value,
             "quarantined": self.quarantined,
             "findings": list(self.findings),
+            "content_classes": list(self.classes),
             "supersedes": self.supersedes or None,
             "superseded_by": self.superseded_by or None,
             "proposed_scope": self.proposed_scope or None,

@@ -114,7 +114,9 @@ def _strings(params: dict[str, Any], name: str) -> list[str]:
     return [str(v) for v in value]
 
 
-def _lesson_fields(params: dict[str, Any], *, partial: bool) -> dict[str, Any]:
+def _lesson_fields(
+    params: dict[str, Any], *, partial: bool, keys: frozenset[str]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("title", "body", "error_signature"):
         value = param(params, name, str, None, required=not partial and name != "error_signature")
@@ -125,7 +127,7 @@ def _lesson_fields(params: dict[str, Any], *, partial: bool) -> dict[str, Any]:
     if params.get("scope") is not None:
         out["scope"] = parse_enum(Scope, params["scope"], "scope")
     if params.get("subject") is not None:
-        out["subject"] = check_subject(params["subject"])
+        out["subject"] = check_subject(params["subject"], keys)
     if params.get("evidence") is not None:
         out["evidence"] = _strings(params, "evidence")
     if params.get("derived_from") is not None:
@@ -170,7 +172,7 @@ async def recall(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     if not 1 <= limit <= 50:
         raise UsageError("limit must be between 1 and 50")
     kinds = tuple(parse_enum(Kind, k, "kinds") for k in _strings(params, "kinds"))
-    subject = check_subject(params.get("subject"))
+    subject = check_subject(params.get("subject"), _service(ctx).subject_keys)
     lessons = await _service(ctx).recall(
         ctx.principal,
         text,
@@ -184,7 +186,7 @@ async def recall(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 
 @op("memory.remember", "Save a lesson to facility memory", action="memory.write")
 async def remember(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
-    fields = _lesson_fields(params, partial=False)
+    fields = _lesson_fields(params, partial=False, keys=_service(ctx).subject_keys)
     les = await _service(ctx).remember(ctx.principal, **fields)
     return _written(les)
 
@@ -197,7 +199,7 @@ async def show(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 @op("memory.supersede", "Replace a lesson by a new version (history kept)", action="memory.write")
 async def supersede(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     lesson_id = param(params, "id", str, required=True)
-    fields = _lesson_fields(params, partial=True)
+    fields = _lesson_fields(params, partial=True, keys=_service(ctx).subject_keys)
     les = await _service(ctx).supersede(ctx.principal, lesson_id, fields)
     return _written(les)
 
@@ -256,3 +258,27 @@ async def verify(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     if not svc.is_staff(ctx.principal):
         raise PermissionDenied("only staff may re-verify all due lessons; pass an id")
     return {"results": await svc.sweep()}
+
+
+@op(
+    "memory.export",
+    "Lessons as records with provenance, trust and history (staff: all; others: their own)",
+    action="memory.read",
+)
+async def export(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    scope = param(params, "scope", str, "")
+    if scope:
+        parse_enum(Scope, scope, "scope")
+    return {"records": await _service(ctx).export(ctx.principal, scope=scope)}
+
+
+@op(
+    "memory.import",
+    "Load exported lesson records (staff keep trust and scope; others get candidates)",
+    action="memory.write",
+)
+async def import_(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    records = param(params, "records", list, required=True)
+    if not all(isinstance(r, dict) for r in records):
+        raise UsageError("records must be a list of objects (one per lesson)")
+    return await _service(ctx).import_records(ctx.principal, records)

@@ -4,14 +4,22 @@ Raw text (a pasted error, a question) becomes quoted terms joined by ``OR``
 (see ``terms``), so quotes, colons and paths never break the FTS5 parser.
 Terms that occur in most lessons are dropped before the query (BM25 gives
 them almost no weight anyway, and they make the index scan every row); the
-rarest terms are kept. Candidates also come straight from the error
+rarest terms are kept. Two more rankings are fused with that one (each
+list's scores scaled to its best, then summed): the query expanded with the
+facility vocabulary (``vocab``: "compute hours" -> allocation), and, when
+the postings budget had to drop some of the query's terms, the *trusted
+tier* -- a small second index of probe-verified and staff-approved lessons
+where every term fits. Candidates also come straight from the error
 signature index. The final score is BM25 (normalized to the best candidate)
 plus boosts for an exact or near signature match and for subject keys that
-the query mentions; stale lessons and candidates are nudged down.
+the query mentions; stale lessons and candidates are nudged down, and stale or untrusted
+lessons always rank below trusted, current ones.
 
 Visibility is decided in SQL, before ranking: a principal sees facility
 lessons, lessons of its project, its user's and its session's; it never sees
-another principal's untrusted lessons, nor any quarantined lesson.
+another principal's untrusted lessons, nor another principal's *sensitive*
+lessons (``content``: downloads, credentials, privileges) unless staff
+approved them, nor any quarantined lesson.
 Superseded and retracted lessons are left out unless history is asked for,
 and then they always rank below every live lesson.
 """
@@ -24,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry.memory import signature, terms
+from tenantry.memory import signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
 from tenantry.models import Principal
@@ -36,6 +44,9 @@ MAX_TERMS = 16  # rarest query terms kept
 POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
 POOL = 40  # candidates ranked per source
 PREFETCH = 120  # BM25 hits fetched before visibility filtering
+W_TIER = 1.0  # weight of the trusted tier's ranking when the budget starved the query
+W_EXPANDED = 1.0  # weight of the expanded query's ranking
+TIER_TERMS = 32  # query terms asked of the trusted tier
 SIG_POOL = 12  # lessons taken per exact signature match
 
 W_SIG_EXACT = 0.9
@@ -80,19 +91,44 @@ def visibility(viewer: Viewer) -> tuple[str, list[Any]]:
         "  OR (l.scope = 'project' AND ? <> '' AND l.owner_project = ?)"
         "  OR (l.scope = 'user' AND l.owner_user = ?)"
         "  OR (l.scope = 'session' AND l.owner_key = ?))"
-        " AND (l.trust_rank >= 1 OR l.owner_key = ?)"
+        " AND (l.owner_key = ? OR (l.trust_rank >= 1 AND (l.sensitive = 0 OR l.trust_rank >= 3)))"
     )
     return sql, [viewer.project, viewer.project, viewer.user, viewer.key, viewer.key]
 
 
+def fuse(
+    first: list[tuple[Lesson, float]], second: list[tuple[Lesson, float]], weight: float = 1.0
+) -> list[tuple[Lesson, float]]:
+    """Fuse two ranked lists: each list's scores scaled to its best, the second weighted.
+
+    (Plain reciprocal-rank fusion throws away how far apart BM25 puts the
+    candidates, which the boosts in ``rank`` are calibrated against; it measured
+    worse on the labelled set, see bench/memory.md.)
+    """
+    score: dict[str, float] = {}
+    lessons: dict[str, Lesson] = {}
+    for ranked, w in ((first, 1.0), (second, weight)):
+        best = max((x for _, x in ranked), default=0.0) or 1.0
+        for les, x in ranked:
+            lessons[les.id] = les
+            score[les.id] = score.get(les.id, 0.0) + w * x / best
+    order = sorted(score, key=score.__getitem__, reverse=True)
+    return [(lessons[i], score[i]) for i in order]
+
+
 def choose_terms(store: LessonStore, text: str) -> list[str]:
+    """The terms of ``text`` worth asking FTS5 for (see ``choose_words``)."""
+    return choose_words(store, terms.query_terms(text))
+
+
+def choose_words(store: LessonStore, candidates: list[str]) -> list[str]:
     """The query terms worth asking FTS5 for: present in the index, rarest first.
 
     BM25 cost grows with the postings it scores, and a term found in many
     lessons adds little to the ranking, so terms are taken rarest first while
     their postings fit ``POSTINGS_BUDGET`` (the rarest one is always taken).
     """
-    words = [w for w in terms.query_terms(text) if store.df.get(w, 0) > 0]
+    words = [w for w in dict.fromkeys(candidates) if store.df.get(w, 0) > 0]
     words.sort(key=lambda w: store.df[w])
     chosen: list[str] = []
     total = 0
@@ -138,13 +174,26 @@ async def search(
     kinds: Sequence[Kind] = (),
     subject: dict[str, str] | None = None,
     include_history: bool = False,
+    expander: vocab.Expander | None = None,
 ) -> list[Hit]:
     """Rank the lessons ``viewer`` may see against ``text``."""
     want = dict(subject or {})
     words = choose_terms(store, text + " " + " ".join(want.values()))
+    added = (expander or vocab.DEFAULT).expand(text)
+    expanded = choose_words(store, [*added, *words]) if added else []
+    # the trusted tier is small: every query term (and expansion) fits its budget
+    tier_words = [
+        w for w in dict.fromkeys([*terms.query_terms(text), *added]) if store.df.get(w, 0) > 0
+    ][:TIER_TERMS]
+    # when the budget dropped none of the query's terms, the main ranking already saw
+    # them all and the tier would only repeat it (as a hidden trust boost)
+    starved = len(words) < len(
+        [w for w in terms.query_terms(text + " " + " ".join(want.values())) if store.df.get(w, 0)]
+    )
     sig_lines = signature.signature_lines(text)
     if not sig_lines and text.strip() and "\n" not in text.strip():
         sig_lines = [signature.normalize(text)]
+    sig_lines += [s for s in signature.multiline_signatures(text) if s not in sig_lines]
     sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
     vis_sql, vis_args = visibility(viewer)
     statuses = _statuses(include_history)
@@ -159,6 +208,14 @@ async def search(
         ranked: list[tuple[Lesson, float]] = []
         if words:
             ranked = _bm25(conn, terms.fts_query(words), cond, args)
+        if expanded and expanded != words:
+            ranked = fuse(ranked, _bm25(conn, terms.fts_query(expanded), cond, args), W_EXPANDED)
+        if tier_words and starved:
+            ranked = fuse(
+                ranked,
+                _bm25(conn, terms.fts_query(tier_words), cond, args, "trusted_fts"),
+                W_TIER,
+            )
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
@@ -181,11 +238,16 @@ async def search(
 
 
 def _bm25(
-    conn: sqlite3.Connection, match: str, cond: str, args: list[Any]
+    conn: sqlite3.Connection,
+    match: str,
+    cond: str,
+    args: list[Any],
+    table: str = "lessons_fts",
 ) -> list[tuple[Lesson, float]]:
     """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass."""
+    bm25 = _BM25.replace("lessons_fts", table)
     top = conn.execute(
-        f"SELECT rowid, {_BM25} AS r FROM lessons_fts WHERE lessons_fts MATCH ? ORDER BY r LIMIT ?",
+        f"SELECT rowid, {bm25} AS r FROM {table} WHERE {table} MATCH ? ORDER BY r LIMIT ?",
         (match, PREFETCH),
     ).fetchall()
     scores = {int(r[0]): -float(r[1]) for r in top}
@@ -211,12 +273,17 @@ def _bm25(
             found.sort(key=lambda x: x[1], reverse=True)
             return found
     joined = conn.execute(
-        f"SELECT {_L_COLUMNS}, {_BM25} AS r FROM lessons_fts"
-        " JOIN lessons l ON l.seq = lessons_fts.rowid"
-        f" WHERE lessons_fts MATCH ? AND {cond} ORDER BY r LIMIT ?",
+        f"SELECT {_L_COLUMNS}, {bm25} AS r FROM {table}"
+        f" JOIN lessons l ON l.seq = {table}.rowid"
+        f" WHERE {table} MATCH ? AND {cond} ORDER BY r LIMIT ?",
         (match, *args, POOL),
     )
     return [(row_to_lesson(r), -float(r["r"])) for r in joined]
+
+
+def _trusted(les: Lesson) -> bool:
+    """Stale and untrusted lessons rank below every trusted, current one."""
+    return les.status is not Status.STALE and les.trust.rank >= 1
 
 
 def rank(
@@ -257,5 +324,5 @@ def rank(
         elif les.status is Status.CANDIDATE:
             score -= P_CANDIDATE
         hits.append(Hit(les, score, matched))
-    hits.sort(key=lambda h: (h.lesson.status.live, h.score), reverse=True)
+    hits.sort(key=lambda h: (h.lesson.status.live, _trusted(h.lesson), h.score), reverse=True)
     return hits[:limit]

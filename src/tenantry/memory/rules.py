@@ -14,14 +14,34 @@ from collections.abc import Collection
 from typing import Any
 
 from tenantry.errors import UsageError
-from tenantry.memory import scanner, signature
+from tenantry.memory import content, scanner, signature, terms
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import new_id
 from tenantry.models import AgentProduct, Principal
 
 
 def is_staff(principal: Principal, staff: Collection[str]) -> bool:
+    """The one place memory decides who is staff (every check goes through it)."""
     return principal.agent is AgentProduct.HUMAN and principal.user in staff
+
+
+FIX_AGREEMENT = 0.5
+
+
+def fix_terms(les: Lesson) -> set[str]:
+    """The terms of a lesson's fix: its body without the words of its error line."""
+    sig = set(terms.terms(les.error_signature))
+    return {t for t in terms.terms(les.body) if t not in sig}
+
+
+def same_fix(a: Lesson, b: Lesson) -> bool:
+    """Two lessons on one error agree on what fixes it (not only on the error line)."""
+    if a.kind is not b.kind or a.sig_hash != b.sig_hash:
+        return False
+    fa, fb = fix_terms(a), fix_terms(b)
+    if not fa or not fb:
+        return False
+    return len(fa & fb) / len(fa | fb) >= FIX_AGREEMENT
 
 
 def may_change(principal: Principal, les: Lesson, *, staff: bool) -> bool:
@@ -33,7 +53,7 @@ def may_change(principal: Principal, les: Lesson, *, staff: bool) -> bool:
 def can_see(principal: Principal, les: Lesson, *, staff: bool) -> bool:
     if staff or les.owner_key == principal.key:
         return True
-    if les.quarantined or les.trust is Trust.UNTRUSTED:
+    if not les.shareable or les.trust is Trust.UNTRUSTED:
         return False
     if les.scope is Scope.FACILITY:
         return True
@@ -80,6 +100,7 @@ def build(
     findings = scanner.scan(title, body, " ".join((subject or {}).values()), *(evidence or []))
     if findings:
         trust = Trust.UNTRUSTED
+    classes = content.classes(title, body, " ".join((subject or {}).values()))
     return Lesson(
         id=new_id(),
         kind=kind,
@@ -100,6 +121,7 @@ def build(
         status=status,
         quarantined=bool(findings),
         findings=findings,
+        classes=classes,
         proposed_scope=proposed,
         ttl_days=ttl_days if ttl_days is not None else DEFAULT_TTL_DAYS[kind],
     )

@@ -67,6 +67,20 @@ def signature_lines(text: str, limit: int = 8) -> list[str]:
     return out
 
 
+def multiline_signatures(text: str, limit: int = 8) -> list[str]:
+    """Normalized two-line windows around error-looking lines (signatures may span lines)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    out: list[str] = []
+    for i in range(len(lines) - 1, 0, -1):
+        if _ERRORISH.search(lines[i - 1]) or _ERRORISH.search(lines[i]):
+            norm = normalize(lines[i - 1] + " " + lines[i])
+            if len(norm) >= 8 and norm not in out:
+                out.append(norm)
+                if len(out) >= limit:
+                    break
+    return out
+
+
 def primary_signature(text: str) -> str:
     """The one line that best keys this output (the last error-looking line)."""
     lines = signature_lines(text, limit=1)

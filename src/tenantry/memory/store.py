@@ -27,7 +27,7 @@ _COLUMNS = (
     "id, kind, scope, owner_user, owner_key, owner_project, owner_agent, title, body, subject,"
     " error_signature, sig_hash, evidence, sources, claim, trust, trust_rank, status,"
     " quarantined, findings, supersedes, superseded_by, proposed_scope, ttl_days,"
-    " verified_at, created_at, updated_at"
+    " verified_at, created_at, updated_at, classes, sensitive"
 )
 
 
@@ -64,6 +64,7 @@ def row_to_lesson(row: sqlite3.Row) -> Lesson:
         verified_at=row["verified_at"],
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
+        classes=[c for c in row["classes"].split(",") if c],
     )
 
 
@@ -96,6 +97,8 @@ def _values(les: Lesson) -> tuple[Any, ...]:
         les.verified_at,
         les.created_at,
         les.updated_at,
+        ",".join(les.classes),
+        int(les.sensitive),
     )
 
 
@@ -121,8 +124,33 @@ def _insert(conn: sqlite3.Connection, les: Lesson, actor: str) -> set[str]:
         "INSERT INTO lesson_subjects (lesson_id, key, value) VALUES (?, ?, ?)",
         [(les.id, k, v.lower()) for k, v in les.subject.items()],
     )
+    if _tiered(les):
+        conn.execute(
+            "INSERT INTO trusted_fts (rowid, title, body, subjects, signature)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (cur.lastrowid, *fields),
+        )
     _log(conn, les.id, actor, "created", {"trust": les.trust.value, "status": les.status.value})
     return set(" ".join(fields).split())
+
+
+def _tiered(les: Lesson) -> bool:
+    """Belongs to the trusted tier (see migration 0003)."""
+    return les.trust.rank >= Trust.PROBE_VERIFIED.rank and les.status.live and not les.quarantined
+
+
+def _retier(conn: sqlite3.Connection, lesson_id: str) -> Lesson:
+    """Put a lesson in or out of the trusted tier after a lifecycle change."""
+    row = conn.execute(f"SELECT seq, {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+    les = row_to_lesson(row)
+    conn.execute("DELETE FROM trusted_fts WHERE rowid = ?", (row["seq"],))
+    if _tiered(les):
+        conn.execute(
+            "INSERT INTO trusted_fts (rowid, title, body, subjects, signature)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (row["seq"], *fts_fields(les)),
+        )
+    return les
 
 
 def _log(
@@ -197,6 +225,7 @@ class LessonStore:
                 (Status.SUPERSEDED.value, new.id, time.time(), old_id),
             )
             _log(conn, old_id, actor, "superseded", {"by": new.id, "was": row["status"]})
+            _retier(conn, old_id)
             return words
 
         self._count(await self.db.write(fn))
@@ -232,8 +261,7 @@ class LessonStore:
                 raise NotFound(f"no lesson {lesson_id}")
             shown = {k: (v.value if hasattr(v, "value") else v) for k, v in changes.items()}
             _log(conn, lesson_id, actor, action, {**shown, **(detail or {})})
-            row = conn.execute(f"SELECT {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,))
-            return row_to_lesson(row.fetchone())
+            return _retier(conn, lesson_id)
 
         return await self.db.write(fn)
 
@@ -314,6 +342,15 @@ class LessonStore:
             (les.sig_hash, les.kind.value, les.owner_user),
             limit=20,
         )
+
+    async def endorsers(self, lesson_id: str) -> tuple[int, int]:
+        """Distinct users and distinct (non-empty) projects endorsing a lesson."""
+        row = await self.db.fetchone(
+            "SELECT count(DISTINCT user), count(DISTINCT nullif(project, ''))"
+            " FROM endorsements WHERE lesson_id = ?",
+            (lesson_id,),
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     async def endorsement_projects(self, lesson_id: str) -> list[str]:
         rows = await self.db.fetchall(

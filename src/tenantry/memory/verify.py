@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenantry.errors import UsageError
+from tenantry.memory.models import Lesson
 from tenantry.memory.probes import Prober, ProbeUnavailable
 
 PROBES = ("partition_limit", "sbatch_rejects", "sbatch_accepts", "module_exists")
@@ -52,6 +53,44 @@ def check_claim(claim: Any) -> dict[str, Any] | None:
     if probe.startswith("sbatch_") and not isinstance(claim.get("resources"), dict):
         raise UsageError(f"a {probe} claim needs 'resources' (an object)")
     return dict(claim)
+
+
+_SUBMIT_TOOLS = frozenset({"sbatch", "slurm", "submit", "salloc", "srun"})
+
+
+def unbound(claim: dict[str, Any], les: Lesson) -> str:
+    """Why ``claim`` cannot vouch for ``les`` ('' when it can).
+
+    A probe checks one small fact; it vouches for a lesson only when that fact
+    is what the lesson is about: the claim's partition or module is the
+    lesson's subject, a submission claim belongs to a lesson about submitting.
+    A sensitive lesson (it downloads, touches credentials or privileges; see
+    ``content``) tells the reader to do something no probe checks, so no
+    probe verifies it: only staff approval does.
+    """
+    if les.sensitive:
+        return (
+            f"the lesson is {'/'.join(les.classes)} content: no probe checks its fix,"
+            " only staff approval does"
+        )
+    probe = claim.get("probe")
+    subject = {k: v.lower() for k, v in les.subject.items()}
+    if probe == "partition_limit":
+        name = str(claim.get("partition", "")).lower()
+        if subject.get("partition") != name:
+            return f"the claim is about partition {name}, the lesson's subject is not"
+    elif probe == "module_exists":
+        name = str(claim.get("module", "")).lower()
+        if subject.get("module") != name:
+            return f"the claim is about module {name}, the lesson's subject is not"
+    elif probe in ("sbatch_rejects", "sbatch_accepts"):
+        res = claim.get("resources") or {}
+        part = str(res.get("partition") or "").lower() if isinstance(res, dict) else ""
+        if not (
+            (part and subject.get("partition") == part) or subject.get("tool") in _SUBMIT_TOOLS
+        ):
+            return "the claim is about a submission, the lesson is not"
+    return ""
 
 
 async def check(claim: dict[str, Any], prober: Prober) -> Outcome:

@@ -1,0 +1,137 @@
+"""Query expansion: everyday words for the facility's vocabulary. Pure functions.
+
+People and agents describe a problem in their own words ("we ran out of
+compute hours", "skip the queue", "my home folder is full"); lessons use the
+facility's words (allocation, preempt partition, quota). ``expand`` maps the
+first onto the second: each entry is a pattern over the lower-cased query and
+the terms it adds. Expanded terms feed a second lexical ranking that is fused
+with the plain one by rank (see ``retrieval``), so an expansion can add
+candidates but never outweighs the words the query really used.
+
+The table is plain data: a facility extends it with its own names (QOS,
+partitions, file systems) through the ``memory_synonyms`` setting, a file of
+``pattern = term term ...`` lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from tenantry.memory import terms
+
+_DEFAULT: tuple[tuple[str, str], ...] = (
+    # money and allocation
+    (
+        r"\bbill(?:ing|ed)?\b|\bcharg(?:e|ed|ing)\b|\bcosts?\b|\bpay\b|\bbudget\b|\bcredits?\b"
+        r"|\bservice units?\b",
+        "account allocation charged core hours",
+    ),
+    (
+        r"\b(?:compute|cpu|core|gpu|node)[ -]hours?\b|\bhours left\b|\bused up\b|\bran out of\b"
+        r"|\brun out of\b|\bexhausted\b",
+        "allocation usage sshare account",
+    ),
+    # waiting in the queue
+    (
+        r"\bskip(?:ping)? the (?:queue|line)\b|\bjump the queue\b"
+        r"|\bstart (?:sooner|faster|earlier)\b"
+        r"|\bwait(?:ing)? (?:less|forever|so long|for (?:its|my) turn)\b|\bstuck in the queue\b",
+        "pending priority backfill preempt",
+    ),
+    (r"\binterrupt(?:ed|ible)?\b|\bkicked off\b|\bcan be killed\b", "preempt requeue"),
+    (r"\bpending for hours\b|\bwaits? forever\b|\bnot starting\b", "pending reason"),
+    # hardware words
+    (r"\bgraphics cards?\b|\baccelerators?\b|\bvideo cards?\b", "gpu"),
+    (r"\bworker (?:machines?|nodes?)\b|\bcompute machines?\b", "compute node"),
+    (r"\bfront[- ]?end\b|\bhead node\b|\blogin machine\b", "login node"),
+    (r"\bprocessor cores?\b|\bphysical cores?\b|\bhardware threads?\b", "cpu core"),
+    (r"\bmachine (?:running|crashed|died)\b|\bdisappeared\b|\bfell off\b", "node fail"),
+    (r"\bhardware i asked\b|\bno machine\b|\bmatches the hardware\b", "node configuration"),
+    # time
+    (
+        r"\bmaximum duration\b|\bhow long\b|\bhours i (?:reserved|asked)\b|\bwall clock\b"
+        r"|\b(?:most of a |a )?week\b|\bfive days\b|\blonger than a day\b|\blast\b",
+        "time limit walltime maxtime",
+    ),
+    (r"\bsave (?:state|a checkpoint)\b|\bwarned\b|\bbefore .* kills\b", "checkpoint signal"),
+    (r"\brecurring\b|\bevery (?:night|day|hour)\b|\bnightly\b|\bperiodically\b", "scrontab cron"),
+    (r"\bnotif(?:y|ied)\b|\bemail\b", "mail type"),
+    # storage
+    (
+        r"\bpersonal (?:storage|space)\b|\bhome (?:folder|directory|space)\b|\bmy home\b",
+        "home quota",
+    ),
+    (r"\bdisk is full\b|\bno room\b|\bno space\b|\bstorage (?:is )?full\b", "quota space"),
+    (r"\bnumber of files\b|\bfile count\b|\btoo many files\b", "files inode quota"),
+    (
+        r"\bdeleted automatically\b|\bremoved automatically\b|\bwiped\b|\bcleaned up\b",
+        "purge scratch",
+    ),
+    (r"\bfast (?:file ?system|filesystem|storage)\b|\btemporary (?:data|files)\b", "scratch"),
+    (r"\bparallel (?:file ?system|filesystem)\b", "lustre"),
+    (
+        r"\bundo\b|\brecover\b|\baccidental(?:ly)?\b|\bdeleted yesterday\b",
+        "snapshots backup restore",
+    ),
+    (r"\bcolleagues?\b|\blabmates?\b|\bgroup members?\b", "group project permission"),
+    (r"\bhuge dataset\b|\bterabytes?\b|\bmove (?:a )?(?:huge )?data\w*\b", "transfer globus dtn"),
+    (r"\binterrupted\b|\bresume\b", "rsync partial"),
+    # software and environments
+    (r"\bmessage passing\b", "mpi"),
+    (r"\bprocess(?:es)?\b|\branks?\b", "mpi task"),
+    (r"\bthreads?\b|\bmultithread\w*\b", "omp cpus per task"),
+    (r"\bpython environments?\b|\benvironment activation\b", "conda venv environment activate"),
+    (r"\bversion control\b", "git"),
+    (r"\bdocker\b", "apptainer container image"),
+    (r"\bnotebooks?\b|\bin a browser\b", "jupyter ondemand"),
+    (r"\bgraphical\b|\bgui\b|\bdisplay windows\b", "x11 desktop ondemand"),
+    (r"\bresolv\w* dependencies\b|\bdependencies resolv\w*\b", "solving environment conda"),
+    (r"\binteractive\b|\btype commands directly\b", "salloc srun pty interactive"),
+    (r"\bwatch\b|\binspect\b|\blook at\b", "srun overlap"),
+    (r"\bidle\b|\butili[sz]ation\b", "gpu utilization"),
+    (r"\bc library\b", "glibc"),
+    (r"\bprebuilt binary\b|\bbinary package\b", "wheel manylinux"),
+    (r"\binvalid instruction\b", "illegal instruction"),
+    (r"\boffline\b|\bno (?:internet|network)\b|\bwithout (?:internet|network)\b", "network"),
+    (r"\bheavy build\b|\bcompil\w*\b", "make build compile"),
+    (r"\bpackage name\b|\bcannot find the package\b", "module unknown"),
+    (r"\bflood\w*\b|\bat the same time\b|\bconcurrent\b|\bat once\b", "array throttle"),
+    (r"\bsweeps?\b|\bthousands of\b|\bmany small\b|\btiny jobs\b", "array job"),
+    (r"\bmemory flags\b|\bmemory options\b", "mem mem per cpu"),
+    (r"\bnew (?:student|user|member)\b|\bget access\b|\bget added\b", "account portal pi"),
+    (r"\bwaste\w*\b|\befficien\w*\b", "efficiency seff"),
+)
+
+
+class Expander:
+    """Compiled expansion table: default entries plus the facility's own."""
+
+    def __init__(self, entries: Iterable[tuple[str, str]] = _DEFAULT) -> None:
+        self._rules = [(re.compile(p, re.IGNORECASE), terms.terms(t)) for p, t in entries]
+
+    @classmethod
+    def with_file(cls, path: str | Path | None) -> Expander:
+        """The default table extended with ``pattern = term term`` lines from ``path``."""
+        entries = list(_DEFAULT)
+        if path:
+            for line in Path(path).read_text().splitlines():
+                if "=" in line and not line.lstrip().startswith("#"):
+                    pattern, _, added = line.rpartition("=")
+                    entries.append((pattern.strip(), added.strip()))
+        return cls(entries)
+
+    def expand(self, text: str) -> list[str]:
+        """Processed terms the query's own words imply (those it lacks, first-seen order)."""
+        own = set(terms.terms(text))
+        out: dict[str, None] = {}
+        for pattern, added in self._rules:
+            if pattern.search(text):
+                for t in added:
+                    if t not in own:
+                        out[t] = None
+        return list(out)
+
+
+DEFAULT = Expander()
