@@ -101,6 +101,8 @@ class Builder:
         self.vars = {"HOME": self.user.home, "USER": principal.user, "PWD": self.cwd}
         self._computed: set[str] = set()
         self.cwd_secret = classify(self.cwd, self.pctx).credential
+        self.unsafe_path: tuple[str, ...] = ()
+        self.search_path = ""
 
     def ctx(self, **kw: Any) -> dict[str, Any]:
         c = dict(self.base_ctx)
@@ -157,6 +159,10 @@ class Builder:
         args = eff.argv[1:]
         env_names = sorted(set(eff.env) | set(spec_env))
         tags = _tags(prog, args, eff, self)
+        if self.unsafe_path and eff.argv and "/" not in eff.argv[0] and "PATH" not in eff.env:
+            found = _which(eff.argv[0], self.search_path, self.cwd)
+            if found is not None and found in self.unsafe_path:
+                tags.add("planted-path")
         sub = next((x for x in args if not x.startswith("-")), "")
         hijack = [
             n
@@ -368,7 +374,13 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
     cwd = str(params.get("cwd") or "")
     b = Builder(principal, env, cwd)
     if action == "run_command":
-        spec_env = ambient_env({str(k): str(v) for k, v in (params.get("env") or {}).items()})
+        forwarded = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
+        spec_env = ambient_env(forwarded)
+        # an inherited PATH is the human's environment, not the agent's choice:
+        # it matters only if a program of this command would be found in an
+        # entry anyone can plant into (checked per command in ``command``)
+        b.unsafe_path = unsafe_entries(spec_env.pop("PATH", ""))
+        b.search_path = forwarded.get("PATH", "")
         command = params.get("command")
         argv = params.get("argv")
         if isinstance(command, str):
@@ -398,6 +410,29 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
         name = str(params.get("name") or params.get("op") or params.get("query") or action)
         b.target(action, name[:200], b.ctx())
     return b.out
+
+
+def unsafe_entries(path: str) -> tuple[str, ...]:
+    """PATH entries anyone could plant a program into: relative ones and temp dirs."""
+    return tuple(
+        e
+        for e in path.split(":")
+        if e and (not e.startswith("/") or e.startswith(("/tmp", "/var/tmp", "/dev/shm")))  # noqa: S108
+    )
+
+
+def _which(name: str, path: str, cwd: str) -> str | None:
+    """The PATH entry (as written) where ``name`` would be found, or None."""
+    import os
+
+    for entry in path.split(":"):
+        if not entry:
+            continue
+        base = entry if entry.startswith("/") else posixpath.join(cwd, entry)
+        cand = posixpath.join(base, name)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return entry
+    return None
 
 
 def ambient_env(env: dict[str, str]) -> dict[str, str]:

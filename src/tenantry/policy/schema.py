@@ -27,6 +27,7 @@ ACTIONS: dict[str, str] = {
     "acquire_lease": "Target",
     "release_lease": "Target",
     "report": "Target",
+    "read_report": "Target",
     "audit_read": "Target",
     "admin": "Target",
     # the memory concept's ops (tenantry.memory.ops)
