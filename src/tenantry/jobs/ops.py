@@ -7,7 +7,7 @@ from typing import Any
 
 from tenantry.errors import TenantryError, UsageError
 from tenantry.guard.adapters import guard_text_result
-from tenantry.jobs import directives
+from tenantry.jobs.request import JobRequest
 from tenantry.jobs.service import JobService
 from tenantry.models import JobSpec, JobState
 from tenantry.ops import OpContext, op, param
@@ -25,7 +25,7 @@ async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             "missing parameter 'script_text' (the script's content)",
             hint="the CLI reads the file for you; over MCP pass the script text",
         )
-    spec = JobSpec.from_dict(directives.apply(params))
+    spec = JobSpec.from_dict(JobRequest.from_params(params).checked().spec_params())
     job, dedup, note = await _svc(ctx).submit(ctx.principal, spec)
     return {"job": _svc(ctx).view(job), "deduplicated": dedup, "note": note}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, Any
 
+from tenantry.jobs.request import api_argv
 from tenantry.policy.slurmopts import JobShape
 from tenantry.policy.unwrap import Effective, analyze_shell
 
@@ -165,10 +166,18 @@ def job(b: Builder, shape: JobShape, ctx: dict[str, Any]) -> None:
         "partition_limit": ", ".join(f"{p.name}: {p.max_time_s} s" for p in chosen if p.max_time_s),
     }
     for path in shape.writes:
-        b.path("write_path", path, ctx)
+        b.path("write_path", in_chdir(b, shape, path), ctx)
     for path in shape.reads:
-        b.path("read_path", path, ctx)
+        b.path("read_path", in_chdir(b, shape, path), ctx)
     b.add("submit_job", "Job", attrs, ctx, label=f"{shape.tool} job", extras=extras)
+
+
+def in_chdir(b: Builder, shape: JobShape, raw: str) -> str:
+    """A job's relative path as Slurm resolves it: from ``--chdir`` when given."""
+    if not shape.chdir or raw.startswith(("/", "~")):
+        return raw
+    base = shape.chdir if shape.chdir.startswith("/") else posixpath.join(b.cwd, shape.chdir)
+    return posixpath.join(base, raw)
 
 
 def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
@@ -234,7 +243,7 @@ def submit(b: Builder, params: dict[str, Any]) -> None:
         if posixpath.basename(args[0]) == tool:
             args = args[1:]
     else:
-        args = jobspec_argv(params)
+        args = api_argv(params)
         tool = "sbatch"
     shape = JobShape.build(tool, args, script_text, env)
     if tool == "sbatch" and not script_text and shape.positional and not shape.wrap:
@@ -264,39 +273,5 @@ def lease_shape(b: Builder, params: dict[str, Any]) -> None:
     )
     if not asks:
         return
-    shape = JobShape.build("salloc", jobspec_argv({"resources": res}))
+    shape = JobShape.build("salloc", api_argv({"resources": res}))
     job(b, shape, b.ctx())
-
-
-def jobspec_argv(params: dict[str, Any]) -> list[str]:
-    """sbatch options equivalent to a ``jobs.submit`` JobSpec dict."""
-    out: list[str] = []
-    res = params.get("resources") or {}
-    if res.get("cpus"):
-        out.append(f"--cpus-per-task={int(res['cpus'])}")
-    if res.get("mem_mb"):
-        out.append(f"--mem={int(res['mem_mb'])}M")
-    if res.get("gpus"):
-        # the Slurm backend asks for resources.gpus per node (--gres), as sbatch would
-        out.append(f"--gres=gpu:{int(res['gpus'])}")
-    if res.get("time_s") is not None:
-        t = int(res["time_s"])
-        out.append("--time=0" if t <= 0 else f"--time={(t + 59) // 60}")
-    if res.get("partition"):
-        out.append(f"--partition={res['partition']}")
-    if res.get("account"):
-        out.append(f"--account={res['account']}")
-    if params.get("array"):
-        out.append(f"--array={params['array']}")
-    if params.get("output"):
-        out.append(f"--output={params['output']}")
-    if params.get("error"):
-        out.append(f"--error={params['error']}")
-    if params.get("name"):
-        out.append(f"--job-name={params['name']}")
-    out.extend(str(x) for x in params.get("extra") or ())
-    script = str(params.get("script") or "")
-    if script:
-        out.append(script)
-    out.extend(str(a) for a in params.get("args") or ())
-    return out

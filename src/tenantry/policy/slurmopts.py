@@ -525,6 +525,8 @@ class JobShape:
     wrap: str = ""
     jobref: list[str] = field(default_factory=list)
     positional: list[str] = field(default_factory=list)
+    cpus_per_task: int = 1
+    values: dict[str, str] = field(default_factory=dict)  # final value of each option
 
     @classmethod
     def build(
@@ -575,6 +577,7 @@ class JobShape:
                     key = item.split("=", 1)[0].strip()
                     if key and key.upper() not in ("ALL", "NONE", "NIL"):
                         self.env_names.add(key)
+        self.values = dict(last)
         self.partitions = [p for p in last.get("partition", "").split(",") if p]
         self.account = last.get("account", "")
         self.qos = last.get("qos", "")
@@ -596,6 +599,7 @@ class JobShape:
         per_node = num("ntasks-per-node", 0)
         self.ntasks = max(1, num("ntasks", per_node * self.nodes if per_node else 1))
         cpt = max(1, num("cpus-per-task", 1))
+        self.cpus_per_task = cpt
         self.cpus = max(self.ntasks * cpt, num("mincpus", 0) * self.nodes)
         gpus = 0
         if "gpus" in last:
