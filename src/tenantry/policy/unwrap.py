@@ -182,10 +182,11 @@ class Effective:
     redirects: list[tuple[str, Word]] = field(default_factory=list)
     source: str = "command"  # command | script | wrap | remote | job
     stdin_text: str | None = None
+    cwd: str = "/"  # where the command runs: relative program paths resolve from here
 
     @property
     def program(self) -> str:
-        return program_name(self.argv[0]) if self.argv else ""
+        return program_name(self.argv[0], self.cwd) if self.argv else ""
 
 
 @dataclass(slots=True)
@@ -202,17 +203,71 @@ class Analysis:
             self.uncertain.append((kind, reason))
 
 
-def program_name(word: str) -> str:
-    """The program a command word names: basename, look-alikes folded, symlinks followed."""
+def program_name(word: str, cwd: str = "/") -> str:
+    """The program a command word names: basename, look-alikes folded, symlinks followed.
+
+    A relative path (``./lnk``) is resolved from the command's ``cwd``, not
+    the daemon's; a regular file that is a byte-for-byte copy of a guarded
+    client (``cp $(which scancel) ./x``) is named after the original.
+    """
     name = skeleton(word)
     if "/" in name:
+        path = name if name.startswith("/") else posixpath.join(cwd or "/", name)
         try:
-            if os.path.islink(name):
-                name = os.path.realpath(name)
+            if os.path.islink(path):
+                path = os.path.realpath(path)
+            copied = copy_of(path)
         except (OSError, ValueError):
-            pass
-        name = posixpath.basename(name.rstrip("/")) or name
+            copied = None
+        name = copied or posixpath.basename(path.rstrip("/")) or name
     return name
+
+
+# programs whose copies under another name are still judged as themselves
+GUARDED = ("scancel", "scontrol", "sbatch", "srun", "salloc", "sacctmgr", "sudo", "su",
+           "crontab", "kill", "pkill", "killall", "squeue", "sacct")  # fmt: skip
+_GUARDED_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/opt/slurm/bin")
+_guarded: dict[int, list[tuple[str, bytes]]] | None = None
+
+
+def _guarded_table() -> dict[int, list[tuple[str, bytes]]]:
+    global _guarded
+    if _guarded is None:
+        import hashlib
+        import shutil
+
+        table: dict[int, list[tuple[str, bytes]]] = {}
+        for prog in GUARDED:
+            found = shutil.which(prog, path=":".join(_GUARDED_DIRS))
+            if not found:
+                continue
+            try:
+                data = Path(found).read_bytes()
+            except OSError:
+                continue
+            table.setdefault(len(data), []).append((prog, hashlib.sha256(data).digest()))
+        _guarded = table
+    return _guarded
+
+
+def copy_of(path: str) -> str | None:
+    """The guarded program ``path`` is a copy of, if it is one (same size, same bytes)."""
+    if path.startswith(_GUARDED_DIRS):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    table = _guarded_table()
+    if not os.path.isfile(path) or st.st_size not in table:
+        return None
+    import hashlib
+
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).digest()
+    except OSError:
+        return None
+    return next((prog for prog, d in table[st.st_size] if d == digest), None)
 
 
 def analyze_shell(
@@ -341,6 +396,7 @@ class _Unwrapper:
             self.out.add_uncertain("depth", f"more than {MAX_COMMANDS} commands")
         eff = Effective(list(argv), list(dyn), dict(env), list(via), list(redirects), source)
         eff.stdin_text = stdin
+        eff.cwd = self.cwd
         if argv:
             alias = self.out.aliases.get(eff.program)
             if alias:
@@ -502,11 +558,11 @@ class _Unwrapper:
         elif prog == "hash" and "-p" in args:
             i = args.index("-p")
             if i + 2 < len(args):
-                self.out.aliases[args[i + 2]] = program_name(args[i + 1])
+                self.out.aliases[args[i + 2]] = program_name(args[i + 1], self.cwd)
         elif prog in ("ln", "cp", "install", "mv") and len(args) >= 2 and not adyn[-1]:
             srcs = [a for a in args[:-1] if not a.startswith("-")]
             if srcs:
-                target = program_name(srcs[-1])
+                target = program_name(srcs[-1], self.cwd)
                 self.out.aliases[posixpath.basename(args[-1].rstrip("/"))] = target
         elif prog in INTERPRETERS:
             self.interpreter(prog, args, adyn)
