@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tenantry.policy import shell
+from tenantry.policy.execopts import embedded
 from tenantry.policy.paths import skeleton
 from tenantry.policy.shell import SimpleCommand, Word
 
@@ -428,6 +429,14 @@ class _Unwrapper:
         inner_via = [*via, prog]
         d = depth + 1
         self.note_writes(eff, prog, args)
+        found = embedded(prog, args)
+        if found.commands or found.opaque:
+            if any(adyn):
+                self.out.add_uncertain("dynamic", f"{prog} runs a command computed at run time")
+            for reason in found.opaque:
+                self.out.add_uncertain("exec-option", reason)
+            for line in found.commands:
+                self.shell_text(line, [*via, prog, "exec-option"], source, depth + 1)
         if "/" in argv[0] and not dyn[0]:
             if self.run_written(argv[0], inner_via, source, d):
                 return
@@ -461,6 +470,8 @@ class _Unwrapper:
                 return None
             return args[i]
 
+        if prog in ("make", "gmake") and self.read:
+            self.makefile(args, [*via, prog], d)
         if prog in SHELLS:
             self.shell_cmd(prog, args, adyn, inner_via, source, d, stdin, stdin_dynamic)
         elif prog == "eval":
@@ -596,6 +607,44 @@ class _Unwrapper:
         elif prog == "screen":
             again(_skip_options(args, frozenset({"-S", "-c", "-t", "-p", "-X", "-L", "-Logfile",
                                                  "-h", "-T", "-e"}), 0))  # fmt: skip
+
+    def makefile(self, args: list[str], via: list[str], depth: int) -> None:
+        """make runs its makefile's recipes through the shell: judge them as a script."""
+        base = self.cwd
+        files: list[str] = []
+        for i, a in enumerate(args):
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            if a in ("-C", "--directory") and nxt:
+                base = nxt if nxt.startswith("/") else posixpath.join(base, nxt)
+            elif a.startswith("--directory="):
+                base = posixpath.join(base, a.split("=", 1)[1])
+            elif a in ("-f", "--file", "--makefile") and nxt:
+                files.append(nxt)
+            elif a.startswith(("--file=", "--makefile=")):
+                files.append(a.split("=", 1)[1])
+        names = files or ["GNUmakefile", "makefile", "Makefile"]
+        for name in names:
+            path = name if name.startswith("/") else posixpath.join(base, name)
+            text = _read_small(path)
+            if text is None:
+                continue
+            joined = text.replace("\\\n", " ")
+            values = dict(_MAKE_DEFAULTS)
+            for m in _MAKE_ASSIGN.finditer(joined):
+                values[m.group(1)] = m.group(2).strip()
+            for a in args:
+                if _MAKE_ARG.match(a):
+                    key, _, val = a.partition("=")
+                    values[key] = val
+            recipes = [
+                _make_expand(ln[1:].lstrip("@+- "), values)
+                for ln in joined.splitlines()
+                if ln.startswith("\t")
+            ]
+            if recipes:
+                self.shell_text("\n".join(recipes), via, "script", depth)
+            if not files:
+                break
 
     def shell_cmd(
         self,
@@ -813,6 +862,29 @@ def _static_output(cmd: SimpleCommand) -> str | None:
     if cmd.stdin_text is not None and prog in ("cat", "tee"):
         return cmd.stdin_text
     return None
+
+
+_MAKE_DEFAULTS = {"CC": "cc", "CXX": "g++", "FC": "f77", "MAKE": "make", "RM": "rm -f",
+                  "AR": "ar", "LD": "ld", "CPP": "cc -E", "SHELL": "/bin/sh"}  # fmt: skip
+_MAKE_ASSIGN = re.compile(r"^([A-Za-z_][\w.]*)\s*(?::{1,3}=|\?=|\+=|=)(.*)$", re.M)
+_MAKE_ARG = re.compile(r"^[A-Za-z_][\w.]*=")
+_MAKE_REF = re.compile(r"\$(?:\(([^()]*)\)|\{([^{}]*)\}|([@<^?*+%]))")
+
+
+def _make_expand(line: str, values: dict[str, str], depth: int = 0) -> str:
+    """A recipe line with make's variables expanded (unknown ones are empty, as in make)."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name is None:
+            return "target"  # automatic variables name files
+        if name.startswith("shell "):
+            return "$(" + name[6:] + ")"  # make's $(shell ...) runs a command
+        if depth < 5 and name in values:
+            return _make_expand(values[name], values, depth + 1)
+        return ""
+
+    return _MAKE_REF.sub(one, line.replace("$$", "\x00")).replace("\x00", "$")
 
 
 def _read_small(path: str) -> str | None:
