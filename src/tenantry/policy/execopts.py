@@ -128,9 +128,9 @@ def embedded(prog: str, args: list[str]) -> Embedded:
         for script in _sed_scripts(args):
             if _SED_S_E.search(script):
                 out.opaque.append("sed's s///e flag runs the pattern space as a command")
-            for hit in _SED_E_CMD.finditer(script):
-                if hit.group("cmd"):
-                    out.commands.append(hit.group("cmd").strip())
+            for sed_e in _SED_E_CMD.finditer(script):
+                if sed_e.group("cmd"):
+                    out.commands.append(sed_e.group("cmd").strip())
                 else:
                     out.opaque.append("sed's e command runs the pattern space as a command")
     elif prog == "env":
