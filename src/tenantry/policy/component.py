@@ -10,6 +10,7 @@ and ``reload()`` is called.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -139,18 +140,7 @@ class PolicyService:
         facts = self.judge.facts
         users = dict(facts.users)
         users[name] = local_user(name)
-        self.judge.set_facts(
-            Facts(
-                users=users,
-                partitions=facts.partitions,
-                admin_qos=facts.admin_qos,
-                known_qos=facts.known_qos,
-                jobs=facts.jobs,
-                limits=facts.limits,
-                homes_root=facts.homes_root,
-                protected=facts.protected,
-            )
-        )
+        self.judge.set_facts(dataclasses.replace(facts, users=users))
 
     async def authorize(
         self, principal: Principal, action: str, params: dict[str, Any]

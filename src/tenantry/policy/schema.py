@@ -47,7 +47,9 @@ type Ctx = {
   limits: Limits, hour: Long,
 };
 entity User = { name: String, groups: Set<String>, accounts: Set<String>, admin: Bool };
-entity Agent in [User] = { user: User, product: String, session: String, project: String };
+entity Agent in [User] = {
+  user: User, product: String, session: String, project: String, tier: String,
+};
 entity Command = {
   program: String, path: String, args: Set<String>, line: String, via: Set<String>,
   env: Set<String>, tags: Set<String>, subcommand: String,
@@ -59,7 +61,8 @@ entity Job = {
   nice_negative: Bool, info_only: Bool, options: Set<String>, unknown_options: Set<String>,
   privileged_options: Set<String>, bad_values: Set<String>, env: Set<String>,
   unknown_partitions: Set<String>, over_partition_time: Bool, account_member: Bool,
-  qos_admin: Bool, qos_not_allowed: Bool,
+  qos_admin: Bool, qos_not_allowed: Bool, restricted_options: Set<String>, mail_foreign: Bool,
+  unsafe_text: Set<String>,
 };
 entity Path = {
   path: String, raw: String, credential: Bool, system: Bool, protected: Bool,

@@ -8,6 +8,7 @@ requests for what a Slurm command or a submission would do.
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import TYPE_CHECKING, Any
 
 from tenantry.jobs.request import api_argv
@@ -228,7 +229,47 @@ def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
         "account_member": member,
         "qos_admin": shape.qos.lower() in {q.lower() for q in facts.admin_qos},
         "qos_not_allowed": qos_bad,
+        "restricted_options": restricted_options(shape),
+        "mail_foreign": mail_foreign(shape, b),
+        "unsafe_text": unsafe_text(shape),
     }
+
+
+# options an agent job may not use without the facility allowing them in its own file
+RESTRICTED = ("reservation", "container", "container-id", "x11", "get-user-env", "bb", "bbf",
+              "uid", "gid")  # fmt: skip
+_NAME_OK = re.compile(r"^[A-Za-z0-9._+%:@=,-]{1,128}$")
+_TEXT_OK = re.compile(r"^[ -~]{0,256}$")  # printable ASCII, no newline or control characters
+
+
+def restricted_options(shape: JobShape) -> list[str]:
+    found = [f"--{o}" for o in RESTRICTED if o in shape.values]
+    if shape.burst_buffer:
+        found.append("#BB/#DW")
+    return sorted(found)
+
+
+def mail_foreign(shape: JobShape, b: Builder) -> bool:
+    """Would Slurm mail somebody other than the job's user?"""
+    to = shape.values.get("mail-user", "").strip()
+    if not to:
+        return False
+    user = b.user.name
+    return not all(a.strip() in (user, b.user.mail) or a.strip().startswith(user + "@")
+                   for a in to.split(",") if a.strip()) or "\n" in to  # fmt: skip
+
+
+def unsafe_text(shape: JobShape) -> list[str]:
+    bad: list[str] = []
+    for opt in ("job-name", "wckey"):
+        v = shape.values.get(opt)
+        if v is not None and not _NAME_OK.match(v):
+            bad.append(f"--{opt}")
+    for opt in ("comment", "extra", "mail-type"):
+        v = shape.values.get(opt)
+        if v is not None and not _TEXT_OK.match(v):
+            bad.append(f"--{opt}")
+    return bad
 
 
 def submit(b: Builder, params: dict[str, Any]) -> None:

@@ -385,6 +385,20 @@ def script_directives(text: str, tool: str = "sbatch") -> list[str]:
     return argv
 
 
+def burst_buffer_lines(text: str) -> list[str]:
+    """``#BB``/``#DW`` directives (burst buffers: staging that runs with the job's rights)."""
+    out: list[str] = []
+    for n, line in enumerate(text.splitlines()):
+        st = line.strip()
+        if n == 0 and st.startswith("#!"):
+            continue
+        if st.startswith(("#BB ", "#DW ", "#BB\t", "#DW\t")):
+            out.append(st[:200])
+        elif st and not st.startswith("#"):
+            break
+    return out
+
+
 def env_options(tool: str, env: dict[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
     """Options implied by input variables (``SBATCH_*``, ``SLURM_*``), and unmapped ones."""
     prefix = _ENV_PREFIX[tool]
@@ -527,6 +541,7 @@ class JobShape:
     positional: list[str] = field(default_factory=list)
     cpus_per_task: int = 1
     values: dict[str, str] = field(default_factory=dict)  # final value of each option
+    burst_buffer: list[str] = field(default_factory=list)  # #BB / #DW directive lines
 
     @classmethod
     def build(
@@ -542,6 +557,7 @@ class JobShape:
         shape.positional = cli.positional
         merged: list[tuple[str, str]] = []
         if tool == "sbatch" and script_text:
+            shape.burst_buffer = burst_buffer_lines(script_text)
             directives = parse_argv(tool, script_directives(script_text))
             shape.unknown.extend(directives.unknown)
             merged.extend(directives.opts)
