@@ -37,6 +37,8 @@ DEFAULT_LIMITS: dict[str, int] = {
 }
 
 
+DEFAULT_WRITE_ROOTS = ("/scratch/{user}", "/work/{user}", "/project/{project}",
+                       "/projects/{project}")  # fmt: skip
 DEFAULT_ADMIN_QOS = frozenset({"admin", "root", "system", "maint"})
 
 
@@ -73,6 +75,9 @@ class Facts:
     protected: tuple[str, ...] = ()  # Tenantry state paths agents may not write
     # (principal-key glob, tier): first match wins; default "standard"
     tiers: tuple[tuple[str, str], ...] = ()
+    # where agents may write besides their home and temp ({user}, {project} filled in)
+    write_roots: tuple[str, ...] = DEFAULT_WRITE_ROOTS
+    read_roots: tuple[str, ...] = ()  # shared directories in other homes (globs)
 
     def tier_of(self, key: str) -> str:
         import fnmatch
@@ -136,6 +141,10 @@ class Facts:
             homes_root=homes_root,
             protected=tuple(str(x) for x in d.get("protected") or ()),
             tiers=parse_tiers(d.get("tiers") or {}),
+            write_roots=tuple(
+                str(x) for x in (d.get("scopes") or {}).get("write", DEFAULT_WRITE_ROOTS)
+            ),
+            read_roots=tuple(str(x) for x in (d.get("scopes") or {}).get("read", ())),
         )
 
     @classmethod

@@ -86,6 +86,11 @@ class Builder:
             user=principal.user,
             homes_root=env.facts.homes_root,
             protected=env.protected + env.facts.protected,
+            write_roots=tuple(
+                r.format(user=principal.user, project=principal.project or principal.user)
+                for r in env.facts.write_roots
+            ),
+            read_roots=env.facts.read_roots,
         )
         self.out = Built()
         self.n = 0
@@ -267,7 +272,7 @@ class Builder:
             target = v if v in writes else "of=" + v if ("of=" + v) in args else ""
             if target or v in writes:
                 self.path_info("write_path", info, ctx)
-            elif info.credential or info.lookalike:
+            elif info.credential or info.lookalike or info.other_home:
                 self.path_info("read_path", info, ctx)
 
     def path(self, action: str, raw: str, ctx: dict[str, Any], *, dynamic: bool = False) -> None:

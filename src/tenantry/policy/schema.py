@@ -67,6 +67,7 @@ entity Job = {
 entity Path = {
   path: String, raw: String, credential: Bool, system: Bool, protected: Bool,
   other_home: Bool, lookalike: Bool, dynamic: Bool, startup: Bool, secret_tree: Bool,
+  control: Bool, outside_write: Bool,
 };
 entity Target = { kind: String, name: String };
 """
