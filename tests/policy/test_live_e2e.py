@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.types import TextContent
 
 from tenantry.errors import PolicyDenied
 from tenantry.gateway.mcp import build_server
@@ -26,6 +27,12 @@ SCANCEL = shutil.which("scancel") or "/usr/bin/scancel"
 @pytest.fixture
 def d(start_daemon: Any) -> Any:
     return start_daemon({"policy-facts.json": FACTS})
+
+
+def text_of(result: Any) -> str:
+    first = result.content[0]
+    assert isinstance(first, TextContent)
+    return first.text
 
 
 def run(client: Any, argv: list[str], cwd: str) -> list[dict[str, Any]]:
@@ -54,7 +61,7 @@ async def test_symlink_and_exec_options_through_mcp(
         bad = await client.call_tool(
             "run_command", {"argv": ["./lnk", "-u", "bob"], "cwd": str(tmp_path)}
         )
-        assert bad.is_error and "another user" in bad.content[0].text
+        assert bad.is_error and "another user" in text_of(bad)
         for command in (
             f"tar -cf x.tar --checkpoint=1 --checkpoint-action=exec='sudo touch {marker}' data",
             f"rsync -e 'sudo touch {marker}' data host:",
@@ -65,7 +72,7 @@ async def test_symlink_and_exec_options_through_mcp(
                 "run_command", {"argv": ["bash", "-c", command], "cwd": str(tmp_path)}
             )
             assert bad.is_error, command
-            assert "privilege" in bad.content[0].text, bad.content[0].text
+            assert "privilege" in text_of(bad), text_of(bad)
         ok = await client.call_tool(
             "run_command", {"argv": ["tar", "-cf", "x.tar", "data"], "cwd": str(tmp_path)}
         )
