@@ -206,6 +206,8 @@ class Builder:
                 self.target("admin", f"sacctmgr {verb}", ctx)
             else:
                 self.target("query_jobs", "sacctmgr", ctx)
+        elif prog in ("squeue", "sacct", "sstat"):
+            slurmcmds.query(self, prog, args, ctx)
         elif prog in _QUERY_TOOLS:
             self.target("query_jobs", prog, ctx)
         elif prog == "tenantry" and sub in ("admin", "audit"):

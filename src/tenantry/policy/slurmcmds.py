@@ -101,6 +101,28 @@ def scancel(b: Builder, args: list[str], dyn: list[bool], ctx: dict[str, Any]) -
         )
 
 
+def query(b: Builder, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
+    """squeue/sacct/sstat: a query about other users' jobs is named ``others: ...``."""
+    users: list[str] = []
+    all_users = False
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if a in ("-u", "--user", "--users") and nxt:
+            users.extend(nxt.split(","))
+        elif a.startswith(("--user=", "--users=")):
+            users.extend(a.split("=", 1)[1].split(","))
+        elif a.startswith("-u") and len(a) > 2 and not a.startswith("--"):
+            users.extend(a[2:].split(","))
+        elif prog == "sacct" and a in ("-a", "--allusers"):
+            all_users = True
+    foreign = [u for u in users if u and u not in (b.p.user, str(b.p.uid))]
+    if all_users or foreign:
+        who = "all users" if all_users else ", ".join(foreign)
+        b.target("query_jobs", f"others: {prog} of {who}", ctx)
+    else:
+        b.target("query_jobs", prog, ctx)
+
+
 def scontrol(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
     rest = [a for a in args if not a.startswith("-")]
     if not rest:
@@ -108,7 +130,14 @@ def scontrol(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
         return
     verb = rest[0].lower()
     if verb in _SCONTROL_READ:
-        b.target("query_jobs", f"scontrol {verb}", ctx)
+        what = rest[1].lower() if len(rest) > 1 else ""
+        others = [
+            j
+            for j in rest[2:]
+            if what in ("job", "jobs", "jobid", "step", "steps") and owner(b, j)[0] == "other"
+        ]
+        name = f"others: job {others[0]}" if others else f"scontrol {verb}"
+        b.target("query_jobs", name, ctx)
     elif verb in _SCONTROL_JOB:
         targets = rest[1:]
         ids: list[str] = []
