@@ -51,6 +51,10 @@ class PolicyService:
                 await self.refresh_partitions()
             except Exception as exc:  # facts are best effort; decisions still work
                 log.warning("policy: cannot read partitions from the backend: %s", exc)
+            try:
+                await self.refresh_accounting()
+            except Exception as exc:  # no accounting (or no sacctmgr): decisions still work
+                log.warning("policy: cannot read associations from sacctmgr: %s", exc)
 
     async def aclose(self) -> None:
         if self._db is not None:
@@ -84,6 +88,48 @@ class PolicyService:
         if self.settings.policy_file:
             out.append(self.settings.policy_file)
         return tuple(out)
+
+    async def refresh_accounting(self) -> None:
+        """The daemon user's associations and QoS limits from ``sacctmgr`` (Slurm only)."""
+        import asyncio
+        import getpass
+
+        from tenantry.policy import slurmfacts as sf
+
+        async def run(argv: list[str]) -> str:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                raise
+            if proc.returncode != 0:
+                raise RuntimeError(f"{argv[0]} exited {proc.returncode}")
+            return out.decode(errors="replace")
+
+        user = getpass.getuser()
+        assocs = sf.parse_associations(await run(sf.assoc_argv(user)))
+        qos = sf.parse_qos(await run(sf.qos_argv()))
+        if self.judge is None:
+            return
+        facts = self.judge.facts
+        base = facts.users.get(user) or local_user(user)
+        accounts = sf.user_accounts(assocs, user)
+        me = dataclasses.replace(
+            base, accounts=accounts or base.accounts, qos=sf.user_qos(assocs, user) or base.qos
+        )
+        walls = {n: q.max_wall_s for n, q in qos.items() if q.max_wall_s}
+        self.judge.set_facts(
+            dataclasses.replace(
+                facts,
+                users={**facts.users, user: me},
+                qos_wall=walls,
+                known_qos=frozenset(qos) | facts.known_qos,
+            )
+        )
 
     async def refresh_partitions(self) -> None:
         """Partition limits from the backend's facility facts (Slurm: sinfo/scontrol)."""

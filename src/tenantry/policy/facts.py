@@ -50,6 +50,7 @@ class UserFacts:
     accounts: tuple[str, ...] = ()
     admin: bool = False
     mail: str = ""  # the user's own address (job mail may go only there)
+    qos: tuple[str, ...] = ()  # QoS the user's associations allow (empty: not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,7 @@ class Facts:
     # where agents may write besides their home and temp ({user}, {project} filled in)
     write_roots: tuple[str, ...] = DEFAULT_WRITE_ROOTS
     read_roots: tuple[str, ...] = ()  # shared directories in other homes (globs)
+    qos_wall: dict[str, int] = field(default_factory=dict)  # QoS -> MaxWall seconds
 
     def tier_of(self, key: str) -> str:
         import fnmatch
@@ -107,6 +109,7 @@ class Facts:
                 accounts=tuple(str(a) for a in u.get("accounts", ())),
                 admin=bool(u.get("admin", False)),
                 mail=str(u.get("mail") or ""),
+                qos=tuple(str(q).lower() for q in u.get("qos", ())),
             )
             for name, u in (d.get("users") or {}).items()
         }
@@ -145,6 +148,11 @@ class Facts:
                 str(x) for x in (d.get("scopes") or {}).get("write", DEFAULT_WRITE_ROOTS)
             ),
             read_roots=tuple(str(x) for x in (d.get("scopes") or {}).get("read", ())),
+            qos_wall={
+                q.lower(): int((v or {}).get("max_wall_s", 0))
+                for q, v in qos.items()
+                if (v or {}).get("max_wall_s")
+            },
         )
 
     @classmethod

@@ -62,7 +62,7 @@ entity Job = {
   privileged_options: Set<String>, bad_values: Set<String>, env: Set<String>,
   unknown_partitions: Set<String>, over_partition_time: Bool, account_member: Bool,
   qos_admin: Bool, qos_not_allowed: Bool, restricted_options: Set<String>, mail_foreign: Bool,
-  unsafe_text: Set<String>,
+  unsafe_text: Set<String>, qos_not_associated: Bool, over_qos_time: Bool,
 };
 entity Path = {
   path: String, raw: String, credential: Bool, system: Bool, protected: Bool,

@@ -194,6 +194,8 @@ def job(b: Builder, shape: JobShape, ctx: dict[str, Any]) -> None:
         "known_partitions": sorted(parts) or ["(unknown)"],
         "accounts": list(b.user.accounts) or ["(unknown)"],
         "partition_limit": ", ".join(f"{p.name}: {p.max_time_s} s" for p in chosen if p.max_time_s),
+        "user_qos": list(b.user.qos) or ["(any)"],
+        "qos_limit": b.facts.qos_wall.get(shape.qos.lower(), 0),
     }
     for path in shape.writes:
         b.path("write_path", in_chdir(b, shape, path), ctx)
@@ -258,6 +260,9 @@ def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
         "account_member": member,
         "qos_admin": shape.qos.lower() in {q.lower() for q in facts.admin_qos},
         "qos_not_allowed": qos_bad,
+        "qos_not_associated": bool(qos) and bool(b.user.qos) and qos not in b.user.qos,
+        "over_qos_time": qos in facts.qos_wall
+        and (shape.unlimited_time or time_s > facts.qos_wall[qos]),
         "restricted_options": restricted_options(shape),
         "mail_foreign": mail_foreign(shape, b),
         "unsafe_text": unsafe_text(shape),
