@@ -80,6 +80,7 @@ class Facts:
     write_roots: tuple[str, ...] = DEFAULT_WRITE_ROOTS
     read_roots: tuple[str, ...] = ()  # shared directories in other homes (globs)
     qos_wall: dict[str, int] = field(default_factory=dict)  # QoS -> MaxWall seconds
+    job_options: frozenset[str] = frozenset()  # options the facility adds to the allow-list
 
     def tier_of(self, key: str) -> str:
         import fnmatch
@@ -148,6 +149,7 @@ class Facts:
                 str(x) for x in (d.get("scopes") or {}).get("write", DEFAULT_WRITE_ROOTS)
             ),
             read_roots=tuple(str(x) for x in (d.get("scopes") or {}).get("read", ())),
+            job_options=frozenset(str(o).lstrip("-") for o in d.get("job_options") or ()),
             qos_wall={
                 q.lower(): int((v or {}).get("max_wall_s", 0))
                 for q, v in qos.items()

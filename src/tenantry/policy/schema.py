@@ -63,6 +63,7 @@ entity Job = {
   unknown_partitions: Set<String>, over_partition_time: Bool, account_member: Bool,
   qos_admin: Bool, qos_not_allowed: Bool, restricted_options: Set<String>, mail_foreign: Bool,
   unsafe_text: Set<String>, qos_not_associated: Bool, over_qos_time: Bool,
+  off_list_options: Set<String>,
 };
 entity Path = {
   path: String, raw: String, credential: Bool, system: Bool, protected: Bool,

@@ -264,6 +264,7 @@ def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
         "over_qos_time": qos in facts.qos_wall
         and (shape.unlimited_time or time_s > facts.qos_wall[qos]),
         "restricted_options": restricted_options(shape),
+        "off_list_options": off_list(shape, facts.job_options),
         "mail_foreign": mail_foreign(shape, b),
         "unsafe_text": unsafe_text(shape),
     }
@@ -274,6 +275,39 @@ RESTRICTED = ("reservation", "container", "container-id", "x11", "get-user-env",
               "uid", "gid")  # fmt: skip
 _NAME_OK = re.compile(r"^[A-Za-z0-9._+%:@=,-]{1,128}$")
 _TEXT_OK = re.compile(r"^[ -~]{0,256}$")  # printable ASCII, no newline or control characters
+
+
+# the resource and housekeeping options agent jobs may use; the rest is denied
+# with a message (a facility adds names with the facts key "job_options")
+ALLOWED_OPTIONS = frozenset({
+    "account", "array", "begin", "chdir", "comment", "constraint", "core-spec", "cores-per-socket",
+    "cpu-bind", "cpu-freq", "cpus-per-gpu", "cpus-per-task", "deadline", "dependency",
+    "distribution", "error", "exact", "exclude", "exclusive", "export", "extra-node-info", "gpu-bind",
+    "gpus", "gpus-per-node", "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "help",
+    "hint", "hold", "ignore-pbs", "immediate", "input", "job-name", "kill-on-bad-exit",
+    "kill-on-invalid-dep", "label", "licenses", "mail-type", "mail-user", "mem", "mem-bind",
+    "mem-per-cpu", "mem-per-gpu", "mincpus", "mpi", "multi-prog", "nice", "no-kill", "no-requeue",
+    "nodelist", "nodes", "ntasks", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-node",
+    "ntasks-per-socket", "open-mode", "output", "overcommit", "overlap", "oversubscribe",
+    "parsable", "partition", "prefer", "propagate", "pty", "qos", "quiet", "requeue", "signal",
+    "sockets-per-node", "spread-job", "switches", "test-only", "thread-spec", "threads-per-core",
+    "time", "time-min", "tmp", "tres-per-task", "unbuffered", "usage", "verbose", "version",
+    "wait", "wait-all-nodes", "wckey", "wrap", "jobid", "acctg-freq", "contiguous", "network",
+    "use-min-nodes", "threads", "relative", "disable-status", "quit-on-interrupt", "bell",
+    "no-bell", "no-shell", "cluster-constraint", "segment", "tres-bind", "gpu-freq",
+    "mcs-label", "oom-kill-step", "batch",
+})  # fmt: skip
+
+
+def off_list(shape: JobShape, extra: frozenset[str]) -> list[str]:
+    """Options outside the allow-list that no more specific rule already judges."""
+    judged = {*RESTRICTED, "uid", "gid", "priority", "reboot", "clusters"}
+    return sorted(
+        f"--{o}"
+        for o in shape.options
+        if o not in ALLOWED_OPTIONS and o not in extra and o not in judged
+        and f"--{o}" not in shape.privileged
+    )  # fmt: skip
 
 
 def restricted_options(shape: JobShape) -> list[str]:
