@@ -282,7 +282,8 @@ _TEXT_OK = re.compile(r"^[ -~]{0,256}$")  # printable ASCII, no newline or contr
 ALLOWED_OPTIONS = frozenset({
     "account", "array", "begin", "chdir", "comment", "constraint", "core-spec", "cores-per-socket",
     "cpu-bind", "cpu-freq", "cpus-per-gpu", "cpus-per-task", "deadline", "dependency",
-    "distribution", "error", "exact", "exclude", "exclusive", "export", "extra-node-info", "gpu-bind",
+    "distribution", "error", "exact", "exclude", "exclusive", "export", "extra-node-info",
+    "gpu-bind",
     "gpus", "gpus-per-node", "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "help",
     "hint", "hold", "ignore-pbs", "immediate", "input", "job-name", "kill-on-bad-exit",
     "kill-on-invalid-dep", "label", "licenses", "mail-type", "mail-user", "mem", "mem-bind",
