@@ -18,9 +18,11 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tenantry.errors import PolicyDenied, TenantryError
+from tenantry.errors import ApprovalRequired, PolicyDenied, TenantryError
 from tenantry.events import Event, EventType
 from tenantry.models import Principal
+from tenantry.policy.approvals import Approvals
+from tenantry.policy.approvals import now as _now
 from tenantry.policy.engine import Engine
 from tenantry.policy.facts import Facts, local_user, partitions_from_info
 from tenantry.policy.judge import Decision, Judge
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 
 USER_POLICY = "policy.cedar"  # in the state directory: forbid-only narrowing
 FACTS_FILE = "policy-facts.json"  # in the state directory: optional fixed facts
+APPROVALS_FILE = "approvals.json"  # in the state directory: held actions and grants
 
 
 class PolicyService:
@@ -41,10 +44,13 @@ class PolicyService:
         self.judge: Judge | None = None
         self.load_error: TenantryError | None = None
         self._db: sqlite3.Connection | None = None
+        self.approvals = Approvals()
 
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
+        self.approvals = Approvals(self.state / APPROVALS_FILE)
+        self.approvals.load()
         self.reload()
         if self.settings.backend == "slurm" and not (self.state / FACTS_FILE).exists():
             try:
@@ -210,6 +216,8 @@ class PolicyService:
         )
         if not decision.allowed and decision.error is not None:
             raise decision.error  # malformed params: denied, reported as the usage error
+        if not decision.allowed and principal.is_agent and self._asks(decision):
+            return await self._ask(principal, action, params, decision)
         if not decision.allowed:
             raise PolicyDenied(
                 decision.message,
@@ -219,6 +227,57 @@ class PolicyService:
                 source=decision.source,
             )
         return decision
+
+    def _asks(self, decision: Decision) -> bool:
+        """Only when every denial of the request comes from an ``@ask`` rule."""
+        if self.judge is None:
+            return False
+        asks = self.judge.engine.ask_rules
+        denials = [c["rule"] for c in decision.checks if c["decision"] == "deny"]
+        return bool(denials) and decision.rule in asks and all(r in asks for r in denials)
+
+    async def _ask(
+        self, principal: Principal, action: str, params: dict[str, Any], decision: Decision
+    ) -> Decision:
+        """An ``@ask`` rule decided: run under a live grant, else hold for the human."""
+        digest = _digest({"action": action, "params": params})
+        now = _now()
+        grant = self.approvals.granted(
+            principal.key, principal.project, action, decision.rule, digest, now
+        )
+        if grant is not None:
+            await self._audit(principal, "approval.used", grant.id, grant.scope, decision.rule)
+            decision.allowed = True
+            decision.warnings.append(
+                f"allowed by approval {grant.id} ({grant.scope}) from {grant.decided_by}"
+            )
+            return decision
+        held = self.approvals.hold(
+            principal.key, principal.project, action, decision.rule, digest, decision.message,
+            now,
+        )  # fmt: skip
+        await self._audit(principal, "approval.held", held.id, "", decision.rule)
+        raise ApprovalRequired(
+            f"waiting for approval {held.id}: {decision.message}",
+            hint=f"the human approves with `tenantry approve {held.id}` (or refuses with "
+            f"--refuse); wait for it with `tenantry approvals wait {held.id}`, then retry",
+            approval=held.id,
+            rule=decision.rule,
+            action=action,
+        )
+
+    async def _audit(
+        self, principal: Principal, what: str, ref: str, scope: str, rule: str
+    ) -> None:
+        await self.runtime.emit(
+            Event(
+                EventType.POLICY_DECISION,
+                principal=principal.key,
+                subject=what,
+                outcome=scope or what.split(".")[-1],
+                data={"approval": ref, "rule": rule, "scope": scope},
+            )
+        )
 
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]

@@ -30,6 +30,7 @@ ACTIONS: dict[str, str] = {
     "read_report": "Target",
     "audit_read": "Target",
     "admin": "Target",
+    "approve": "Target",
     # the memory concept's ops (tenantry.memory.ops)
     "memory.read": "Target",
     "memory.write": "Target",
