@@ -103,4 +103,12 @@ async def logs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     out = await _svc(ctx).logs(ctx.principal, ref, tail, stream)
     if ctx.principal.is_agent:
         out = guard_text_result(out, f"job:{out['job']}")
+        _note_flagged(ctx, out)
     return out
+
+
+def _note_flagged(ctx: OpContext, out: dict[str, Any]) -> None:
+    """Tell the policy a session got instruction-like content (it holds what follows)."""
+    policy = ctx.runtime.components.get("policy")
+    if policy is not None and out.get("guard", {}).get("instruction_like"):
+        policy.note_flagged(ctx.principal)

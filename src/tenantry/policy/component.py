@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 USER_POLICY = "policy.cedar"  # in the state directory: forbid-only narrowing
 FACTS_FILE = "policy-facts.json"  # in the state directory: optional fixed facts
 APPROVALS_FILE = "approvals.json"  # in the state directory: held actions and grants
+# what a session that just read flagged content may not do without the human
+CONSEQUENTIAL = frozenset({"submit_job", "cancel_job", "modify_job", "write_path",
+                           "acquire_lease", "memory.write", "remember"})  # fmt: skip
 
 
 class PolicyService:
@@ -45,6 +48,7 @@ class PolicyService:
         self.load_error: TenantryError | None = None
         self._db: sqlite3.Connection | None = None
         self.approvals = Approvals()
+        self.flagged: dict[str, float] = {}  # principal key -> when it last got flagged content
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -218,6 +222,17 @@ class PolicyService:
             raise decision.error  # malformed params: denied, reported as the usage error
         if not decision.allowed and principal.is_agent and self._asks(decision):
             return await self._ask(principal, action, params, decision)
+        if decision.allowed and self._tainted(principal, decision):
+            held = Decision(
+                False,
+                action,
+                "guard-hold-after-injection",
+                "this session received instruction-like content (withheld by the guard) "
+                f"within the last {int(self.settings.guard_hold_s)} s, so {action} is held "
+                "for the human's approval",
+                "tenantry",
+            )
+            return await self._ask(principal, action, params, held)
         if not decision.allowed:
             raise PolicyDenied(
                 decision.message,
@@ -227,6 +242,20 @@ class PolicyService:
                 source=decision.source,
             )
         return decision
+
+    def note_flagged(self, principal: Principal) -> None:
+        """The guard withheld instruction-like content from this session just now."""
+        if principal.is_agent:
+            self.flagged[principal.key] = _now()
+
+    def _tainted(self, principal: Principal, decision: Decision) -> bool:
+        """Did this session get flagged content recently, and does the request do much?"""
+        window = float(self.settings.guard_hold_s or 0)
+        seen = self.flagged.get(principal.key)
+        if not principal.is_agent or window <= 0 or seen is None or _now() - seen >= window:
+            return False
+        acts = {decision.action, *(c["action"] for c in decision.checks)}
+        return bool(acts & CONSEQUENTIAL)
 
     def _asks(self, decision: Decision) -> bool:
         """Only when every denial of the request comes from an ``@ask`` rule."""
