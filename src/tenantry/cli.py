@@ -45,7 +45,7 @@ COMMANDS: dict[str, str] = {
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",
     "audit": "tenantry.audit.cli",
-    "policy": "tenantry.policy.cli",
+    **dict.fromkeys(("policy", "approve", "approvals"), "tenantry.policy.cli"),
     "memory": "tenantry.memory.cli",
     "shims": "tenantry.shims.cli",
     **dict.fromkeys(("report", "simulate"), "tenantry.report.cli"),

@@ -11,6 +11,7 @@ a message that says what to do next, and whether retrying may help.
     |   +-- PolicyInvalid        a policy file does not load (exit 78)
     +-- PermissionDenied         identity or ownership check failed
     |   +-- PolicyDenied         a policy decision denied the action
+    |   |   +-- ApprovalRequired held until a human approves it (``tenantry approve``)
     |   +-- BudgetExceeded       a budget or rate limit is exhausted
     |   |   +-- LeaseCapReached  a user/session holds as many leases as allowed
     |   +-- SessionStopped       an operator stopped this agent session (kill switch)
@@ -95,6 +96,12 @@ class PermissionDenied(TenantryError):
 
 class PolicyDenied(PermissionDenied):
     code = "policy_denied"
+
+
+class ApprovalRequired(PolicyDenied):
+    """Held, not refused: a human may approve it (``tenantry approve ID``)."""
+
+    code = "approval_required"
 
 
 class BudgetExceeded(PermissionDenied):

@@ -58,6 +58,12 @@ DECLARED: tuple[Setting, ...] = (
         "login_node_commands", "", "Comma-separated programs allowed to run on the login node."
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
+    Setting(
+        "guard_hold_s",
+        600.0,
+        "After an agent session receives instruction-like content, hold its submits, cancels,"
+        " writes and leases for the human's approval for this many seconds (0: off).",
+    ),
     Setting("http", "", "Also serve HTTP (dashboard, /metrics) on HOST:PORT; empty = off."),
     Setting(
         "hook_on_unreachable",
@@ -124,6 +130,7 @@ class Settings:
     lease_drain_s: float
     login_node_commands: str
     policy_file: str
+    guard_hold_s: float
     http: str
     hook_on_unreachable: str
     hook_redirect: bool

@@ -274,19 +274,25 @@ def test_sbatch_submits_through_the_daemon(daemon: FakeDaemon, tmp_path: Path) -
     assert "--comment is set by Tenantry" in err
     op, params = daemon.calls[-1]
     assert op == "jobs.submit"
-    assert params["resources"] == {
-        "cpus": 4,
-        "mem_mb": 2048,
-        "gpus": 2,
-        "time_s": 93600,
-        "partition": "gpu",
-    }
+    assert params["resources"] == {"cpus": 4, "time_s": 93600, "partition": "gpu"}
     assert params["script"] == str(script) and params["script_text"] == script.read_text()
-    assert params["args"] == ["arg1"] and params["extra"] == ["--qos=high"]
+    # memory and GPUs reach the daemon's job request model verbatim
+    assert params["args"] == ["arg1"]
+    assert params["extra"] == ["--qos=high", "--mem=2G", "--gres=gpu:2"]
     assert params["name"] == "train" and params["cwd"] == str(tmp_path)
     assert "MY_API_KEY" not in params["env"] and params["env"]["OMP_NUM_THREADS"] == "4"
     rc, out, _ = shim("sbatch", ["--parsable", "--wrap", "hostname"], daemon)
     assert out == "109\n" and daemon.calls[-1][1]["script_text"] == "#!/bin/sh\nhostname\n"
+
+
+def test_sbatch_mem_zero_stays_a_whole_node(daemon: FakeDaemon, tmp_path: Path) -> None:
+    """--mem=0 was submitted as --mem=1M; it now reaches sbatch as written."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\ntrue\n")
+    rc, _out, _err = shim("sbatch", ["--mem=0", "--nodes=1", str(script)], daemon, AGENT_ENV)
+    assert rc == 0
+    params = daemon.calls[-1][1]
+    assert "mem_mb" not in params["resources"] and "--mem=0" in params["extra"]
 
 
 @pytest.mark.parametrize(

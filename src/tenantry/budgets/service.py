@@ -103,12 +103,11 @@ def amounts_for(
     if action in ("acquire_lease", "lease_acquire"):
         return {"leases": 1.0}
     if action == "submit_job":
-        raw = params.get("resources")
-        try:
-            res = Resources.from_dict(raw if isinstance(raw, dict) else None)
-            return estimate(res, array_tasks(str(params.get("array") or "")), default_hours)
-        except (TypeError, ValueError) as exc:
-            raise UsageError("resources must be numbers (cpus, gpus, time_s)") from exc
+        # priced from the one canonical request: the fields, the extra options,
+        # the script's #SBATCH lines and SBATCH_* variables, merged as Slurm does
+        from tenantry.jobs.request import JobRequest
+
+        return JobRequest.from_params(params).amounts(default_hours)
     return {}
 
 

@@ -64,4 +64,10 @@ async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str,
     out = result.to_dict()
     if agent:
         out = guard_command_result(out, f"command:{result.id}")
+        flagged = out["guard"]["instruction_like"] or any(
+            f.kind == "injection" for g in guards.values() for f in g.findings
+        )
+        policy = ctx.runtime.components.get("policy")
+        if flagged and policy is not None:
+            policy.note_flagged(ctx.principal)  # the policy holds what this session does next
     yield {"result": out}

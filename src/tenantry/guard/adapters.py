@@ -4,6 +4,7 @@ The gateway's ops call these on every piece of untrusted text before it
 leaves the daemon. ``StreamGuard`` works on a stream: it releases whole
 lines only, and holds an open private-key block until its END line (or
 ``max_hold`` characters), so a secret split across chunks is still redacted.
+Instruction-like lines are contained (withheld, with a digest) by default.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from tenantry.guard.core import Finding, Mode, guard
 
 
 class StreamGuard:
-    def __init__(self, origin: str, *, mode: Mode = "mark", max_hold: int = 65_536) -> None:
+    def __init__(self, origin: str, *, mode: Mode = "contain", max_hold: int = 65_536) -> None:
         self.origin = origin
         self.mode: Mode = mode
         self.max_hold = max_hold
@@ -68,7 +69,7 @@ def guard_command_result(result: dict[str, Any], origin: str) -> dict[str, Any]:
     for key in ("stdout_tail", "stderr_tail"):
         text = out.get(key)
         if isinstance(text, str) and text:
-            g = guard(text, origin)
+            g = guard(text, origin, mode="contain")
             out[key] = g.text
             findings.extend(g.findings)
             labels.update(g.labels)
@@ -84,7 +85,7 @@ def guard_text_result(result: dict[str, Any], origin: str, key: str = "text") ->
     out = dict(result)
     text = out.get(key)
     if isinstance(text, str):
-        g = guard(text, origin)
+        g = guard(text, origin, mode="contain")
         out[key] = g.text
         summary = _summary(list(g.findings), origin)
         summary["labels"] = list(g.labels)

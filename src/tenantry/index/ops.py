@@ -151,18 +151,18 @@ async def _answer(
     return result
 
 
-@op("index.add", "Register a workspace and crawl it into the index.", action="index.manage")
+@op("index.add", "Register a workspace and crawl it into the index.", action="index_build")
 async def add(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     path = param(params, "path", str, required=True)
     return await _svc(ctx).add(path, wait=param(params, "wait", bool, False))
 
 
-@op("index.remove", "Forget a workspace.", action="index.manage")
+@op("index.remove", "Forget a workspace.", action="index_build")
 async def remove(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     return await _svc(ctx).remove(param(params, "path", str, required=True))
 
 
-@op("index.list", "Registered workspaces, their state and size.", action="index.query")
+@op("index.list", "Registered workspaces, their state and size.", action="index_query")
 async def list_(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     svc = _svc(ctx)
     out: dict[str, Any] = {"workspaces": await svc.describe_all(), "counters": svc.status()}
@@ -171,7 +171,7 @@ async def list_(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@op("index.find", "Find paths by name, type, size and mtime.", action="index.query")
+@op("index.find", "Find paths by name, type, size and mtime.", action="index_query")
 async def find(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     within = param(params, "changed_within_s", float)
     flt = query.FindFilter(
@@ -204,7 +204,7 @@ def _kind(value: str | None) -> str | None:
     return value
 
 
-@op("index.grep", "Search file contents by regex (trigram prefilter).", action="index.query")
+@op("index.grep", "Search file contents by regex (trigram prefilter).", action="index_query")
 async def grep(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     context = param(params, "context", int, 0)
     globs = param(params, "globs", list, [])
@@ -232,7 +232,7 @@ async def grep(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-@op("index.ls", "List a directory.", action="index.query")
+@op("index.ls", "List a directory.", action="index_query")
 async def ls(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     limit, cursor = _limit(params), param(params, "cursor", str)
     return await _answer(
@@ -240,18 +240,18 @@ async def ls(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-@op("index.stat", "Stat one path.", action="index.query")
+@op("index.stat", "Stat one path.", action="index_query")
 async def stat(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     return await _answer(ctx, "index.stat", params, lambda c, s: {"items": [query.stat(c, s)]})
 
 
-@op("index.du", "Apparent disk usage of a directory and its children.", action="index.query")
+@op("index.du", "Apparent disk usage of a directory and its children.", action="index_query")
 async def du(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     limit = _limit(params, 50)
     return await _answer(ctx, "index.du", params, lambda c, s: query.du(c, s, limit=limit))
 
 
-@op("index.tree", "Directory tree down to a depth.", action="index.query")
+@op("index.tree", "Directory tree down to a depth.", action="index_query")
 async def tree(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     depth = param(params, "max_depth", int, 3)
     limit = _limit(params, 500)
@@ -260,7 +260,7 @@ async def tree(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-@op("index.recent", "Files changed most recently.", action="index.query")
+@op("index.recent", "Files changed most recently.", action="index_query")
 async def recent(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     since = param(params, "since_s", float)
     flt = query.FindFilter(kind="f", mtime_after=None if since is None else time.time() - since)

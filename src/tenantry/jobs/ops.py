@@ -8,7 +8,7 @@ from typing import Any
 from tenantry.commands.service import CommandService
 from tenantry.errors import TenantryError, UsageError
 from tenantry.guard.adapters import guard_text_result
-from tenantry.jobs import directives
+from tenantry.jobs.request import JobRequest
 from tenantry.jobs.service import JobService
 from tenantry.models import JobSpec, JobState
 from tenantry.ops import OpContext, op, param
@@ -26,7 +26,7 @@ async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             "missing parameter 'script_text' (the script's content)",
             hint="the CLI reads the file for you; over MCP pass the script text",
         )
-    spec = JobSpec.from_dict(directives.apply(params))
+    spec = JobSpec.from_dict(JobRequest.from_params(params).checked().spec_params())
     job, dedup, note = await _svc(ctx).submit(ctx.principal, spec)
     return {"job": _svc(ctx).view(job), "deduplicated": dedup, "note": note}
 
@@ -107,4 +107,12 @@ async def logs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     out = await _svc(ctx).logs(ctx.principal, ref, tail, stream)
     if ctx.principal.is_agent:
         out = guard_text_result(out, f"job:{out['job']}")
+        _note_flagged(ctx, out)
     return out
+
+
+def _note_flagged(ctx: OpContext, out: dict[str, Any]) -> None:
+    """Tell the policy a session got instruction-like content (it holds what follows)."""
+    policy = ctx.runtime.components.get("policy")
+    if policy is not None and out.get("guard", {}).get("instruction_like"):
+        policy.note_flagged(ctx.principal)

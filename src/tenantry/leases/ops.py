@@ -23,7 +23,7 @@ async def list_leases(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@op("leases.release", "Release a lease (running commands finish first)", action="leases.release")
+@op("leases.release", "Release a lease (running commands finish first)", action="release_lease")
 async def release(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     lease_id = param(params, "id", str, required=True)
     mgr = _manager(ctx)

@@ -34,7 +34,92 @@ examples:
 """
 
 
+_APPROVE_EPILOG = """\
+A rule marked @ask holds an agent's action instead of refusing it; the agent
+is told the approval id. Approve it from your own shell (not the agent's):
+
+  tenantry approvals                        # what is waiting
+  tenantry approve ap-1a2b3c4d              # this exact request, once
+  tenantry approve ap-1a2b3c4d --scope session --for 2h
+  tenantry approve ap-1a2b3c4d --refuse
+  tenantry approvals wait ap-1a2b3c4d       # block until decided (agents use this)
+
+Scopes: once (this request), session (this agent session, this rule),
+project (your sessions in this project), always (all your sessions). Every
+decision is in the audit log.
+"""
+
+
+def _seconds(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            return float(t[:-1]) * units[t[-1]]
+        return float(t)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30m, 2h, 7d)") from exc
+
+
+def _register_approvals(sub: Any) -> None:
+    a = sub.add_parser(
+        "approve",
+        help="approve (or refuse) an agent's held action",
+        description="Approve or refuse an action a policy rule held for your approval.",
+        epilog=_APPROVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a.add_argument("id", help="the approval id the agent was given (ap-...)")
+    a.add_argument("--scope", choices=("once", "session", "project", "always"), default="once")
+    a.add_argument("--for", dest="for_s", type=_seconds, default=8 * 3600.0,
+                   help="how long the grant lasts (default 8h)")  # fmt: skip
+    a.add_argument("--refuse", action="store_true", help="refuse instead of approving")
+    a.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    a.set_defaults(handler=_approve)
+    ls = sub.add_parser(
+        "approvals",
+        help="list held actions, or wait for one to be decided",
+        epilog=_APPROVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ls.add_argument("wait", nargs="?", choices=("wait",), help="wait for ID to be decided")
+    ls.add_argument("id", nargs="?", help="approval id (with wait)")
+    ls.add_argument("--timeout", type=_seconds, default=300.0, help="with wait (default 5m)")
+    ls.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    ls.set_defaults(handler=_approvals)
+
+
+def _approval_line(a: dict[str, Any]) -> str:
+    scope = f" {a['scope']}" if a.get("scope") else ""
+    return f"{a['id']}  {a['status']}{scope}  {a['principal']}  {a['rule']}  {a['label'][:80]}"
+
+
+def _approve(args: argparse.Namespace) -> int:
+    from tenantry.cli_common import client_from, emit
+
+    body = {"id": args.id, "scope": args.scope, "for_s": args.for_s, "refuse": args.refuse}
+    res = client_from(args).call("approvals.decide", body)
+    emit(args, res, lambda d: _approval_line(d["approval"]))
+    return 0
+
+
+def _approvals(args: argparse.Namespace) -> int:
+    from tenantry.cli_common import client_from, emit
+
+    client = client_from(args)
+    if args.wait:
+        if not args.id:
+            raise SystemExit("tenantry approvals wait: give the approval id")
+        res = client.call("approvals.wait", {"id": args.id, "timeout_s": args.timeout})
+        emit(args, res, lambda d: _approval_line(d["approval"]))
+        return 0 if res["approval"]["status"] == "approved" else 1
+    res = client.call("approvals.list", {})
+    emit(args, res, lambda d: "\n".join(_approval_line(x) for x in d["approvals"]) or "none")
+    return 0
+
+
 def register(sub: Any) -> None:
+    _register_approvals(sub)
     p: argparse.ArgumentParser = sub.add_parser(
         "policy",
         help="dry-run policy decisions and test a policy against a corpus",

@@ -10,6 +10,7 @@ and ``reload()`` is called.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -17,9 +18,11 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tenantry.errors import PolicyDenied, TenantryError
+from tenantry.errors import ApprovalRequired, PolicyDenied, TenantryError
 from tenantry.events import Event, EventType
 from tenantry.models import Principal
+from tenantry.policy.approvals import Approvals
+from tenantry.policy.approvals import now as _now
 from tenantry.policy.engine import Engine
 from tenantry.policy.facts import Facts, local_user, partitions_from_info
 from tenantry.policy.judge import Decision, Judge
@@ -31,6 +34,10 @@ log = logging.getLogger(__name__)
 
 USER_POLICY = "policy.cedar"  # in the state directory: forbid-only narrowing
 FACTS_FILE = "policy-facts.json"  # in the state directory: optional fixed facts
+APPROVALS_FILE = "approvals.json"  # in the state directory: held actions and grants
+# what a session that just read flagged content may not do without the human
+CONSEQUENTIAL = frozenset({"submit_job", "cancel_job", "modify_job", "write_path",
+                           "acquire_lease", "memory.write", "remember"})  # fmt: skip
 
 
 class PolicyService:
@@ -40,16 +47,24 @@ class PolicyService:
         self.judge: Judge | None = None
         self.load_error: TenantryError | None = None
         self._db: sqlite3.Connection | None = None
+        self.approvals = Approvals()
+        self.flagged: dict[str, float] = {}  # principal key -> when it last got flagged content
 
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
+        self.approvals = Approvals(self.state / APPROVALS_FILE)
+        self.approvals.load()
         self.reload()
         if self.settings.backend == "slurm" and not (self.state / FACTS_FILE).exists():
             try:
                 await self.refresh_partitions()
             except Exception as exc:  # facts are best effort; decisions still work
                 log.warning("policy: cannot read partitions from the backend: %s", exc)
+            try:
+                await self.refresh_accounting()
+            except Exception as exc:  # no accounting (or no sacctmgr): decisions still work
+                log.warning("policy: cannot read associations from sacctmgr: %s", exc)
 
     async def aclose(self) -> None:
         if self._db is not None:
@@ -83,6 +98,48 @@ class PolicyService:
         if self.settings.policy_file:
             out.append(self.settings.policy_file)
         return tuple(out)
+
+    async def refresh_accounting(self) -> None:
+        """The daemon user's associations and QoS limits from ``sacctmgr`` (Slurm only)."""
+        import asyncio
+        import getpass
+
+        from tenantry.policy import slurmfacts as sf
+
+        async def run(argv: list[str]) -> str:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                raise
+            if proc.returncode != 0:
+                raise RuntimeError(f"{argv[0]} exited {proc.returncode}")
+            return out.decode(errors="replace")
+
+        user = getpass.getuser()
+        assocs = sf.parse_associations(await run(sf.assoc_argv(user)))
+        qos = sf.parse_qos(await run(sf.qos_argv()))
+        if self.judge is None:
+            return
+        facts = self.judge.facts
+        base = facts.users.get(user) or local_user(user)
+        accounts = sf.user_accounts(assocs, user)
+        me = dataclasses.replace(
+            base, accounts=accounts or base.accounts, qos=sf.user_qos(assocs, user) or base.qos
+        )
+        walls = {n: q.max_wall_s for n, q in qos.items() if q.max_wall_s}
+        self.judge.set_facts(
+            dataclasses.replace(
+                facts,
+                users={**facts.users, user: me},
+                qos_wall=walls,
+                known_qos=frozenset(qos) | facts.known_qos,
+            )
+        )
 
     async def refresh_partitions(self) -> None:
         """Partition limits from the backend's facility facts (Slurm: sinfo/scontrol)."""
@@ -139,18 +196,7 @@ class PolicyService:
         facts = self.judge.facts
         users = dict(facts.users)
         users[name] = local_user(name)
-        self.judge.set_facts(
-            Facts(
-                users=users,
-                partitions=facts.partitions,
-                admin_qos=facts.admin_qos,
-                known_qos=facts.known_qos,
-                jobs=facts.jobs,
-                limits=facts.limits,
-                homes_root=facts.homes_root,
-                protected=facts.protected,
-            )
-        )
+        self.judge.set_facts(dataclasses.replace(facts, users=users))
 
     async def authorize(
         self, principal: Principal, action: str, params: dict[str, Any]
@@ -174,6 +220,19 @@ class PolicyService:
         )
         if not decision.allowed and decision.error is not None:
             raise decision.error  # malformed params: denied, reported as the usage error
+        if not decision.allowed and principal.is_agent and self._asks(decision):
+            return await self._ask(principal, action, params, decision)
+        if decision.allowed and self._tainted(principal, decision):
+            held = Decision(
+                False,
+                action,
+                "guard-hold-after-injection",
+                "this session received instruction-like content (withheld by the guard) "
+                f"within the last {int(self.settings.guard_hold_s)} s, so {action} is held "
+                "for the human's approval",
+                "tenantry",
+            )
+            return await self._ask(principal, action, params, held)
         if not decision.allowed:
             raise PolicyDenied(
                 decision.message,
@@ -183,6 +242,71 @@ class PolicyService:
                 source=decision.source,
             )
         return decision
+
+    def note_flagged(self, principal: Principal) -> None:
+        """The guard withheld instruction-like content from this session just now."""
+        if principal.is_agent:
+            self.flagged[principal.key] = _now()
+
+    def _tainted(self, principal: Principal, decision: Decision) -> bool:
+        """Did this session get flagged content recently, and does the request do much?"""
+        window = float(self.settings.guard_hold_s or 0)
+        seen = self.flagged.get(principal.key)
+        if not principal.is_agent or window <= 0 or seen is None or _now() - seen >= window:
+            return False
+        acts = {decision.action, *(c["action"] for c in decision.checks)}
+        return bool(acts & CONSEQUENTIAL)
+
+    def _asks(self, decision: Decision) -> bool:
+        """Only when every denial of the request comes from an ``@ask`` rule."""
+        if self.judge is None:
+            return False
+        asks = self.judge.engine.ask_rules
+        denials = [c["rule"] for c in decision.checks if c["decision"] == "deny"]
+        return bool(denials) and decision.rule in asks and all(r in asks for r in denials)
+
+    async def _ask(
+        self, principal: Principal, action: str, params: dict[str, Any], decision: Decision
+    ) -> Decision:
+        """An ``@ask`` rule decided: run under a live grant, else hold for the human."""
+        digest = _digest({"action": action, "params": params})
+        now = _now()
+        grant = self.approvals.granted(
+            principal.key, principal.project, action, decision.rule, digest, now
+        )
+        if grant is not None:
+            await self._audit(principal, "approval.used", grant.id, grant.scope, decision.rule)
+            decision.allowed = True
+            decision.warnings.append(
+                f"allowed by approval {grant.id} ({grant.scope}) from {grant.decided_by}"
+            )
+            return decision
+        held = self.approvals.hold(
+            principal.key, principal.project, action, decision.rule, digest, decision.message,
+            now,
+        )  # fmt: skip
+        await self._audit(principal, "approval.held", held.id, "", decision.rule)
+        raise ApprovalRequired(
+            f"waiting for approval {held.id}: {decision.message}",
+            hint=f"the human approves with `tenantry approve {held.id}` (or refuses with "
+            f"--refuse); wait for it with `tenantry approvals wait {held.id}`, then retry",
+            approval=held.id,
+            rule=decision.rule,
+            action=action,
+        )
+
+    async def _audit(
+        self, principal: Principal, what: str, ref: str, scope: str, rule: str
+    ) -> None:
+        await self.runtime.emit(
+            Event(
+                EventType.POLICY_DECISION,
+                principal=principal.key,
+                subject=what,
+                outcome=scope or what.split(".")[-1],
+                data={"approval": ref, "rule": rule, "scope": scope},
+            )
+        )
 
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]

@@ -137,6 +137,7 @@ class Engine:
                 )
             parts.append(("user", user[1]))
         self.rules: dict[str, Rule] = {}
+        self.ask_rules: set[str] = set()  # forbids marked @ask: held for a human's approval
         self.sources: list[str] = []
         text = ""
         offset = 0
@@ -147,6 +148,8 @@ class Engine:
             for i, pid in enumerate(ids):
                 pol = pst.static_policies[pid]
                 rid = pol.annotations.get("id") or f"{source}:{pid}"
+                if pol.effect == "forbid" and pol.annotations.get("ask") == "true":
+                    self.ask_rules.add(rid)
                 self.rules[f"policy{offset + i}"] = Rule(
                     rid, pol.annotations.get("message", ""), source, pol.effect
                 )

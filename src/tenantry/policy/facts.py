@@ -19,6 +19,7 @@ File format (every key optional)::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ DEFAULT_LIMITS: dict[str, int] = {
 }
 
 
+DEFAULT_WRITE_ROOTS = ("/scratch/{user}", "/work/{user}", "/project/{project}",
+                       "/projects/{project}")  # fmt: skip
 DEFAULT_ADMIN_QOS = frozenset({"admin", "root", "system", "maint"})
 
 
@@ -46,6 +49,8 @@ class UserFacts:
     groups: tuple[str, ...] = ()
     accounts: tuple[str, ...] = ()
     admin: bool = False
+    mail: str = ""  # the user's own address (job mail may go only there)
+    qos: tuple[str, ...] = ()  # QoS the user's associations allow (empty: not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,21 @@ class Facts:
     limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     homes_root: str = "/home"
     protected: tuple[str, ...] = ()  # Tenantry state paths agents may not write
+    # (principal-key glob, tier): first match wins; default "standard"
+    tiers: tuple[tuple[str, str], ...] = ()
+    # where agents may write besides their home and temp ({user}, {project} filled in)
+    write_roots: tuple[str, ...] = DEFAULT_WRITE_ROOTS
+    read_roots: tuple[str, ...] = ()  # shared directories in other homes (globs)
+    qos_wall: dict[str, int] = field(default_factory=dict)  # QoS -> MaxWall seconds
+    job_options: frozenset[str] = frozenset()  # options the facility adds to the allow-list
+
+    def tier_of(self, key: str) -> str:
+        import fnmatch
+
+        for pattern, tier in self.tiers:
+            if fnmatch.fnmatchcase(key, pattern):
+                return tier
+        return "standard"
 
     def user(self, name: str) -> UserFacts:
         found = self.users.get(name)
@@ -89,6 +109,8 @@ class Facts:
                 groups=tuple(str(g) for g in u.get("groups", ())),
                 accounts=tuple(str(a) for a in u.get("accounts", ())),
                 admin=bool(u.get("admin", False)),
+                mail=str(u.get("mail") or ""),
+                qos=tuple(str(q).lower() for q in u.get("qos", ())),
             )
             for name, u in (d.get("users") or {}).items()
         }
@@ -122,6 +144,17 @@ class Facts:
             limits=limits,
             homes_root=homes_root,
             protected=tuple(str(x) for x in d.get("protected") or ()),
+            tiers=parse_tiers(d.get("tiers") or {}),
+            write_roots=tuple(
+                str(x) for x in (d.get("scopes") or {}).get("write", DEFAULT_WRITE_ROOTS)
+            ),
+            read_roots=tuple(str(x) for x in (d.get("scopes") or {}).get("read", ())),
+            job_options=frozenset(str(o).lstrip("-") for o in d.get("job_options") or ()),
+            qos_wall={
+                q.lower(): int((v or {}).get("max_wall_s", 0))
+                for q, v in qos.items()
+                if (v or {}).get("max_wall_s")
+            },
         )
 
     @classmethod
@@ -138,16 +171,24 @@ class Facts:
         return cls.from_dict(data)
 
     def with_partitions(self, parts: dict[str, PartitionFacts]) -> Facts:
-        return Facts(
-            users=self.users,
-            partitions=parts,
-            admin_qos=self.admin_qos,
-            known_qos=self.known_qos,
-            jobs=self.jobs,
-            limits=self.limits,
-            homes_root=self.homes_root,
-            protected=self.protected,
-        )
+        return dataclasses.replace(self, partitions=parts)
+
+
+TIERS = ("read-only", "standard", "trusted")
+
+
+def parse_tiers(d: Any) -> tuple[tuple[str, str], ...]:
+    """``{"alice/*/*": "read-only"}`` -> ordered (glob, tier) pairs; unknown tiers refused."""
+    if not isinstance(d, dict):
+        raise UsageError("tiers must map principal globs (user/agent/session) to a tier")
+    out: list[tuple[str, str]] = []
+    for pattern, tier in d.items():
+        if tier not in TIERS:
+            raise UsageError(
+                f"unknown tier {tier!r} for {pattern!r}", hint=f"tiers are {', '.join(TIERS)}"
+            )
+        out.append((str(pattern), str(tier)))
+    return tuple(out)
 
 
 def _home_of(name: str, homes_root: str) -> str:

@@ -105,6 +105,7 @@ class Judge:
                         "product": p.agent.value,
                         "session": p.session,
                         "project": p.project,
+                        "tier": self.env.facts.tier_of(p.key),
                     },
                     "parents": [user_uid],
                 }

@@ -86,6 +86,11 @@ class Builder:
             user=principal.user,
             homes_root=env.facts.homes_root,
             protected=env.protected + env.facts.protected,
+            write_roots=tuple(
+                r.format(user=principal.user, project=principal.project or principal.user)
+                for r in env.facts.write_roots
+            ),
+            read_roots=env.facts.read_roots,
         )
         self.out = Built()
         self.n = 0
@@ -101,6 +106,8 @@ class Builder:
         self.vars = {"HOME": self.user.home, "USER": principal.user, "PWD": self.cwd}
         self._computed: set[str] = set()
         self.cwd_secret = classify(self.cwd, self.pctx).credential
+        self.unsafe_path: tuple[str, ...] = ()
+        self.search_path = ""
 
     def ctx(self, **kw: Any) -> dict[str, Any]:
         c = dict(self.base_ctx)
@@ -157,6 +164,10 @@ class Builder:
         args = eff.argv[1:]
         env_names = sorted(set(eff.env) | set(spec_env))
         tags = _tags(prog, args, eff, self)
+        if self.unsafe_path and eff.argv and "/" not in eff.argv[0] and "PATH" not in eff.env:
+            found = _which(eff.argv[0], self.search_path, self.cwd)
+            if found is not None and found in self.unsafe_path:
+                tags.add("planted-path")
         sub = next((x for x in args if not x.startswith("-")), "")
         hijack = [
             n
@@ -195,6 +206,8 @@ class Builder:
                 self.target("admin", f"sacctmgr {verb}", ctx)
             else:
                 self.target("query_jobs", "sacctmgr", ctx)
+        elif prog in ("squeue", "sacct", "sstat"):
+            slurmcmds.query(self, prog, args, ctx)
         elif prog in _QUERY_TOOLS:
             self.target("query_jobs", prog, ctx)
         elif prog == "tenantry" and sub in ("admin", "audit"):
@@ -261,7 +274,7 @@ class Builder:
             target = v if v in writes else "of=" + v if ("of=" + v) in args else ""
             if target or v in writes:
                 self.path_info("write_path", info, ctx)
-            elif info.credential or info.lookalike:
+            elif info.credential or info.lookalike or info.other_home:
                 self.path_info("read_path", info, ctx)
 
     def path(self, action: str, raw: str, ctx: dict[str, Any], *, dynamic: bool = False) -> None:
@@ -368,7 +381,13 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
     cwd = str(params.get("cwd") or "")
     b = Builder(principal, env, cwd)
     if action == "run_command":
-        spec_env = ambient_env({str(k): str(v) for k, v in (params.get("env") or {}).items()})
+        forwarded = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
+        spec_env = ambient_env(forwarded)
+        # an inherited PATH is the human's environment, not the agent's choice:
+        # it matters only if a program of this command would be found in an
+        # entry anyone can plant into (checked per command in ``command``)
+        b.unsafe_path = unsafe_entries(spec_env.pop("PATH", ""))
+        b.search_path = forwarded.get("PATH", "")
         command = params.get("command")
         argv = params.get("argv")
         if isinstance(command, str):
@@ -398,6 +417,29 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
         name = str(params.get("name") or params.get("op") or params.get("query") or action)
         b.target(action, name[:200], b.ctx())
     return b.out
+
+
+def unsafe_entries(path: str) -> tuple[str, ...]:
+    """PATH entries anyone could plant a program into: relative ones and temp dirs."""
+    return tuple(
+        e
+        for e in path.split(":")
+        if e and (not e.startswith("/") or e.startswith(("/tmp", "/var/tmp", "/dev/shm")))  # noqa: S108
+    )
+
+
+def _which(name: str, path: str, cwd: str) -> str | None:
+    """The PATH entry (as written) where ``name`` would be found, or None."""
+    import os
+
+    for entry in path.split(":"):
+        if not entry:
+            continue
+        base = entry if entry.startswith("/") else posixpath.join(cwd, entry)
+        cand = posixpath.join(base, name)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return entry
+    return None
 
 
 def ambient_env(env: dict[str, str]) -> dict[str, str]:

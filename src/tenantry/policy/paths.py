@@ -111,8 +111,19 @@ SYSTEM_SECRETS = (
 )
 SECRET_NAMES = re.compile(
     r"^(id_(rsa|dsa|ecdsa|ed25519)(_sk)?|.*\.(ppk)|munge\.key|\.netrc|\.pgpass|"
-    r"\.git-credentials|\.vault-token|krb5cc_.*|.*\.keytab)$"
+    r"\.git-credentials|\.vault-token|krb5cc_.*|.*\.keytab|"
+    r"\.env|\.env\.(?!example$|sample$|template$|dist$)[\w.-]+|.*\.(pem|p12|pfx|jks)|"
+    r"[\w.-]*private[\w.-]*\.key|credentials\.json|service[-_]account[\w.-]*\.json)$"
 )
+# files that steer agents or version control: an agent writing them changes what
+# runs later in the human's tools (hooks, agent settings, MCP servers)
+CONTROL = re.compile(
+    r"/\.git/(hooks(/|$)|config$|info/attributes$)|/\.(claude|codex|gemini|cursor|opencode|"
+    r"openhands|continue|aider[\w.-]*)(/|$)|/\.mcp\.json$|/\.vscode/(settings|tasks)\.json$|"
+    r"/\.gitconfig$|/\.config/git/|/\.envrc$|/\.pre-commit-config\.yaml$|/\.husky/"
+)
+_ALWAYS_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/null", "/dev/stdout", "/dev/stderr",  # noqa: S108
+                    "/dev/tty", "/dev/fd", "/proc/self/fd")  # fmt: skip
 SYSTEM_PREFIXES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/opt", "/var",
                    "/sys", "/proc", "/dev", "/srv", "/root")  # fmt: skip
 WRITABLE_SYSTEM = ("/var/tmp", "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/shm",  # noqa: S108
@@ -136,6 +147,8 @@ class PathInfo:
     other_home: bool = False  # another user's home directory
     lookalike: bool = False  # Unicode look-alikes were folded
     dynamic: bool = False  # could not be resolved statically
+    control: bool = False  # agent/VCS control files (.git/hooks, .claude/, .mcp.json ...)
+    outside_write: bool = False  # outside the principal's write scope
 
     def attrs(self) -> dict[str, object]:
         return {
@@ -147,6 +160,8 @@ class PathInfo:
             "other_home": self.other_home,
             "lookalike": self.lookalike,
             "dynamic": self.dynamic,
+            "control": self.control,
+            "outside_write": self.outside_write,
         }
 
 
@@ -159,6 +174,10 @@ class PathContext:
     user: str = ""
     homes_root: str = "/home"
     protected: tuple[str, ...] = ()  # Tenantry state directories
+    # where the principal may write besides its home (scratch, project dirs, temp)
+    write_roots: tuple[str, ...] = ()
+    # globs of directories in other users' homes the facility shares for reading
+    read_roots: tuple[str, ...] = ()
 
     def home_of(self, user: str) -> str:
         return self.home if user in ("", self.user) else posixpath.join(self.homes_root, user)
@@ -265,14 +284,21 @@ def classify(raw: str, ctx: PathContext, *, dynamic: bool = False) -> PathInfo:
     """Resolve ``raw`` and classify every form; the most sensitive class wins."""
     forms = resolve(raw, ctx)
     glob = bool(_GLOBCH.search(raw))
-    cred = system = protected = other = False
+    cred = system = protected = other = control = outside = False
+    roots = (ctx.home, *_ALWAYS_WRITABLE, *ctx.write_roots)
     for p in forms:
+        control = control or bool(CONTROL.search(p))
+        outside = outside or not any(_under(p, r) for r in roots if r and r != "/")
         cred = cred or _credential(p, ctx, glob)
         if _SYSTEM.match(p) and not _WRITABLE.match(p) and not _under(p, ctx.home):
             system = True
         protected = protected or any(_under(p, s) for s in ctx.protected if s)
         if _under(p, ctx.homes_root) and not _under(p, ctx.home):
-            other = True
+            shared = any(
+                fnmatch.fnmatchcase(p, r) or fnmatch.fnmatchcase(p, r.rstrip("/") + "/*")
+                for r in ctx.read_roots
+            )
+            other = other or not shared
     return PathInfo(
         raw=raw,
         path=forms[-1] if forms else raw,
@@ -282,4 +308,6 @@ def classify(raw: str, ctx: PathContext, *, dynamic: bool = False) -> PathInfo:
         other_home=other,
         lookalike=skeleton(raw) != raw,
         dynamic=dynamic,
+        control=control,
+        outside_write=outside and not system,
     )

@@ -27,8 +27,10 @@ ACTIONS: dict[str, str] = {
     "acquire_lease": "Target",
     "release_lease": "Target",
     "report": "Target",
+    "read_report": "Target",
     "audit_read": "Target",
     "admin": "Target",
+    "approve": "Target",
     # the memory concept's ops (tenantry.memory.ops)
     "memory.read": "Target",
     "memory.write": "Target",
@@ -46,7 +48,9 @@ type Ctx = {
   limits: Limits, hour: Long,
 };
 entity User = { name: String, groups: Set<String>, accounts: Set<String>, admin: Bool };
-entity Agent in [User] = { user: User, product: String, session: String, project: String };
+entity Agent in [User] = {
+  user: User, product: String, session: String, project: String, tier: String,
+};
 entity Command = {
   program: String, path: String, args: Set<String>, line: String, via: Set<String>,
   env: Set<String>, tags: Set<String>, subcommand: String,
@@ -58,11 +62,14 @@ entity Job = {
   nice_negative: Bool, info_only: Bool, options: Set<String>, unknown_options: Set<String>,
   privileged_options: Set<String>, bad_values: Set<String>, env: Set<String>,
   unknown_partitions: Set<String>, over_partition_time: Bool, account_member: Bool,
-  qos_admin: Bool, qos_not_allowed: Bool,
+  qos_admin: Bool, qos_not_allowed: Bool, restricted_options: Set<String>, mail_foreign: Bool,
+  unsafe_text: Set<String>, qos_not_associated: Bool, over_qos_time: Bool,
+  off_list_options: Set<String>,
 };
 entity Path = {
   path: String, raw: String, credential: Bool, system: Bool, protected: Bool,
   other_home: Bool, lookalike: Bool, dynamic: Bool, startup: Bool, secret_tree: Bool,
+  control: Bool, outside_write: Bool,
 };
 entity Target = { kind: String, name: String };
 """

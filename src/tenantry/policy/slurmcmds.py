@@ -8,8 +8,10 @@ requests for what a Slurm command or a submission would do.
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import TYPE_CHECKING, Any
 
+from tenantry.jobs.request import api_argv
 from tenantry.policy.slurmopts import JobShape
 from tenantry.policy.unwrap import Effective, analyze_shell
 
@@ -99,6 +101,28 @@ def scancel(b: Builder, args: list[str], dyn: list[bool], ctx: dict[str, Any]) -
         )
 
 
+def query(b: Builder, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
+    """squeue/sacct/sstat: a query about other users' jobs is named ``others: ...``."""
+    users: list[str] = []
+    all_users = False
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if a in ("-u", "--user", "--users") and nxt:
+            users.extend(nxt.split(","))
+        elif a.startswith(("--user=", "--users=")):
+            users.extend(a.split("=", 1)[1].split(","))
+        elif a.startswith("-u") and len(a) > 2 and not a.startswith("--"):
+            users.extend(a[2:].split(","))
+        elif prog == "sacct" and a in ("-a", "--allusers"):
+            all_users = True
+    foreign = [u for u in users if u and u not in (b.p.user, str(b.p.uid))]
+    if all_users or foreign:
+        who = "all users" if all_users else ", ".join(foreign)
+        b.target("query_jobs", f"others: {prog} of {who}", ctx)
+    else:
+        b.target("query_jobs", prog, ctx)
+
+
 def scontrol(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
     rest = [a for a in args if not a.startswith("-")]
     if not rest:
@@ -106,7 +130,14 @@ def scontrol(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
         return
     verb = rest[0].lower()
     if verb in _SCONTROL_READ:
-        b.target("query_jobs", f"scontrol {verb}", ctx)
+        what = rest[1].lower() if len(rest) > 1 else ""
+        others = [
+            j
+            for j in rest[2:]
+            if what in ("job", "jobs", "jobid", "step", "steps") and owner(b, j)[0] == "other"
+        ]
+        name = f"others: job {others[0]}" if others else f"scontrol {verb}"
+        b.target("query_jobs", name, ctx)
     elif verb in _SCONTROL_JOB:
         targets = rest[1:]
         ids: list[str] = []
@@ -163,12 +194,22 @@ def job(b: Builder, shape: JobShape, ctx: dict[str, Any]) -> None:
         "known_partitions": sorted(parts) or ["(unknown)"],
         "accounts": list(b.user.accounts) or ["(unknown)"],
         "partition_limit": ", ".join(f"{p.name}: {p.max_time_s} s" for p in chosen if p.max_time_s),
+        "user_qos": list(b.user.qos) or ["(any)"],
+        "qos_limit": b.facts.qos_wall.get(shape.qos.lower(), 0),
     }
     for path in shape.writes:
-        b.path("write_path", path, ctx)
+        b.path("write_path", in_chdir(b, shape, path), ctx)
     for path in shape.reads:
-        b.path("read_path", path, ctx)
+        b.path("read_path", in_chdir(b, shape, path), ctx)
     b.add("submit_job", "Job", attrs, ctx, label=f"{shape.tool} job", extras=extras)
+
+
+def in_chdir(b: Builder, shape: JobShape, raw: str) -> str:
+    """A job's relative path as Slurm resolves it: from ``--chdir`` when given."""
+    if not shape.chdir or raw.startswith(("/", "~")):
+        return raw
+    base = shape.chdir if shape.chdir.startswith("/") else posixpath.join(b.cwd, shape.chdir)
+    return posixpath.join(base, raw)
 
 
 def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
@@ -219,7 +260,85 @@ def job_attrs(shape: JobShape, b: Builder) -> dict[str, Any]:
         "account_member": member,
         "qos_admin": shape.qos.lower() in {q.lower() for q in facts.admin_qos},
         "qos_not_allowed": qos_bad,
+        "qos_not_associated": bool(qos) and bool(b.user.qos) and qos not in b.user.qos,
+        "over_qos_time": qos in facts.qos_wall
+        and (shape.unlimited_time or time_s > facts.qos_wall[qos]),
+        "restricted_options": restricted_options(shape),
+        "off_list_options": off_list(shape, facts.job_options),
+        "mail_foreign": mail_foreign(shape, b),
+        "unsafe_text": unsafe_text(shape),
     }
+
+
+# options an agent job may not use without the facility allowing them in its own file
+RESTRICTED = ("reservation", "container", "container-id", "x11", "get-user-env", "bb", "bbf",
+              "uid", "gid")  # fmt: skip
+_NAME_OK = re.compile(r"^[A-Za-z0-9._+%:@=,-]{1,128}$")
+_TEXT_OK = re.compile(r"^[ -~]{0,256}$")  # printable ASCII, no newline or control characters
+
+
+# the resource and housekeeping options agent jobs may use; the rest is denied
+# with a message (a facility adds names with the facts key "job_options")
+ALLOWED_OPTIONS = frozenset({
+    "account", "array", "begin", "chdir", "comment", "constraint", "core-spec", "cores-per-socket",
+    "cpu-bind", "cpu-freq", "cpus-per-gpu", "cpus-per-task", "deadline", "dependency",
+    "distribution", "error", "exact", "exclude", "exclusive", "export", "extra-node-info",
+    "gpu-bind",
+    "gpus", "gpus-per-node", "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "help",
+    "hint", "hold", "ignore-pbs", "immediate", "input", "job-name", "kill-on-bad-exit",
+    "kill-on-invalid-dep", "label", "licenses", "mail-type", "mail-user", "mem", "mem-bind",
+    "mem-per-cpu", "mem-per-gpu", "mincpus", "mpi", "multi-prog", "nice", "no-kill", "no-requeue",
+    "nodelist", "nodes", "ntasks", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-node",
+    "ntasks-per-socket", "open-mode", "output", "overcommit", "overlap", "oversubscribe",
+    "parsable", "partition", "prefer", "propagate", "pty", "qos", "quiet", "requeue", "signal",
+    "sockets-per-node", "spread-job", "switches", "test-only", "thread-spec", "threads-per-core",
+    "time", "time-min", "tmp", "tres-per-task", "unbuffered", "usage", "verbose", "version",
+    "wait", "wait-all-nodes", "wckey", "wrap", "jobid", "acctg-freq", "contiguous", "network",
+    "use-min-nodes", "threads", "relative", "disable-status", "quit-on-interrupt", "bell",
+    "no-bell", "no-shell", "cluster-constraint", "segment", "tres-bind", "gpu-freq",
+    "mcs-label", "oom-kill-step", "batch",
+})  # fmt: skip
+
+
+def off_list(shape: JobShape, extra: frozenset[str]) -> list[str]:
+    """Options outside the allow-list that no more specific rule already judges."""
+    judged = {*RESTRICTED, "uid", "gid", "priority", "reboot", "clusters"}
+    return sorted(
+        f"--{o}"
+        for o in shape.options
+        if o not in ALLOWED_OPTIONS and o not in extra and o not in judged
+        and f"--{o}" not in shape.privileged
+    )  # fmt: skip
+
+
+def restricted_options(shape: JobShape) -> list[str]:
+    found = [f"--{o}" for o in RESTRICTED if o in shape.values]
+    if shape.burst_buffer:
+        found.append("#BB/#DW")
+    return sorted(found)
+
+
+def mail_foreign(shape: JobShape, b: Builder) -> bool:
+    """Would Slurm mail somebody other than the job's user?"""
+    to = shape.values.get("mail-user", "").strip()
+    if not to:
+        return False
+    user = b.user.name
+    return not all(a.strip() in (user, b.user.mail) or a.strip().startswith(user + "@")
+                   for a in to.split(",") if a.strip()) or "\n" in to  # fmt: skip
+
+
+def unsafe_text(shape: JobShape) -> list[str]:
+    bad: list[str] = []
+    for opt in ("job-name", "wckey"):
+        v = shape.values.get(opt)
+        if v is not None and not _NAME_OK.match(v):
+            bad.append(f"--{opt}")
+    for opt in ("comment", "extra", "mail-type"):
+        v = shape.values.get(opt)
+        if v is not None and not _TEXT_OK.match(v):
+            bad.append(f"--{opt}")
+    return bad
 
 
 def submit(b: Builder, params: dict[str, Any]) -> None:
@@ -234,7 +353,7 @@ def submit(b: Builder, params: dict[str, Any]) -> None:
         if posixpath.basename(args[0]) == tool:
             args = args[1:]
     else:
-        args = jobspec_argv(params)
+        args = api_argv(params)
         tool = "sbatch"
     shape = JobShape.build(tool, args, script_text, env)
     if tool == "sbatch" and not script_text and shape.positional and not shape.wrap:
@@ -264,39 +383,5 @@ def lease_shape(b: Builder, params: dict[str, Any]) -> None:
     )
     if not asks:
         return
-    shape = JobShape.build("salloc", jobspec_argv({"resources": res}))
+    shape = JobShape.build("salloc", api_argv({"resources": res}))
     job(b, shape, b.ctx())
-
-
-def jobspec_argv(params: dict[str, Any]) -> list[str]:
-    """sbatch options equivalent to a ``jobs.submit`` JobSpec dict."""
-    out: list[str] = []
-    res = params.get("resources") or {}
-    if res.get("cpus"):
-        out.append(f"--cpus-per-task={int(res['cpus'])}")
-    if res.get("mem_mb"):
-        out.append(f"--mem={int(res['mem_mb'])}M")
-    if res.get("gpus"):
-        # the Slurm backend asks for resources.gpus per node (--gres), as sbatch would
-        out.append(f"--gres=gpu:{int(res['gpus'])}")
-    if res.get("time_s") is not None:
-        t = int(res["time_s"])
-        out.append("--time=0" if t <= 0 else f"--time={(t + 59) // 60}")
-    if res.get("partition"):
-        out.append(f"--partition={res['partition']}")
-    if res.get("account"):
-        out.append(f"--account={res['account']}")
-    if params.get("array"):
-        out.append(f"--array={params['array']}")
-    if params.get("output"):
-        out.append(f"--output={params['output']}")
-    if params.get("error"):
-        out.append(f"--error={params['error']}")
-    if params.get("name"):
-        out.append(f"--job-name={params['name']}")
-    out.extend(str(x) for x in params.get("extra") or ())
-    script = str(params.get("script") or "")
-    if script:
-        out.append(script)
-    out.extend(str(a) for a in params.get("args") or ())
-    return out

@@ -385,6 +385,20 @@ def script_directives(text: str, tool: str = "sbatch") -> list[str]:
     return argv
 
 
+def burst_buffer_lines(text: str) -> list[str]:
+    """``#BB``/``#DW`` directives (burst buffers: staging that runs with the job's rights)."""
+    out: list[str] = []
+    for n, line in enumerate(text.splitlines()):
+        st = line.strip()
+        if n == 0 and st.startswith("#!"):
+            continue
+        if st.startswith(("#BB ", "#DW ", "#BB\t", "#DW\t")):
+            out.append(st[:200])
+        elif st and not st.startswith("#"):
+            break
+    return out
+
+
 def env_options(tool: str, env: dict[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
     """Options implied by input variables (``SBATCH_*``, ``SLURM_*``), and unmapped ones."""
     prefix = _ENV_PREFIX[tool]
@@ -525,6 +539,9 @@ class JobShape:
     wrap: str = ""
     jobref: list[str] = field(default_factory=list)
     positional: list[str] = field(default_factory=list)
+    cpus_per_task: int = 1
+    values: dict[str, str] = field(default_factory=dict)  # final value of each option
+    burst_buffer: list[str] = field(default_factory=list)  # #BB / #DW directive lines
 
     @classmethod
     def build(
@@ -540,6 +557,7 @@ class JobShape:
         shape.positional = cli.positional
         merged: list[tuple[str, str]] = []
         if tool == "sbatch" and script_text:
+            shape.burst_buffer = burst_buffer_lines(script_text)
             directives = parse_argv(tool, script_directives(script_text))
             shape.unknown.extend(directives.unknown)
             merged.extend(directives.opts)
@@ -575,6 +593,7 @@ class JobShape:
                     key = item.split("=", 1)[0].strip()
                     if key and key.upper() not in ("ALL", "NONE", "NIL"):
                         self.env_names.add(key)
+        self.values = dict(last)
         self.partitions = [p for p in last.get("partition", "").split(",") if p]
         self.account = last.get("account", "")
         self.qos = last.get("qos", "")
@@ -596,6 +615,7 @@ class JobShape:
         per_node = num("ntasks-per-node", 0)
         self.ntasks = max(1, num("ntasks", per_node * self.nodes if per_node else 1))
         cpt = max(1, num("cpus-per-task", 1))
+        self.cpus_per_task = cpt
         self.cpus = max(self.ntasks * cpt, num("mincpus", 0) * self.nodes)
         gpus = 0
         if "gpus" in last:

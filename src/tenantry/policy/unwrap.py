@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tenantry.policy import shell
+from tenantry.policy.execopts import embedded
 from tenantry.policy.paths import skeleton
 from tenantry.policy.shell import SimpleCommand, Word
 
@@ -182,10 +183,11 @@ class Effective:
     redirects: list[tuple[str, Word]] = field(default_factory=list)
     source: str = "command"  # command | script | wrap | remote | job
     stdin_text: str | None = None
+    cwd: str = "/"  # where the command runs: relative program paths resolve from here
 
     @property
     def program(self) -> str:
-        return program_name(self.argv[0]) if self.argv else ""
+        return program_name(self.argv[0], self.cwd) if self.argv else ""
 
 
 @dataclass(slots=True)
@@ -202,17 +204,71 @@ class Analysis:
             self.uncertain.append((kind, reason))
 
 
-def program_name(word: str) -> str:
-    """The program a command word names: basename, look-alikes folded, symlinks followed."""
+def program_name(word: str, cwd: str = "/") -> str:
+    """The program a command word names: basename, look-alikes folded, symlinks followed.
+
+    A relative path (``./lnk``) is resolved from the command's ``cwd``, not
+    the daemon's; a regular file that is a byte-for-byte copy of a guarded
+    client (``cp $(which scancel) ./x``) is named after the original.
+    """
     name = skeleton(word)
     if "/" in name:
+        path = name if name.startswith("/") else posixpath.join(cwd or "/", name)
         try:
-            if os.path.islink(name):
-                name = os.path.realpath(name)
+            if os.path.islink(path):
+                path = os.path.realpath(path)
+            copied = copy_of(path)
         except (OSError, ValueError):
-            pass
-        name = posixpath.basename(name.rstrip("/")) or name
+            copied = None
+        name = copied or posixpath.basename(path.rstrip("/")) or name
     return name
+
+
+# programs whose copies under another name are still judged as themselves
+GUARDED = ("scancel", "scontrol", "sbatch", "srun", "salloc", "sacctmgr", "sudo", "su",
+           "crontab", "kill", "pkill", "killall", "squeue", "sacct")  # fmt: skip
+_GUARDED_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/opt/slurm/bin")
+_guarded: dict[int, list[tuple[str, bytes]]] | None = None
+
+
+def _guarded_table() -> dict[int, list[tuple[str, bytes]]]:
+    global _guarded
+    if _guarded is None:
+        import hashlib
+        import shutil
+
+        table: dict[int, list[tuple[str, bytes]]] = {}
+        for prog in GUARDED:
+            found = shutil.which(prog, path=":".join(_GUARDED_DIRS))
+            if not found:
+                continue
+            try:
+                data = Path(found).read_bytes()
+            except OSError:
+                continue
+            table.setdefault(len(data), []).append((prog, hashlib.sha256(data).digest()))
+        _guarded = table
+    return _guarded
+
+
+def copy_of(path: str) -> str | None:
+    """The guarded program ``path`` is a copy of, if it is one (same size, same bytes)."""
+    if path.startswith(_GUARDED_DIRS):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    table = _guarded_table()
+    if not os.path.isfile(path) or st.st_size not in table:
+        return None
+    import hashlib
+
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).digest()
+    except OSError:
+        return None
+    return next((prog for prog, d in table[st.st_size] if d == digest), None)
 
 
 def analyze_shell(
@@ -341,6 +397,7 @@ class _Unwrapper:
             self.out.add_uncertain("depth", f"more than {MAX_COMMANDS} commands")
         eff = Effective(list(argv), list(dyn), dict(env), list(via), list(redirects), source)
         eff.stdin_text = stdin
+        eff.cwd = self.cwd
         if argv:
             alias = self.out.aliases.get(eff.program)
             if alias:
@@ -372,6 +429,14 @@ class _Unwrapper:
         inner_via = [*via, prog]
         d = depth + 1
         self.note_writes(eff, prog, args)
+        found = embedded(prog, args)
+        if found.commands or found.opaque:
+            if any(adyn):
+                self.out.add_uncertain("dynamic", f"{prog} runs a command computed at run time")
+            for reason in found.opaque:
+                self.out.add_uncertain("exec-option", reason)
+            for line in found.commands:
+                self.shell_text(line, [*via, prog, "exec-option"], source, depth + 1)
         if "/" in argv[0] and not dyn[0]:
             if self.run_written(argv[0], inner_via, source, d):
                 return
@@ -405,6 +470,8 @@ class _Unwrapper:
                 return None
             return args[i]
 
+        if prog in ("make", "gmake") and self.read:
+            self.makefile(args, [*via, prog], d)
         if prog in SHELLS:
             self.shell_cmd(prog, args, adyn, inner_via, source, d, stdin, stdin_dynamic)
         elif prog == "eval":
@@ -502,11 +569,11 @@ class _Unwrapper:
         elif prog == "hash" and "-p" in args:
             i = args.index("-p")
             if i + 2 < len(args):
-                self.out.aliases[args[i + 2]] = program_name(args[i + 1])
+                self.out.aliases[args[i + 2]] = program_name(args[i + 1], self.cwd)
         elif prog in ("ln", "cp", "install", "mv") and len(args) >= 2 and not adyn[-1]:
             srcs = [a for a in args[:-1] if not a.startswith("-")]
             if srcs:
-                target = program_name(srcs[-1])
+                target = program_name(srcs[-1], self.cwd)
                 self.out.aliases[posixpath.basename(args[-1].rstrip("/"))] = target
         elif prog in INTERPRETERS:
             self.interpreter(prog, args, adyn)
@@ -540,6 +607,44 @@ class _Unwrapper:
         elif prog == "screen":
             again(_skip_options(args, frozenset({"-S", "-c", "-t", "-p", "-X", "-L", "-Logfile",
                                                  "-h", "-T", "-e"}), 0))  # fmt: skip
+
+    def makefile(self, args: list[str], via: list[str], depth: int) -> None:
+        """make runs its makefile's recipes through the shell: judge them as a script."""
+        base = self.cwd
+        files: list[str] = []
+        for i, a in enumerate(args):
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            if a in ("-C", "--directory") and nxt:
+                base = nxt if nxt.startswith("/") else posixpath.join(base, nxt)
+            elif a.startswith("--directory="):
+                base = posixpath.join(base, a.split("=", 1)[1])
+            elif a in ("-f", "--file", "--makefile") and nxt:
+                files.append(nxt)
+            elif a.startswith(("--file=", "--makefile=")):
+                files.append(a.split("=", 1)[1])
+        names = files or ["GNUmakefile", "makefile", "Makefile"]
+        for name in names:
+            path = name if name.startswith("/") else posixpath.join(base, name)
+            text = _read_small(path)
+            if text is None:
+                continue
+            joined = text.replace("\\\n", " ")
+            values = dict(_MAKE_DEFAULTS)
+            for m in _MAKE_ASSIGN.finditer(joined):
+                values[m.group(1)] = m.group(2).strip()
+            for a in args:
+                if _MAKE_ARG.match(a):
+                    key, _, val = a.partition("=")
+                    values[key] = val
+            recipes = [
+                _make_expand(ln[1:].lstrip("@+- "), values)
+                for ln in joined.splitlines()
+                if ln.startswith("\t")
+            ]
+            if recipes:
+                self.shell_text("\n".join(recipes), via, "script", depth)
+            if not files:
+                break
 
     def shell_cmd(
         self,
@@ -757,6 +862,29 @@ def _static_output(cmd: SimpleCommand) -> str | None:
     if cmd.stdin_text is not None and prog in ("cat", "tee"):
         return cmd.stdin_text
     return None
+
+
+_MAKE_DEFAULTS = {"CC": "cc", "CXX": "g++", "FC": "f77", "MAKE": "make", "RM": "rm -f",
+                  "AR": "ar", "LD": "ld", "CPP": "cc -E", "SHELL": "/bin/sh"}  # fmt: skip
+_MAKE_ASSIGN = re.compile(r"^([A-Za-z_][\w.]*)\s*(?::{1,3}=|\?=|\+=|=)(.*)$", re.M)
+_MAKE_ARG = re.compile(r"^[A-Za-z_][\w.]*=")
+_MAKE_REF = re.compile(r"\$(?:\(([^()]*)\)|\{([^{}]*)\}|([@<^?*+%]))")
+
+
+def _make_expand(line: str, values: dict[str, str], depth: int = 0) -> str:
+    """A recipe line with make's variables expanded (unknown ones are empty, as in make)."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name is None:
+            return "target"  # automatic variables name files
+        if name.startswith("shell "):
+            return "$(" + name[6:] + ")"  # make's $(shell ...) runs a command
+        if depth < 5 and name in values:
+            return _make_expand(values[name], values, depth + 1)
+        return ""
+
+    return _MAKE_REF.sub(one, line.replace("$$", "\x00")).replace("\x00", "$")
 
 
 def _read_small(path: str) -> str | None:

@@ -315,15 +315,6 @@ def _time_s(text: str) -> int:
     return parse_time_s(text)
 
 
-def _gpus(text: str) -> int:
-    total = 0
-    for part in text.split(","):
-        bits = part.split(":")
-        if bits[0] in {"gpu", "gpus"} or bits[0].isdigit():
-            total += int(bits[-1]) if bits[-1].isdigit() else 1
-    return total
-
-
 def sbatch(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[str, str]) -> int:
     p = _parser("sbatch")
     p.add_argument("-J", "--job-name")
@@ -373,15 +364,11 @@ def sbatch(argv: list[str], call: Call, out: TextIO, err: TextIO, env: Mapping[s
     resources: dict[str, Any] = {}
     if args.cpus_per_task:
         resources["cpus"] = args.cpus_per_task
-    if args.mem:
-        from tenantry.units import parse_mem_mb
-
-        resources["mem_mb"] = parse_mem_mb(args.mem)
-    gpus = _gpus(args.gres) if args.gres else 0
-    if args.gpus:
-        gpus = int(args.gpus.split(":")[-1])
-    if gpus:
-        resources["gpus"] = gpus
+    # memory and GPUs go through verbatim: the daemon's one job request model
+    # reads them with Slurm's semantics (--mem=0 is a whole node, --gres is per node)
+    for opt, value in (("--mem", args.mem), ("--gres", args.gres), ("--gpus", args.gpus)):
+        if value:
+            extra.append(f"{opt}={value}")
     if args.time:
         try:
             resources["time_s"] = _time_s(args.time)
