@@ -67,7 +67,7 @@ async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str,
         flagged = out["guard"]["instruction_like"] or any(
             f.kind == "injection" for g in guards.values() for f in g.findings
         )
-        policy = ctx.runtime.components.get("policy")
-        if flagged and policy is not None:
-            policy.note_flagged(ctx.principal)  # the policy holds what this session does next
+        flags = ctx.runtime.flags
+        if flagged and flags is not None:
+            flags.note_flagged(ctx.principal)  # the policy holds what this session does next
     yield {"result": out}

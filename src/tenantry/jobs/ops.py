@@ -113,6 +113,6 @@ async def logs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 
 def _note_flagged(ctx: OpContext, out: dict[str, Any]) -> None:
     """Tell the policy a session got instruction-like content (it holds what follows)."""
-    policy = ctx.runtime.components.get("policy")
-    if policy is not None and out.get("guard", {}).get("instruction_like"):
-        policy.note_flagged(ctx.principal)
+    flags = ctx.runtime.flags
+    if flags is not None and out.get("guard", {}).get("instruction_like"):
+        flags.note_flagged(ctx.principal)

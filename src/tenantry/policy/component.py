@@ -327,4 +327,5 @@ def _digest(params: dict[str, Any]) -> str:
 def create(runtime: Runtime) -> PolicyService:
     service = PolicyService(runtime)
     runtime.gates["policy"] = service
+    runtime.flags = service
     return service

@@ -18,6 +18,7 @@ from tenantry.events import Bus, Event
 from tenantry.service.seams import (
     CommandRunner,
     Component,
+    FlagSink,
     Gate,
     LeaseRunner,
     LessonSource,
@@ -52,6 +53,7 @@ class Runtime:
         self.leases: LeaseRunner | None = None
         self.lessons: LessonSource | None = None
         self.budgets: StatusSource | None = None
+        self.flags: FlagSink | None = None
 
     def component(self, name: str, kind: type[T]) -> T:
         comp = self.components.get(name)

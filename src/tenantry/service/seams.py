@@ -79,3 +79,9 @@ class StatusSource(Protocol):
     """Per-principal status rows for the dashboard (the budgets)."""
 
     async def status(self, principal: Principal) -> list[dict[str, Any]]: ...
+
+
+class FlagSink(Protocol):
+    """Told when a session received instruction-like content, so what it does next is held."""
+
+    def note_flagged(self, principal: Principal) -> None: ...
