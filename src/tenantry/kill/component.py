@@ -282,28 +282,16 @@ class KillSwitch:
     async def _sweep(self, principals: dict[str, int]) -> dict[str, Any]:
         summary: dict[str, Any] = {
             "jobs_cancelled": [],
+            "sandboxes_killed": 0,
             "leases_drained": 0,
             "commands_ended": 0,
             "skipped": [],
             "errors": [],
         }
         keys = sorted(principals)
-        marks = ",".join("?" * len(keys))
-        active = [s.value for s in JobState if not s.terminal]
-        sql = (
-            f"SELECT id, backend_id, principal, uid FROM jobs WHERE principal IN ({marks})"
-            f" AND state IN ({','.join('?' * len(active))})"
-        )
-        rows = await asyncio.to_thread(self._store_rows, sql, (*keys, *active)) if keys else []
-        for row in rows:
-            try:
-                await self._cancel_job(
-                    str(row["id"]), str(row["backend_id"]), str(row["principal"]), int(row["uid"])
-                )
-                summary["jobs_cancelled"].append(str(row["id"]))
-            except Exception as exc:  # report and go on: the other parts still have to stop
-                summary["errors"].append(f"job {row['id']}: {exc}")
+        # first the sandboxes (one signal ends each whole tree), then the rest
         for comp_name, method, field in (
+            ("sandbox", "kill_principal", "sandboxes_killed"),
             ("leases", "drain_principal", "leases_drained"),
             ("runner", "kill_principal", "commands_ended"),
         ):
@@ -320,6 +308,21 @@ class KillSwitch:
                     summary[field] += int(result) if isinstance(result, int | float) else 0
                 except Exception as exc:
                     summary["errors"].append(f"{comp_name} {key}: {exc}")
+        marks = ",".join("?" * len(keys))
+        active = [s.value for s in JobState if not s.terminal]
+        sql = (
+            f"SELECT id, backend_id, principal, uid FROM jobs WHERE principal IN ({marks})"
+            f" AND state IN ({','.join('?' * len(active))})"
+        )
+        rows = await asyncio.to_thread(self._store_rows, sql, (*keys, *active)) if keys else []
+        for row in rows:
+            try:
+                await self._cancel_job(
+                    str(row["id"]), str(row["backend_id"]), str(row["principal"]), int(row["uid"])
+                )
+                summary["jobs_cancelled"].append(str(row["id"]))
+            except Exception as exc:  # report and go on: the other parts still have to stop
+                summary["errors"].append(f"job {row['id']}: {exc}")
         return summary
 
     async def _cancel_job(self, job_id: str, backend_id: str, key: str, uid: int) -> None:
