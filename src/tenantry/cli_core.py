@@ -336,7 +336,9 @@ def _sessions(args: argparse.Namespace) -> int:
             ]
             for s in r["sessions"]
         ]
-        return table(rows, ["AGENT", "KIND", "SESSION", "HOST", "PROJECT", "FIRST", "LAST", "REQUESTS"])
+        return table(
+            rows, ["AGENT", "KIND", "SESSION", "HOST", "PROJECT", "FIRST", "LAST", "REQUESTS"]
+        )
 
     emit(args, res, human)
     return 0

@@ -66,7 +66,9 @@ def test_external_anchor_catches_a_rewritten_log(tmp_path: Path) -> None:
     d = _log(tmp_path)
     rec = json.loads((d / LOG_NAME).read_text().splitlines()[3])
     assert verify(d, KEY, external=(rec["seq"], rec["hash"])).ok
-    assert "external" in {p["kind"] for p in verify(d, KEY, external=(rec["seq"], "0" * 64)).problems}
+    assert "external" in {
+        p["kind"] for p in verify(d, KEY, external=(rec["seq"], "0" * 64)).problems
+    }
 
 
 def test_key_file_is_private(tmp_path: Path) -> None:
@@ -107,3 +109,34 @@ def test_full_disk_refuses_then_recovers_and_verify_says_write_failure(tmp_path:
         assert any(x.startswith("write failure at seq ") for x in report.warnings), report.warnings
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+async def test_gate_refuses_an_action_that_cannot_be_recorded_then_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenantry.audit.component import AuditLog
+    from tenantry.errors import AuditUnavailable
+    from tenantry.events import Bus
+    from tenantry.gateway.runtime import Runtime
+    from tenantry.models import AgentProduct, Principal
+    from tenantry.settings import load
+
+    settings = load(env={}, overrides={"state_dir": str(tmp_path)})
+    rt = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
+    log = AuditLog(rt, fsync=False)
+    await log.start()
+    p = Principal(uid=1, user="alice", agent=AgentProduct.CODEX, session="s1")
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(AuditUnavailable, match="cannot be written"):
+        await log.gate(p, "jobs.submit", "submit_job", {})
+    monkeypatch.setattr(os, "write", real_write)
+    assert await log.gate(p, "jobs.submit", "submit_job", {}) == []
+    await log.aclose()
+    key = load_key(tmp_path / "audit" / "audit.key", create=False)
+    report = verify(tmp_path / "audit", key)
+    assert report.ok and any("write failure at seq" in w for w in report.warnings)

@@ -10,10 +10,10 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import User
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -26,43 +26,6 @@ def _bwrap_or_skip() -> str:
         return find_bwrap()
     except SandboxUnavailable as err:
         pytest.skip(f"no usable bubblewrap: {err.message}")
-
-
-@dataclass
-class User:
-    name: str
-    uid: int
-    home: Path
-    python: str
-    pythonpath: str
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {
-            "HOME": str(self.home),
-            "USER": self.name,
-            "LOGNAME": self.name,
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONPATH": self.pythonpath,
-        }
-        env.update(extra)
-        return env
-
-    def run(
-        self, argv: list[str], *, cwd: Path, timeout: float = 120, **extra: str
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--init-groups", *argv],
-            cwd=cwd,
-            env=self.env(**extra),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
-    def tenantry(self, *args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
-        return self.run([self.python, "-m", "tenantry", *args], cwd=cwd, **extra)
 
 
 def _python_for(uid: int) -> tuple[str, str]:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.conftest import User
+from sandbox_helpers import User
 
 AGENT = Path(__file__).with_name("escape_agent.py")
 ALLOWED = {"write in the project (allowed)"}
@@ -51,7 +51,8 @@ def test_scripted_agent_cannot_escape(unix_user: User) -> None:
         assert run.stdout.strip(), run.stderr
         results: list[dict[str, Any]] = json.loads(run.stdout.strip().splitlines()[-1])
         names = {r["name"] for r in results}
-        assert len(results) >= 25 and "real sbatch" in names or not Path("/usr/bin/sbatch").exists()
+        assert len(results) >= 25
+        assert "real sbatch" in names or not Path("/usr/bin/sbatch").exists()
         escaped = [r for r in results if r["escaped"] and r["name"] not in ALLOWED]
         assert not escaped, json.dumps(escaped, indent=1)
         for r in results:

@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.sandbox.conftest import User
+from sandbox_helpers import User
 
 MARKS = ("3137", "3138", "3139", "3140")  # background sleep, command, job, lease command
 
@@ -55,8 +55,8 @@ def test_stop_ends_the_whole_tree_within_2s(unix_user: User, tmp_path: Path) -> 
     for p in (project, job):
         os.chown(p, user.uid, user.uid)
     assert user.tenantry("sessions", cwd=project).returncode == 0
-    cmd = ["setpriv", f"--reuid={user.uid}", f"--regid={user.uid}", "--init-groups",
-           user.python, "-m", "tenantry", "agent", "--agent", "codex", "--", "/bin/sh", "-c", script]  # fmt: skip
+    cmd = ["setpriv", f"--reuid={user.uid}", f"--regid={user.uid}", "--init-groups", user.python]
+    cmd += ["-m", "tenantry", "agent", "--agent", "codex", "--", "/bin/sh", "-c", script]
     log = tmp_path / "agent.log"
     agent = subprocess.Popen(cmd, cwd=project, env=user.env(), stderr=log.open("w"), text=True)
     try:

@@ -180,10 +180,8 @@ class ChainWriter:
             raise
         self.failure = None
         self.seq, self.prev = seq, prev
-        try:
+        with contextlib.suppress(OSError):  # records durable; the next batch rewrites it
             self._write_head(fsync=fsync)
-        except OSError:  # the records are durable; the next batch rewrites the anchor
-            pass
         if self.on_anchor is not None:
             self.on_anchor(self.seq, self.prev, self.head_mac())
         return out[1:] if prepended else out
@@ -299,7 +297,8 @@ def verify(
         if not hmac.compare_digest(str(rec.get("hash", "")), record_hash(rec, key)):
             problem("hash", n, f"record seq {seq} was modified (hash mismatch)")
         elif rec.get("action") == WRITE_FAILED:
-            f = rec.get("failure") if isinstance(rec.get("failure"), dict) else {}
+            raw = rec.get("failure")
+            f: dict[str, Any] = raw if isinstance(raw, dict) else {}
             warnings.append(
                 f"write failure at seq {f.get('at_seq', seq)}: {f.get('lost', '?')} record(s)"
                 f" could not be written ({f.get('error', 'error')}); the actions were refused"
@@ -354,7 +353,11 @@ def verify(
         ext_seq, ext_hash = external
         got = hashes.get(ext_seq)
         if got is None:
-            problem("external", 0, f"the external anchor names seq {ext_seq}; the log has no such record")
+            problem(
+                "external",
+                0,
+                f"the external anchor names seq {ext_seq}; the log has no such record",
+            )
         elif not hmac.compare_digest(got, ext_hash):
             problem("external", 0, f"record seq {ext_seq} differs from the external anchor")
     return Report(not problems, count, alg(key), head_seq, problems, warnings)

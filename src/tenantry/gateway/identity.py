@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+from collections.abc import MutableMapping
 from typing import Any
 
 from tenantry.errors import PermissionDenied, UsageError
@@ -52,7 +53,7 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
-async def resolve(rt: Runtime, scope: dict[str, Any], raw_claims: str) -> Principal:
+async def resolve(rt: Runtime, scope: MutableMapping[str, Any], raw_claims: str) -> Principal:
     peer = scope.get(PEER_KEY)
     if peer is None:
         raise PermissionDenied("the caller's identity cannot be read from this connection")

@@ -15,8 +15,8 @@ import subprocess
 
 from tenantry.errors import SandboxUnavailable
 
-_PROBE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid")
-_PROBE += ("--new-session", "--die-with-parent", "--", "/bin/true")
+_PROBE: tuple[str, ...] = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+_PROBE += ("--unshare-pid", "--new-session", "--die-with-parent", "--", "/bin/true")
 
 
 def _wheel_bwrap() -> str | None:
@@ -50,7 +50,7 @@ def find_bwrap(configured: str = "") -> str:
             reasons.append(f"{path}: not found or not executable")
             continue
         try:
-            proc = subprocess.run(  # noqa: S603 - fixed argv
+            proc = subprocess.run(
                 [path, *_PROBE], capture_output=True, text=True, timeout=10, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:

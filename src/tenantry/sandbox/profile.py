@@ -201,9 +201,9 @@ def bwrap_argv(
         "--proc",
         "/proc",
         "--tmpfs",
-        "/tmp",
+        "/tmp",  # noqa: S108 - the sandbox's own, empty /tmp
         "--tmpfs",
-        "/dev/shm",
+        "/dev/shm",  # noqa: S108
     ]
     # other users' homes: an empty tmpfs over each parent, the own home bound back
     for parent in HOME_PARENTS:
@@ -226,7 +226,7 @@ def bwrap_argv(
     # the runtime dir: a fresh tmpfs (no user socket, no ssh/gpg agents) holding
     # only this session's directory, read-only, at the standard socket place
     runtime = paths.inside_runtime
-    if _under(runtime, "/tmp") or _under(runtime, "/dev"):
+    if _under(runtime, "/tmp") or _under(runtime, "/dev"):  # noqa: S108
         argv += ["--dir", runtime]  # inside the sandbox's own /tmp or /dev
     else:
         argv += ["--tmpfs", runtime]

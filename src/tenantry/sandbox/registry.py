@@ -130,7 +130,8 @@ class SandboxRegistry:
     async def _bind(self, s: SandboxSession) -> None:
         if self._listen is None:
             raise UsageError(
-                "this daemon does not serve session sockets (it was not started by `tenantry serve`)"
+                "this daemon does not serve session sockets",
+                hint="start it with `tenantry serve` (or let the CLI start it)",
             )
         if s.id not in self._closers:
             self._closers[s.id] = await self._listen(Path(s.socket))
