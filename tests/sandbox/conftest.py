@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests' helpers module (importlib mode)
 from sandbox_helpers import User
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
