@@ -61,6 +61,7 @@ def plan(
         inner,
         extra_hidden=_split(reg.get("hide", "")),
         info_fd=info_fd,
+        keep_visible=profile.own_runtime(),
     )
 
 
@@ -86,6 +87,18 @@ def _shims(session_dir: str) -> None:
     os.chmod(path, 0o755)  # noqa: S103 - a program, in the session's 0700 directory
 
 
+def _agent_state(agent: str, home: str) -> None:
+    """Create the agent's own state entries so they are bound writable."""
+    for entry in profile.AGENT_STATE.get(agent, ()):
+        path = home + entry[1:]
+        if entry.endswith("/"):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        elif not os.path.exists(path):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write("{}\n" if path.endswith(".json") else "")
+
+
 def launch(
     client: Client, command: Sequence[str], *, agent: str, project: str, quiet: bool = False
 ) -> int:
@@ -96,6 +109,7 @@ def launch(
     sid = reg["session"]
     r, w = os.pipe()
     try:
+        _agent_state(reg["agent"], reg["home"])
         argv = plan(reg, command, dict(os.environ), info_fd=w)
         _shims(reg["session_dir"])
     except BaseException:

@@ -48,6 +48,18 @@ HIDDEN_FILES: tuple[str, ...] = (
 # Parents of other users' homes: replaced by a tmpfs holding only the own home.
 HOME_PARENTS: tuple[str, ...] = ("/home", "/root")
 
+# The agents' own state (sessions, caches, their user config): writable when
+# present, so the agent works; the launcher creates its agent's entries first.
+# (Facility-wide rules belong in managed settings, which live outside home.)
+AGENT_STATE: dict[str, tuple[str, ...]] = {
+    "claude-code": ("~/.claude/", "~/.claude.json"),
+    "codex": ("~/.codex/",),
+    "gemini-cli": ("~/.gemini/",),
+    "opencode": ("~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode/"),
+    "cursor": ("~/.cursor/", "~/.config/cursor/"),
+}
+SHARED_WRITABLE: tuple[str, ...] = ("~/.cache/", "~/.npm/")
+
 # Environment passed into the sandbox: exact names, and prefixes ending in "*".
 ENV_ALLOW: tuple[str, ...] = (
     "PATH",
@@ -122,8 +134,8 @@ def allowed_env(
     return {k: v for k, v in env.items() if _match(k, allow) and not _match(k, deny)}
 
 
-# XDG_RUNTIME_DIR inside when the user has none: on the sandbox's private /dev
-# (not /tmp, whose entries on PATH the policy treats as plantable)
+# XDG_RUNTIME_DIR inside when the user has none: a tmpfs on the sandbox's private
+# /dev (not /tmp, whose entries on PATH the policy treats as plantable)
 FALLBACK_RUNTIME = "/dev/tenantry-run"
 
 
@@ -178,6 +190,7 @@ def bwrap_argv(
     extra_hidden: Sequence[str] = (),
     info_fd: int | None = None,
     bind_try: bool = False,
+    keep_visible: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line that runs ``command`` under the profile.
 
@@ -205,17 +218,26 @@ def bwrap_argv(
         "--tmpfs",
         "/dev/shm",  # noqa: S108
     ]
+    if _under(home, "/tmp") and isdir(home):  # noqa: S108 - a home under /tmp (tests, CI)
+        argv += ["--ro-bind", home, home]
     # other users' homes: an empty tmpfs over each parent, the own home bound back
     for parent in HOME_PARENTS:
         if isdir(parent) and home != parent:
             argv += ["--tmpfs", parent]
             if _under(home, parent):
                 argv += ["--ro-bind", home, home]
+            for keep in keep_visible:  # Tenantry's own interpreter, if it lives in a home
+                if _under(keep, parent) and not _under(keep, home) and isdir(keep):
+                    argv += ["--ro-bind", keep, keep]
             argv += ["--remount-ro", parent]
     writable = [paths.project, *paths.scratch]
     for w in writable:
         if w and isdir(w):
             argv += ["--bind", w, w]
+    for entry in (*(e for v in AGENT_STATE.values() for e in v), *SHARED_WRITABLE):
+        path = _expand(entry, home).rstrip("/")
+        if exists(path):
+            argv += ["--bind", path, path]
     hidden_dirs = [_expand(d, home) for d in (*HIDDEN_DIRS, *extra_hidden)]
     hidden_dirs.append(paths.state_dir)
     for d in dict.fromkeys(resolve(d) for d in hidden_dirs if isdir(d)):
@@ -226,10 +248,7 @@ def bwrap_argv(
     # the runtime dir: a fresh tmpfs (no user socket, no ssh/gpg agents) holding
     # only this session's directory, read-only, at the standard socket place
     runtime = paths.inside_runtime
-    if _under(runtime, "/tmp") or _under(runtime, "/dev"):  # noqa: S108
-        argv += ["--dir", runtime]  # inside the sandbox's own /tmp or /dev
-    else:
-        argv += ["--tmpfs", runtime]
+    argv += ["--tmpfs", runtime]  # (on /dev: its own tmpfs, since /dev is noexec)
     argv += [
         "--bind-try" if bind_try else "--ro-bind",
         paths.session_dir,
@@ -246,6 +265,15 @@ def bwrap_argv(
         argv += ["--info-fd", str(info_fd)]
     argv += ["--", *command]
     return argv
+
+
+def own_runtime() -> list[str]:
+    """Directories Tenantry itself runs from (interpreter, packages, source)."""
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    dirs = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, here)}
+    return sorted(dirs)
 
 
 def session_env(

@@ -289,6 +289,7 @@ class SandboxRegistry:
         argv = profile.bwrap_argv(
             bwrap, paths, spec.argv, env,
             extra_hidden=_split(settings.sandbox_hide), bind_try=lease,
+            keep_visible=profile.own_runtime(),
         )  # fmt: skip
         argv[argv.index("--chdir") + 1] = spec.cwd
         return replace(spec, argv=tuple(argv), env={})
