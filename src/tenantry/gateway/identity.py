@@ -18,6 +18,7 @@ import json
 import os
 import pwd
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 from tenantry.errors import PermissionDenied, UsageError
@@ -70,8 +71,9 @@ async def resolve(rt: Runtime, scope: MutableMapping[str, Any], raw_claims: str)
     if isinstance(registry, SandboxRegistry):
         where = str(scope.get(SOCKET_KEY) or "")
         session = registry.by_socket(where) if where else None
-        if session is None and where != rt.settings.socket:
-            session = None  # an unknown socket path: treat as the user's socket below
+        if session is None and where and where != str(Path(rt.settings.socket)):
+            # a session socket whose session is gone: never fall back to claims
+            raise PermissionDenied("this agent session has ended; its socket accepts nothing")
         if session is None:
             session = registry.by_pidns(pid)
         if session is not None:
