@@ -54,15 +54,15 @@ def test_stop_ends_the_whole_tree_within_2s(unix_user: User, tmp_path: Path) -> 
     )
     for p in (project, job):
         os.chown(p, user.uid, user.uid)
-    assert user.tenantry("sessions", cwd=project).returncode == 0
+    # the daemon starts here; enough local slots for the job and the lease's pilot job
+    assert user.tenantry("sessions", cwd=project, TENANTRY_LOCAL_SLOTS="8").returncode == 0
     cmd = ["setpriv", f"--reuid={user.uid}", f"--regid={user.uid}", "--init-groups", user.python]
     cmd += ["-m", "tenantry", "agent", "--agent", "codex", "--", "/bin/sh", "-c", script]
     log = tmp_path / "agent.log"
     agent = subprocess.Popen(cmd, cwd=project, env=user.env(), stderr=log.open("w"), text=True)
     try:
         try:
-            # the lease command is not required: a local pilot may take long to start
-            _wait(lambda: {"3137", "3138", "3139"} <= set(_marked()), 30, "three sleeps to run")
+            _wait(lambda: len(_marked()) == 4, 60, "all four sleeps to run")
         except AssertionError as exc:
             raise AssertionError(f"{exc}: have {_marked()}; {log.read_text()}") from None
         rows = json.loads(user.tenantry("sessions", "--json", cwd=project).stdout)["sessions"]
