@@ -125,4 +125,9 @@ try:
 except OSError as exc:
     report("see other users' homes", False, exc.strerror or "")
 try_write("write in the project (allowed)", os.path.join(os.getcwd(), "ok.txt"))
+# 9. have the daemon run it: commands of a sandboxed session run under the profile
+r = tenantry("run", "--where", "local", "--", "/bin/ls", "-A", os.path.join(STATE, "audit"))
+report("list the audit dir via tenantry run", bool(r.stdout.strip()), r.stdout + r.stderr or "empty")
+r = tenantry("run", "--where", "local", "--", "/bin/grep", "NSpid", "/proc/self/status")
+report("tenantry run outside the PID namespace", r.stdout.split()[1:2] == [], r.stdout)
 print(json.dumps(results))

@@ -64,7 +64,8 @@ def test_scripted_agent_cannot_escape(unix_user: User) -> None:
         assert "humans" in by["resume itself"]
         assert "own socket" in by["register a fresh session"]
         if "real sbatch" in by:
-            assert "munge" in by["real sbatch"].lower()
+            # no MUNGE inside (when slurmctld itself is down, sbatch says so first)
+            assert "munge" in by["real sbatch"].lower() or "controller" in by["real sbatch"]
         # from outside: the session is listed as sandboxed; the forged claim was recorded
         out = user.tenantry("sessions", "--json", cwd=project)
         rows = json.loads(out.stdout)["sessions"]

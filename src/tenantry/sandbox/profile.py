@@ -38,6 +38,7 @@ HIDDEN_DIRS: tuple[str, ...] = (
 # Files replaced by /dev/null (read as empty, cannot be written).
 HIDDEN_FILES: tuple[str, ...] = (
     "/etc/slurm/jwt_hs256.key",
+    "/etc/slurm/slurm.key",  # auth/slurm
     "/etc/slurm/jwt.key",
     "/etc/slurm/slurmdbd.conf",
     "~/.netrc",
