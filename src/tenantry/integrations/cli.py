@@ -90,7 +90,7 @@ def _install(args: argparse.Namespace) -> int:
     if getattr(args, "wrapper", None) and not args.dry_run:
         import sys
 
-        from tenantry.sandbox.wrapper import write_wrappers
+        from tenantry.integrations.wrapper import write_wrappers
 
         agents = list(AGENTS) if args.agent == "all" else [args.agent]
         for w in write_wrappers(agents, args.wrapper, force=args.yes):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tenantry.errors import UsageError
-from tenantry.sandbox.wrapper import MARKER, write_wrappers
+from tenantry.integrations.wrapper import MARKER, write_wrappers
 
 
 def test_wrapper_execs_tenantry_agent_with_the_real_program(tmp_path: Path) -> None:
