@@ -333,6 +333,7 @@ def _sessions(args: argparse.Namespace) -> int:
         rows = [
             [
                 s["agent"],
+                s.get("kind", "-"),
                 s["session"] or "-",
                 s["host"],
                 s["project"] or "-",
@@ -342,7 +343,9 @@ def _sessions(args: argparse.Namespace) -> int:
             ]
             for s in r["sessions"]
         ]
-        return table(rows, ["AGENT", "SESSION", "HOST", "PROJECT", "FIRST", "LAST", "REQUESTS"])
+        return table(
+            rows, ["AGENT", "KIND", "SESSION", "HOST", "PROJECT", "FIRST", "LAST", "REQUESTS"]
+        )
 
     emit(args, res, human)
     return 0

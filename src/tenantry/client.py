@@ -55,7 +55,8 @@ class Client:
         on_warnings: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.autostart = autostart
+        # inside a `tenantry agent` sandbox the session socket is the only daemon
+        self.autostart = autostart and os.environ.get("TENANTRY_AUTOSTART") != "0"
         self.timeout = timeout
         self.claims = claims if claims is not None else client_claims()
         # warnings (budget thresholds, policy notes) that came with the last result

@@ -13,6 +13,14 @@ from tenantry.ops import REGISTRY, OpContext, op, param
 @op("sessions.list", "Principals seen by this daemon and their activity", action="query_jobs")
 async def sessions(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     rows = await ctx.runtime.journal.sessions(uid=ctx.principal.uid)
+    registry = ctx.runtime.sandboxes
+    sandboxed = {s.id: s for s in registry.list()} if registry is not None else {}
+    for row in rows:
+        box = sandboxed.get(str(row.get("session", "")))
+        if box is not None and row.get("agent") == box.agent:
+            row["kind"], row["sandbox_state"] = "sandboxed", box.state
+        else:
+            row["kind"] = "human" if row.get("agent") == "human" else "claimed"
     return {"sessions": rows}
 
 

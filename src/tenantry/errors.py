@@ -18,6 +18,8 @@ a message that says what to do next, and whether retrying may help.
     +-- Unavailable              something we depend on is down (retryable)
     |   +-- DaemonUnavailable    the client cannot reach the daemon
     |   +-- BackendUnavailable   the scheduler/backend cannot be reached
+    |   +-- AuditUnavailable     the audit record cannot be written (action refused)
+    |   +-- SandboxUnavailable   no usable bubblewrap for `tenantry agent`
     +-- BackendError             the backend refused or failed an operation
     |   +-- SubmissionRejected   the scheduler rejected a submission
     +-- LeaseLost                the lease running a command went away
@@ -150,6 +152,22 @@ class StoreError(TenantryError):
 
 class SessionStopped(PermissionDenied):
     code = "session_stopped"
+
+
+class AuditUnavailable(Unavailable):
+    """The audit record of an action could not be written: the action is refused."""
+
+    code = "audit_unavailable"
+
+
+# --- sandbox (agent sessions) -------------------------------------------------
+
+
+class SandboxUnavailable(Unavailable):
+    """No usable bubblewrap (missing, or user namespaces disabled)."""
+
+    code = "sandbox_unavailable"
+    retryable = False
 
 
 # --- report -----------------------------------------------------------------

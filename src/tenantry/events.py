@@ -46,6 +46,9 @@ class EventType(enum.StrEnum):
     SESSION_STOPPED = "session.stopped"
     SESSION_RESUMED = "session.resumed"
     GUARD_FINDING = "guard.finding"
+    SESSION_REGISTERED = "session.registered"
+    SESSION_ENDED = "session.ended"
+    SESSION_CLAIM_IGNORED = "session.claim_ignored"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,10 @@ class Principal:
     session: str = ""
     host: str = ""
     project: str = ""
+    # how the daemon knows who this is: "user" (the user's own socket, no agent
+    # claimed), "claimed" (the user's socket, an agent by its own word) or
+    # "sandboxed" (a session socket of `tenantry agent`: verified)
+    origin: str = "user"
 
     @property
     def is_agent(self) -> bool:
@@ -62,6 +66,7 @@ class Principal:
             session=str(d.get("session", "")),
             host=str(d.get("host", "")),
             project=str(d.get("project", "")),
+            origin=str(d.get("origin", "user")),
         )
 
 

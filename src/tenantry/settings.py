@@ -101,6 +101,21 @@ DECLARED: tuple[Setting, ...] = (
     Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
     Setting("lease_slots", 2, "Commands one lease runs at once (its allocation is slots x shape)."),
     Setting("lease_listen", "127.0.0.1:0", "HOST:PORT where pilots dial back (port 0: any free)."),
+    Setting(
+        "claimed_agents",
+        "agent",
+        "Clients outside any sandbox that say they are agents: agent (the agent rules, never"
+        " a human's) or refuse (only sessions started with `tenantry agent` may act).",
+    ),
+    Setting("sandbox_bwrap", "", "bubblewrap to use for `tenantry agent`; empty = find one."),
+    Setting(
+        "sandbox_env_allow", "", "Comma-separated extra environment names (or PREFIX*) passed in."
+    ),
+    Setting("sandbox_hide", "", "Comma-separated extra directories hidden from agent sessions."),
+    Setting(
+        "sandbox_writable", "", "Comma-separated directories (scratch) agent sessions may write."
+    ),
+    Setting("audit_syslog", False, "Also ship the audit anchor to syslog/journald with `logger`."),
 )
 
 
@@ -149,6 +164,12 @@ class Settings:
     index_watch: bool
     lease_slots: int
     lease_listen: str
+    claimed_agents: str
+    sandbox_bwrap: str
+    sandbox_env_allow: str
+    sandbox_hide: str
+    sandbox_writable: str
+    audit_syslog: bool
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}

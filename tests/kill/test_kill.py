@@ -66,7 +66,11 @@ async def test_stop_persists_across_restart_and_resume(tmp_path: Path) -> None:
     ks = KillSwitch(rt)
     await ks.start()
     summary = await ks.stop("session", "s1", by=HUMAN, owner="alice", reason="runaway")
-    assert summary["principals"] == [] and set(summary["skipped"]) == {"leases", "runner"}
+    assert summary["principals"] == [] and set(summary["skipped"]) == {
+        "sandbox",
+        "leases",
+        "runner",
+    }
     with pytest.raises(SessionStopped, match="runaway") as info:
         await ks.ensure_active(AGENT)
     assert "resume-session s1" in (info.value.hint or "")

@@ -330,3 +330,23 @@ async def test_a_wildcard_listener_is_advertised_by_host_name(stack: Stack) -> N
 
     mgr = await stack.manager(listen_host="0.0.0.0")
     assert mgr.address[0] == socket.getfqdn() and mgr.address[1] > 0
+
+
+async def test_lease_secret_is_in_no_environment_argv_or_readable_file(
+    stack: Stack, alice: Principal, collect: type[Collect]
+) -> None:
+    mgr = await stack.manager()
+    first = await mgr.run(py("print('hi')"), alice, collect())
+    assert first.state == "completed"
+    (lease,) = mgr.leases()
+    live = mgr._live[lease["id"]]
+    secret_file = mgr.dir / f"{lease['id']}.secret"
+    secret = secret_file.read_text().strip()
+    assert secret and secret_file.stat().st_mode & 0o077 == 0
+    pid = live.lease.pid
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        assert secret.encode() not in fh.read(), "secret in the pilot's initial environment"
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        assert secret.encode() not in fh.read(), "secret on the pilot's command line"
+    script = (mgr.dir / f"{lease['id']}.sh").read_text()
+    assert secret not in script

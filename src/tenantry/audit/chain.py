@@ -24,7 +24,7 @@ import hmac
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,15 @@ def load_key(path: Path, *, create: bool) -> bytes | None:
     return bytes.fromhex(path.read_text().strip())
 
 
+def anchor_mac(key: bytes, seq: int, last: str) -> str:
+    """The keyed MAC of an anchor: rewriting ``audit.head`` needs the key."""
+    body = canonical({"anchor": "tenantry-audit", "seq": seq, "hash": last})
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+WRITE_FAILED = "audit.write_failed"
+
+
 def read_head(directory: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((directory / HEAD_NAME).read_text())
@@ -105,6 +114,9 @@ class ChainWriter:
         self.seq = 0
         self.prev = GENESIS
         self._fd: int | None = None
+        # set after a failed write until the next successful one
+        self.failure: dict[str, Any] | None = None
+        self.on_anchor: Callable[[int, str, str], None] | None = None
 
     def open(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -138,6 +150,11 @@ class ChainWriter:
             raise RuntimeError("audit log is not open")
         out: list[dict[str, Any]] = []
         seq, prev = self.seq, self.prev
+        prepended = self.failure is not None
+        if prepended:
+            # the first record after a failed write says what could not be written,
+            # so `verify` tells a write failure from tampering
+            batch = [self.failure_record(), *batch]
         for fields in batch:
             record: dict[str, Any] = {"seq": seq + 1, "ts": round(time.time(), 6)}
             record.update(fields)
@@ -145,16 +162,63 @@ class ChainWriter:
             record["hash"] = record_hash(record, self.key)
             seq, prev = record["seq"], record["hash"]
             out.append(record)
-        os.write(self._fd, b"".join(canonical(r) + b"\n" for r in out))
-        if fsync:
-            os.fsync(self._fd)
+        data = b"".join(canonical(r) + b"\n" for r in out)
+        size = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(28, "short write to the audit log")
+            if fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            # put the file back as it was (a torn line would read as tampering)
+            # and remember the failure for the record that follows it
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            lost = len(batch) - (1 if prepended else 0)
+            self._note_failure(lost, exc)
+            raise
+        self.failure = None
         self.seq, self.prev = seq, prev
-        self._write_head(fsync=fsync)
-        return out
+        with contextlib.suppress(OSError):  # records durable; the next batch rewrites it
+            self._write_head(fsync=fsync)
+        if self.on_anchor is not None:
+            self.on_anchor(self.seq, self.prev, self.head_mac())
+        return out[1:] if prepended else out
+
+    def _note_failure(self, lost: int, exc: OSError) -> None:
+        now = round(time.time(), 6)
+        if self.failure is None:
+            self.failure = {"at_seq": self.seq + 1, "lost": 0, "since": now, "error": ""}
+        self.failure["lost"] += lost
+        self.failure["until"] = now
+        self.failure["error"] = exc.strerror or str(exc)
+
+    def failure_record(self) -> dict[str, Any]:
+        f = dict(self.failure or {})
+        return {
+            "principal": "",
+            "action": WRITE_FAILED,
+            "subject": f"seq {f.get('at_seq')}",
+            "decision": "refused",
+            "rule": "",
+            "input_digest": digest(f),
+            "failure": f,
+        }
+
+    def head_mac(self) -> str:
+        return anchor_mac(self.key, self.seq, self.prev) if self.key else ""
 
     def _write_head(self, *, fsync: bool) -> None:
         tmp = self.dir / (HEAD_NAME + ".tmp")
-        data = {"seq": self.seq, "hash": self.prev, "alg": alg(self.key), "updated": time.time()}
+        data: dict[str, Any] = {
+            "seq": self.seq,
+            "hash": self.prev,
+            "alg": alg(self.key),
+            "updated": time.time(),
+        }
+        if self.key:
+            data["mac"] = self.head_mac()
         with tmp.open("w") as fh:
             json.dump(data, fh)
             fh.flush()
@@ -189,8 +253,20 @@ class Report:
         }
 
 
-def verify(directory: Path, key: bytes | None, *, max_problems: int = 50) -> Report:
-    """Check every record's hash, the chain, the sequence and the anchor."""
+def verify(
+    directory: Path,
+    key: bytes | None,
+    *,
+    max_problems: int = 50,
+    external: tuple[int, str] | None = None,
+    expect_anchor: bool = True,
+) -> Report:
+    """Check every record's hash, the chain, the sequence and the (keyed) anchor.
+
+    ``external`` is an anchor kept elsewhere (syslog/journald): ``(seq, hash)``
+    that record ``seq`` must still have.
+    """
+    hashes: dict[int, str] = {}
     problems: list[dict[str, Any]] = []
 
     def problem(kind: str, line: int, message: str) -> None:
@@ -220,10 +296,26 @@ def verify(directory: Path, key: bytes | None, *, max_problems: int = 50) -> Rep
             problem("chain", n, f"prev hash does not match record before it (seq {seq})")
         if not hmac.compare_digest(str(rec.get("hash", "")), record_hash(rec, key)):
             problem("hash", n, f"record seq {seq} was modified (hash mismatch)")
+        elif rec.get("action") == WRITE_FAILED:
+            raw = rec.get("failure")
+            f: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            warnings.append(
+                f"write failure at seq {f.get('at_seq', seq)}: {f.get('lost', '?')} record(s)"
+                f" could not be written ({f.get('error', 'error')}); the actions were refused"
+            )
         prev = str(rec.get("hash", ""))
         last_hash = prev
+        if isinstance(seq, int) and external is not None and seq == external[0]:
+            hashes[seq] = prev
         expect_seq = (seq + 1) if isinstance(seq, int) else expect_seq + 1
     head_seq: int | None = None
+    if head is None and not count and key is not None and expect_anchor:
+        problem(
+            "missing",
+            0,
+            "the audit log and its anchor are both gone, but the audit key exists"
+            " (records were written with it): the log was deleted",
+        )
     if head is None:
         if count:
             problem("anchor", 0, "the anchor file audit.head is missing")
@@ -248,4 +340,24 @@ def verify(directory: Path, key: bytes | None, *, max_problems: int = 50) -> Rep
             warnings.append(f"{last_seq - head_seq} record(s) after the anchored head (in flight)")
         elif head.get("hash") != last_hash:
             problem("anchor", 0, "the last record's hash differs from the anchored head")
+        if key is not None:
+            mac = str(head.get("mac", ""))
+            want = anchor_mac(key, head_seq, str(head.get("hash", "")))
+            if not hmac.compare_digest(mac, want):
+                problem(
+                    "anchor",
+                    0,
+                    "the anchor's MAC is wrong: audit.head was rewritten without the key",
+                )
+    if external is not None:
+        ext_seq, ext_hash = external
+        got = hashes.get(ext_seq)
+        if got is None:
+            problem(
+                "external",
+                0,
+                f"the external anchor names seq {ext_seq}; the log has no such record",
+            )
+        elif not hmac.compare_digest(got, ext_hash):
+            problem("external", 0, f"record seq {ext_seq} differs from the external anchor")
     return Report(not problems, count, alg(key), head_seq, problems, warnings)

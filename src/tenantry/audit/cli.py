@@ -39,6 +39,12 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _location(v)
+    v.add_argument(
+        "--anchor",
+        metavar="SEQ:HASH",
+        help="an anchor kept elsewhere (from syslog/journald: `journalctl -t tenantry-audit`)"
+        " that record SEQ must still match",
+    )
     add_json(v)
     v.set_defaults(handler=_verify)
     s = asub.add_parser(
@@ -81,9 +87,16 @@ def _open(args: argparse.Namespace) -> tuple[Any, bytes | None]:
 
 def _verify(args: argparse.Namespace) -> int:
     from tenantry.audit.chain import verify
+    from tenantry.errors import UsageError
 
     directory, key = _open(args)
-    report = verify(directory, key)
+    external = None
+    if args.anchor:
+        seq, _, digest = args.anchor.partition(":")
+        if not seq.isdigit() or len(digest) != 64:
+            raise UsageError("--anchor wants SEQ:HASH (64 hex digits), as shipped to syslog")
+        external = (int(seq), digest)
+    report = verify(directory, key, external=external)
 
     def human(d: dict[str, Any]) -> str:
         if d["ok"]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tenantry.audit.chain import KEY_NAME, ChainWriter, digest, load_key
+from tenantry.errors import AuditUnavailable
 from tenantry.events import Event
 from tenantry.models import Principal
 from tenantry.service.runtime import Runtime
@@ -56,6 +58,8 @@ class AuditLog:
             key = load_key(self.key_path, create=True) if self.key_path else None
             writer = ChainWriter(self.dir, key)
             writer.open()
+            if self.runtime.settings.audit_syslog:
+                writer.on_anchor = ship_anchor
             return writer
 
         self._writer = await asyncio.to_thread(open_writer)
@@ -91,11 +95,17 @@ class AuditLog:
                 records = await asyncio.to_thread(
                     writer.append_many, [f for f, _ in work], fsync=self.fsync
                 )
-            except OSError as exc:  # keep serving; the next verify shows the gap
+            except OSError as exc:  # fail closed: gated actions are refused until it works
                 log.error("audit log write failed: %s", exc)
+                err = AuditUnavailable(
+                    f"the audit log cannot be written ({exc.strerror or exc}): the action is"
+                    " refused, since it could not be recorded",
+                    hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
+                )
                 for _, fut in work:
                     if not fut.done():
-                        fut.set_exception(exc)
+                        fut.set_exception(err)
+                        fut.exception()  # bus records have no waiter: mark it retrieved
                 continue
             for (_, fut), rec in zip(work, records, strict=True):
                 if not fut.done():
@@ -125,8 +135,12 @@ class AuditLog:
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
     ) -> list[str]:
-        """Per-request hook, run after the checks passed: one record per allowed request."""
-        self._enqueue(_fields(principal, f"op:{op_name}", params, "allow", action or "", ""))
+        """Per-request hook, run after the checks passed: one record per allowed request.
+
+        It waits until the record is durable: an action that cannot be recorded
+        is refused (``AuditUnavailable``).
+        """
+        await self._enqueue(_fields(principal, f"op:{op_name}", params, "allow", action or "", ""))
         return []
 
     async def record(
@@ -153,6 +167,20 @@ def _fields(
         "rule": rule,
         "input_digest": digest(input),
     }
+
+
+def ship_anchor(seq: int, last: str, mac: str) -> None:
+    """Send the anchor to syslog/journald (``logger``), out of the user's reach."""
+    msg = f"tenantry audit anchor seq={seq} hash={last}" + (f" mac={mac}" if mac else "")
+    try:
+        subprocess.run(
+            ["logger", "-t", "tenantry-audit", "--", msg],
+            check=False,
+            timeout=5,
+            capture_output=True,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("cannot ship the audit anchor to syslog: %s", exc)
 
 
 def create(runtime: Runtime) -> AuditLog:

@@ -60,6 +60,8 @@ class CommandService:
 
     async def run(self, p: Principal, spec: CommandSpec, sink: Sink) -> CommandResult:
         where = self._where(spec)
+        if self.rt.sandboxes is not None:  # a sandboxed session's commands run under its profile
+            spec = self.rt.sandboxes.confine(spec, p, where)
         cid = uuid.uuid4().hex[:12]
         await self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
         await self.rt.emit(

@@ -12,7 +12,6 @@ import importlib
 import json
 import logging
 import os
-import pwd
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -35,11 +34,12 @@ from tenantry.errors import (
     UsageError,
 )
 from tenantry.events import Bus, Event, EventType
-from tenantry.gateway.peercred import PEER_KEY
+from tenantry.gateway.identity import resolve
 from tenantry.jobs.service import JobService
-from tenantry.models import AgentProduct, Principal
+from tenantry.models import Principal
 from tenantry.ops import REGISTRY, Op, OpContext
 from tenantry.runner import LocalRunner
+from tenantry.sandbox.registry import SandboxRegistry
 from tenantry.service.runtime import Component, Runtime
 from tenantry.settings import Settings
 from tenantry.store.journal import Journal
@@ -59,6 +59,7 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.memory.ops",
     "tenantry.index.ops",
     "tenantry.leases.ops",
+    "tenantry.sandbox.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
@@ -66,6 +67,7 @@ OP_MODULES: tuple[str, ...] = (
 # (rt.gates, rt.leases, ...: tenantry.service.seams) and returns the component.
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("metrics", "tenantry.integrations.metrics:create"),
+    ("sandbox", "tenantry.sandbox.registry:create"),
     ("audit", "tenantry.audit.component:create"),
     ("kill", "tenantry.kill.component:create"),
     ("policy", "tenantry.policy.component:create"),
@@ -77,7 +79,6 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
 MAX_BODY = 8 * 1024 * 1024
-_CLAIM_MAX = 200
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -139,50 +140,10 @@ async def open_runtime(
             await bus.publish(Event(EventType.DAEMON_STOPPED, "", str(os.getpid()), "ok"))
 
 
-def _claims(request: Request) -> dict[str, str]:
-    raw = request.headers.get(PRINCIPAL_HEADER, "{}")
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise UsageError("the principal header is not valid JSON") from exc
-    if not isinstance(data, dict):
-        raise UsageError("the principal header must be a JSON object")
-    out: dict[str, str] = {}
-    for key in ("agent", "session", "host", "project"):
-        value = data.get(key, "")
-        if not isinstance(value, str) or len(value) > _CLAIM_MAX:
-            raise UsageError(f"principal field {key!r} must be a string of <= {_CLAIM_MAX} chars")
-        out[key] = value
-    return out
-
-
-def principal_of(request: Request) -> Principal:
-    peer = request.scope.get(PEER_KEY)
-    if peer is None:
-        raise PermissionDenied("the caller's identity cannot be read from this connection")
-    _pid, uid, _gid = peer
-    if uid != os.getuid():
-        raise PermissionDenied(
-            f"this daemon serves uid {os.getuid()} only (user mode); you are uid {uid}",
-            hint="use your own daemon: unset TENANTRY_SOCKET or point it at your own socket",
-        )
-    claims = _claims(request)
-    try:
-        agent = AgentProduct(claims["agent"] or "human")
-    except ValueError:
-        agent = AgentProduct.OTHER_AGENT
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    return Principal(
-        uid=uid,
-        user=user,
-        agent=agent,
-        session=claims["session"],
-        host=claims["host"],
-        project=claims["project"],
-    )
+async def principal_of(request: Request) -> Principal:
+    """The caller's principal: from the socket it came on (see ``gateway.identity``)."""
+    rt: Runtime = request.app.state.runtime
+    return await resolve(rt, request.scope, request.headers.get(PRINCIPAL_HEADER, "{}"))
 
 
 def envelope(err: TenantryError) -> JSONResponse:
@@ -210,7 +171,7 @@ async def op_endpoint(request: Request) -> Response:
     name = request.path_params["name"]
     p: Principal | None = None
     try:
-        p = principal_of(request)
+        p = await principal_of(request)
         op = REGISTRY.get(name)
         if op is None:
             raise NotFound(f"unknown operation {name!r}", hint="see facility.info for the list")
@@ -318,6 +279,10 @@ def create_app(settings: Settings, backend: Backend | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_runtime(settings, backend) as rt:
             app.state.runtime = rt
+            listener = getattr(app.state, "session_listener", None)
+            sandbox = rt.components.get("sandbox")
+            if listener is not None and isinstance(sandbox, SandboxRegistry):
+                await sandbox.attach_listener(listener.listen)
             app.state.started = time.time()
             yield
 

@@ -15,6 +15,9 @@ from typing import Any
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 PEER_KEY = "tenantry.peer"
+# the path of the listening socket the connection arrived on: the daemon's own
+# socket, or one sandboxed session's socket (which *is* that session's identity)
+SOCKET_KEY = "tenantry.socket"
 _UCRED = struct.Struct("3i")
 
 
@@ -32,11 +35,16 @@ class PeerCredProtocol(H11Protocol):
         super().connection_made(transport)
         sock = transport.get_extra_info("socket")
         cred = peer_credentials(sock) if sock is not None else None
+        where = ""
+        if sock is not None and sock.family == socket.AF_UNIX:
+            name = sock.getsockname()
+            where = name if isinstance(name, str) else ""
         inner = self.app
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             scope = dict(scope)
             scope[PEER_KEY] = cred
+            scope[SOCKET_KEY] = where
             await inner(scope, receive, send)
 
         self.app = app

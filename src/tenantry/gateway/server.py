@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from pathlib import Path
 from typing import IO, Any
 
@@ -107,6 +107,7 @@ async def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
+    app.state.session_listener = SessionListener(server)
     http = _http_server(settings, app) if settings.http else None
     http_task = asyncio.create_task(http[0].serve(sockets=[http[1]])) if http else None
     log.info(
@@ -127,6 +128,40 @@ async def serve(settings: Settings) -> None:
             if sock_path.exists():
                 sock_path.unlink()
         lock.close()
+
+
+class SessionListener:
+    """Binds per-session sockets served by the same app and protocol as the main one.
+
+    Sandboxed agent sessions each get one (``sandbox.registry``); a connection on
+    it carries the socket's path in its scope, which names the session.
+    """
+
+    def __init__(self, server: uvicorn.Server) -> None:
+        self.server = server
+
+    async def listen(self, path: Path) -> Callable[[], Awaitable[None]]:
+        server = self.server
+        config = server.config
+        sock = bind_socket(path)
+
+        def factory(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            proto: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=server.server_state,
+                app_state=server.lifespan.state,
+                _loop=_loop,
+            )
+            return proto
+
+        listener = await asyncio.get_running_loop().create_server(factory, sock=sock)
+
+        async def close() -> None:
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+        return close
 
 
 class _QuietServer(uvicorn.Server):

@@ -61,6 +61,13 @@ def register(sub: Any) -> None:
         p.add_argument("--yes", "-y", action="store_true", help="write without asking")
         p.add_argument("--root", help="prefix for --system paths (packaging and tests)")
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        if not remove:
+            p.add_argument(
+                "--wrapper",
+                metavar="DIR",
+                help="also write a wrapper per agent into DIR (put it first on PATH) so that"
+                " starting the agent starts a sandboxed `tenantry agent` session",
+            )
         p.set_defaults(handler=_uninstall if remove else _install)
     h: argparse.ArgumentParser = sub.add_parser(
         "hook",
@@ -80,6 +87,18 @@ def _hook(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
+    if getattr(args, "wrapper", None) and not args.dry_run:
+        import sys
+
+        from tenantry.integrations.wrapper import write_wrappers
+
+        agents = list(AGENTS) if args.agent == "all" else [args.agent]
+        for w in write_wrappers(agents, args.wrapper, force=args.yes):
+            sys.stderr.write(
+                f"wrapper {w['wrapper']} -> tenantry agent -- {w['real']}\n"
+                if "wrapper" in w
+                else f"no wrapper for {w['agent']}: {w['skipped']}\n"
+            )
     return _run(args, remove=False)
 
 

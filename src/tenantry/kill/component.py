@@ -281,12 +281,29 @@ class KillSwitch:
     async def _sweep(self, principals: dict[str, int]) -> dict[str, Any]:
         summary: dict[str, Any] = {
             "jobs_cancelled": [],
+            "sandboxes_killed": 0,
             "leases_drained": 0,
             "commands_ended": 0,
             "skipped": [],
             "errors": [],
         }
         keys = sorted(principals)
+        # first the sandboxes (one signal ends each whole tree), then the rest
+        leases, runner, boxes = self.runtime.leases, self.runtime.runner, self.runtime.sandboxes
+        stoppers: tuple[tuple[str, Callable[[str], Awaitable[int]] | None, str], ...] = (
+            ("sandbox", boxes.kill_principal if boxes else None, "sandboxes_killed"),
+            ("leases", leases.drain_principal if leases else None, "leases_drained"),
+            ("runner", runner.kill_principal if runner else None, "commands_ended"),
+        )
+        for comp_name, stop, field in stoppers:
+            if stop is None:
+                summary["skipped"].append(comp_name)
+                continue
+            for key in keys:
+                try:
+                    summary[field] += int(await stop(key))
+                except Exception as exc:
+                    summary["errors"].append(f"{comp_name} {key}: {exc}")
         marks = ",".join("?" * len(keys))
         active = [s.value for s in JobState if not s.terminal]
         sql = (
@@ -302,20 +319,6 @@ class KillSwitch:
                 summary["jobs_cancelled"].append(str(row["id"]))
             except Exception as exc:  # report and go on: the other parts still have to stop
                 summary["errors"].append(f"job {row['id']}: {exc}")
-        leases, runner = self.runtime.leases, self.runtime.runner
-        stoppers: tuple[tuple[str, Callable[[str], Awaitable[int]] | None, str], ...] = (
-            ("leases", leases.drain_principal if leases else None, "leases_drained"),
-            ("runner", runner.kill_principal if runner else None, "commands_ended"),
-        )
-        for comp_name, stop, field in stoppers:
-            if stop is None:
-                summary["skipped"].append(comp_name)
-                continue
-            for key in keys:
-                try:
-                    summary[field] += int(await stop(key))
-                except Exception as exc:
-                    summary["errors"].append(f"{comp_name} {key}: {exc}")
         return summary
 
     async def _cancel_job(self, job_id: str, backend_id: str, key: str, uid: int) -> None:

@@ -49,7 +49,6 @@ from tenantry.leases.state import Cmd, Live, Sink, Tail, fail, key_hex
 from tenantry.leases.store import LeaseStore
 from tenantry.models import CommandResult, CommandSpec, JobSpec, Principal
 from tenantry.pilot import protocol as p
-from tenantry.pilot.worker import SECRET_ENV
 from tenantry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -352,7 +351,10 @@ class LeaseManager(PilotLinks):
             name=f"tenantry-lease-{lease.id}",
             resources=lease.key.allocation(lease.slots, time_s),
             output=str(self.dir / f"{lease.id}.out"),
-            env={SECRET_ENV: live.secret},
+            # no secret in the job's environment: Slurm keeps job environments
+            # (scontrol, accounting with job_env) and /proc/<pid>/environ shows
+            # them to any process of the user; the pilot reads the 0600 file,
+            # which lives in the state directory that sandboxes cannot see
         )
         live.secret = ""
         try:

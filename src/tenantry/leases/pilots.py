@@ -76,6 +76,7 @@ class PilotLinks:
         except (TimeoutError, OSError, TenantryError) as exc:
             log.info("pilot connection ended: %s", exc)
         finally:
+            p.unseal(reader, writer)
             writer.close()
             if live is not None and live.writer is writer:
                 live.writer = None
@@ -104,6 +105,10 @@ class PilotLinks:
             p.send(writer, p.Reject(reason="authentication failed"))
             await writer.drain()
             return None
+        p.seal(
+            reader, writer, key, me="daemon", lease=hello.lease,
+            pilot_nonce=hello.nonce, daemon_nonce=nonce,
+        )  # fmt: skip
         return live
 
     async def _welcome(self, live: Live, hello: p.Hello, writer: asyncio.StreamWriter) -> None:

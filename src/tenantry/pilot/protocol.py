@@ -25,8 +25,14 @@ Authentication is mutual and the secret never travels: both sides hold
 ``key = sha256(secret)``; the daemon proves it with
 ``HMAC(key, "daemon", lease, nonce, nonce')`` in its welcome (a pilot never
 runs commands for a process that merely squats on the daemon's port), and the
-pilot answers with ``HMAC(key, "pilot", lease, nonce', nonce)``. Messages after
-that are not encrypted: on a network that is not trusted, tunnel the link.
+pilot answers with ``HMAC(key, "pilot", lease, nonce', nonce)``. From then on
+the link is *sealed* (``seal``): every message carries a counter ``n`` and a
+``mac`` keyed with ``HMAC(key, "link", lease, nonce, nonce')`` over the
+sender's role, the counter and the message, so a message injected, replayed,
+reordered or reflected by anyone without the lease key is refused, for the
+whole connection and not only the handshake. (Only a ``reject`` may arrive
+unsealed: it just ends the connection.) Messages are not encrypted: on a
+network that is not trusted, tunnel the link.
 
 ``encode``/``decode`` are pure; ``recv``/``send`` are the thin stream edge.
 Standard library only: the pilot runs inside allocations with no extra packages.
@@ -442,6 +448,85 @@ def decode(line: bytes) -> Message:
     return from_dict(d)
 
 
+# -- sealed links (every message authenticated) ---------------------------------------
+
+
+class Seal:
+    """One direction pair of a sealed link: counters and the link key."""
+
+    __slots__ = ("key", "me", "peer", "recv_n", "send_n")
+
+    def __init__(self, key: bytes, me: str, peer: str) -> None:
+        self.key, self.me, self.peer = key, me, peer
+        self.send_n = 0
+        self.recv_n = 0
+
+    def mac(self, role: str, body: dict[str, Any]) -> str:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hmac.new(self.key, f"{role}\n".encode() + text.encode(), hashlib.sha256).hexdigest()
+
+    def close(self, msg: Message) -> bytes:
+        self.send_n += 1
+        body = {"v": VERSION, "t": msg.t, **to_dict(msg), "n": self.send_n}
+        body["mac"] = self.mac(self.me, body)
+        line = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(line) >= MAX_LINE:
+            raise PilotProtocolError(f"{msg.t} message of {len(line)} bytes exceeds {MAX_LINE}")
+        return line + b"\n"
+
+    def open(self, line: bytes) -> Message:
+        try:
+            d = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PilotProtocolError(f"pilot message is not JSON: {exc}") from exc
+        if not isinstance(d, dict):
+            raise PilotProtocolError("pilot message must be a JSON object")
+        given = d.pop("mac", None)
+        if given is None and d.get("t") == "reject":
+            return from_dict(d)
+        if not isinstance(given, str) or not hmac.compare_digest(given, self.mac(self.peer, d)):
+            raise PilotProtocolError("unauthenticated pilot-link message (bad or missing MAC)")
+        if d.get("n") != self.recv_n + 1:
+            raise PilotProtocolError("pilot-link message out of order or replayed")
+        self.recv_n += 1
+        return from_dict(d)
+
+
+def link_key(key: bytes, lease: str, pilot_nonce: str, daemon_nonce: str) -> bytes:
+    msg = "\n".join(("link", lease, pilot_nonce, daemon_nonce)).encode()
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+_SEALS: dict[int, tuple[Any, Seal]] = {}
+
+
+def seal(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    key: bytes,
+    *,
+    me: str,
+    lease: str,
+    pilot_nonce: str,
+    daemon_nonce: str,
+) -> None:
+    """From now on, every message on this connection is MAC'd and checked."""
+    peer = "daemon" if me == "pilot" else "pilot"
+    s = Seal(link_key(key, lease, pilot_nonce, daemon_nonce), me, peer)
+    for end in (reader, writer):
+        _SEALS[id(end)] = (end, s)
+
+
+def unseal(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    for end in (reader, writer):
+        _SEALS.pop(id(end), None)
+
+
+def _seal_of(end: Any) -> Seal | None:
+    entry = _SEALS.get(id(end))
+    return entry[1] if entry is not None and entry[0] is end else None
+
+
 # -- stream edge --------------------------------------------------------------------
 
 
@@ -455,9 +540,13 @@ async def recv(reader: asyncio.StreamReader) -> Message | None:
         return None
     except asyncio.LimitOverrunError as exc:
         raise PilotProtocolError(f"message exceeds {MAX_LINE} bytes") from exc
-    return decode(line)
+    if len(line) > MAX_LINE:
+        raise PilotProtocolError(f"message of {len(line)} bytes exceeds {MAX_LINE}")
+    sealed = _seal_of(reader)
+    return sealed.open(line) if sealed is not None else decode(line)
 
 
 def send(writer: asyncio.StreamWriter, msg: Message) -> None:
     """Queue one message on the stream (the caller drains the writer)."""
-    writer.write(encode(msg))
+    sealed = _seal_of(writer)
+    writer.write(sealed.close(msg) if sealed is not None else encode(msg))

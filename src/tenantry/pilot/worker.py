@@ -219,6 +219,10 @@ class Pilot:
                 # not our daemon (or not our secret): never take work from it
                 raise PilotProtocolError("the daemon did not prove the lease key")
             p.send(writer, p.Auth(proof=p.proof(key, "pilot", self.cfg.lease, first.nonce, nonce)))
+            p.seal(
+                reader, writer, key, me="pilot", lease=self.cfg.lease,
+                pilot_nonce=nonce, daemon_nonce=first.nonce,
+            )  # fmt: skip
             self._heartbeat_s = first.heartbeat_s
             self._heard = time.monotonic()
             self._writer = writer
@@ -230,6 +234,7 @@ class Pilot:
             finally:
                 beat.cancel()
         finally:
+            p.unseal(reader, writer)
             if self._writer is not None:
                 self._online_at = time.monotonic()
             self._writer = None

@@ -22,6 +22,7 @@ from tenantry.service.seams import (
     Gate,
     LeaseRunner,
     LessonSource,
+    Sandboxes,
     StatusSource,
 )
 from tenantry.settings import Settings
@@ -54,6 +55,7 @@ class Runtime:
         self.lessons: LessonSource | None = None
         self.budgets: StatusSource | None = None
         self.flags: FlagSink | None = None
+        self.sandboxes: Sandboxes | None = None
 
     def component(self, name: str, kind: type[T]) -> T:
         comp = self.components.get(name)

@@ -8,6 +8,7 @@ component factory. The type checker therefore sees both sides of every seam.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from tenantry.models import CommandResult, CommandSpec, Principal
@@ -85,3 +86,28 @@ class FlagSink(Protocol):
     """Told when a session received instruction-like content, so what it does next is held."""
 
     def note_flagged(self, principal: Principal) -> None: ...
+
+
+class SandboxView(Protocol):
+    """What other concepts read of one sandboxed agent session."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def agent(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+
+class Sandboxes(Protocol):
+    """The registry of sandboxed sessions: confines their commands, ends their trees."""
+
+    def confine(self, spec: CommandSpec, p: Principal, where: str = "local") -> CommandSpec: ...
+
+    async def kill_principal(self, key: str) -> int:
+        """End every sandbox of the principal ``key``; return how many."""
+        ...
+
+    def list(self) -> Sequence[SandboxView]: ...

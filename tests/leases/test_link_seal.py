@@ -1,0 +1,50 @@
+"""Every pilot-link message after the handshake is authenticated, not only the handshake."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tenantry.errors import PilotProtocolError
+from tenantry.pilot import protocol as p
+
+
+def _pair() -> tuple[p.Seal, p.Seal]:
+    k = p.link_key(p.key_of("secret"), "l-1", "pn", "dn")
+    return p.Seal(k, "daemon", "pilot"), p.Seal(k, "pilot", "daemon")
+
+
+def test_sealed_messages_pass_in_order() -> None:
+    daemon, pilot = _pair()
+    msg = p.Exit(id="c-1", state="completed", code=0)
+    assert daemon.open(pilot.close(msg)) == msg
+    run = p.Run(id="c-2", argv=("true",), cwd="/", env={}, timeout_s=None)
+    assert isinstance(pilot.open(daemon.close(run)), p.Run)
+
+
+def test_forged_unsealed_message_is_refused() -> None:
+    daemon, _pilot = _pair()
+    forged = p.encode(p.Exit(id="c-1", state="completed", code=0))  # no key: no MAC
+    with pytest.raises(PilotProtocolError, match="unauthenticated"):
+        daemon.open(forged)
+
+
+def test_tampered_replayed_and_reflected_messages_are_refused() -> None:
+    daemon, pilot = _pair()
+    line = pilot.close(p.Output(id="c-1", stream="stdout", data=b"ok"))
+    d = json.loads(line)
+    d["data"] = "ZmFrZQ=="  # forged output, old MAC
+    with pytest.raises(PilotProtocolError, match="unauthenticated"):
+        daemon.open(json.dumps(d).encode())
+    assert isinstance(daemon.open(line), p.Output)
+    with pytest.raises(PilotProtocolError, match="replayed"):
+        daemon.open(line)
+    own = daemon.close(p.Cancel(id="c-1"))
+    with pytest.raises(PilotProtocolError, match="unauthenticated"):
+        daemon.open(own)  # the daemon's own message sent back to it
+
+
+def test_a_reject_may_arrive_unsealed() -> None:
+    _daemon, pilot = _pair()
+    assert isinstance(pilot.open(p.encode(p.Reject(reason="authentication failed"))), p.Reject)

@@ -1,0 +1,80 @@
+"""Identity on the user's socket: claimed agents, and the facility's `claimed_agents`."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry.errors import PermissionDenied
+from tenantry.sandbox import profile
+
+
+def test_claimed_agent_is_an_agent_and_cannot_register_or_resume(start_daemon: Any) -> None:
+    d = start_daemon()
+    agent = d.client(agent="codex", session="s1")
+    rows = agent.call("sessions.list", {})["sessions"]
+    assert {"agent": "codex", "kind": "claimed"}.items() <= next(
+        r for r in rows if r["agent"] == "codex"
+    ).items()
+    with pytest.raises(PermissionDenied, match="own socket"):
+        agent.call("sandbox.register", {"agent": "codex"})
+    with pytest.raises(PermissionDenied, match="humans"):
+        agent.call("admin.resume_session", {"session": "s1"})
+
+
+def test_facility_can_refuse_claimed_agents(start_daemon: Any) -> None:
+    d = start_daemon(TENANTRY_CLAIMED_AGENTS="refuse")
+    with pytest.raises(PermissionDenied, match="sandboxed sessions") as info:
+        d.client(agent="claude-code", session="x").call("sessions.list", {})
+    assert "tenantry agent" in (info.value.hint or "")
+    assert d.client().call("sessions.list", {})["sessions"] is not None  # the human still works
+
+
+def test_profile_hides_state_and_credentials_and_filters_env(tmp_path: Path) -> None:
+    home, proj, state = tmp_path / "home", tmp_path / "home" / "p", tmp_path / "state"
+    for d in (home / ".ssh", proj, state):
+        d.mkdir(parents=True)
+    paths = profile.SessionPaths(
+        home=str(home), project=str(proj), state_dir=str(state),
+        session_dir=str(tmp_path / "sess"), inside_runtime="/run/user/1",
+    )  # fmt: skip
+    env = profile.session_env(
+        {"PATH": "/usr/bin", "SSH_AUTH_SOCK": "/x", "TENANTRY_AGENT": "human", "LANG": "C"},
+        paths, session="sb-1", agent="codex", project="",
+    )  # fmt: skip
+    assert env["TENANTRY_AGENT"] == "codex" and "SSH_AUTH_SOCK" not in env
+    assert env["TENANTRY_SOCKET"] == "/run/user/1/tenantry/sock"
+    argv = profile.bwrap_argv("bwrap", paths, ["true"], env)
+    joined = " ".join(argv)
+    for hidden in (str(state), str(home / ".ssh")):
+        assert f"--tmpfs {hidden} --remount-ro {hidden}" in joined
+    assert f"--bind {proj} {proj}" in joined
+    for flag in ("--unshare-pid", "--new-session", "--die-with-parent", "--clearenv"):
+        assert flag in argv
+    assert argv[-2:] == ["--", "true"]
+
+
+def test_syslog_shipping_calls_logger_with_the_anchor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenantry.audit.chain import ChainWriter
+    from tenantry.audit.component import ship_anchor
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    out = tmp_path / "logged"
+    fake = bin_dir / "logger"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {out}\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    w = ChainWriter(tmp_path / "audit", b"k" * 32)
+    w.open()
+    w.on_anchor = ship_anchor
+    rec = w.append({"action": "op:x"}, fsync=False)
+    w.close()
+    line = out.read_text()
+    assert "-t tenantry-audit" in line and f"seq=1 hash={rec['hash']} mac=" in line
