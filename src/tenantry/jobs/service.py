@@ -445,7 +445,8 @@ class JobService:
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
         lines = data.decode("utf-8", errors="replace").splitlines()
-        if tail > 0:
+        cut = tail > 0 and len(lines) > tail
+        if cut:
             lines = lines[-tail:]
         return {
             "job": job.id,
@@ -453,7 +454,7 @@ class JobService:
             "size": size,
             "lines": len(lines),
             "text": "\n".join(lines),
-            "truncated": size > len(data) or tail > 0,
+            "truncated": size > len(data) or cut,
             "origin": "job-output",
             "untrusted": True,
         }
