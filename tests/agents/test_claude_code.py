@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from tests.agents.harness import Sandbox, cli_path
 from tests.agents.fake_model import FakeModel, Step
+from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]

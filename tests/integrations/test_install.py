@@ -152,6 +152,8 @@ def test_claude_user_keeps_the_big_state_file(tgt: Any) -> None:
 @pytest.mark.parametrize("scope", ["project", "user", "system"])
 def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.setenv("TENANTRY_STATE_DIR", "/srv/state")
+    monkeypatch.setenv("TENANTRY_SOCKET", "/run/t/sock")
     t = tgt(scope)
     d = {
         "project": t.project / ".codex",
@@ -174,7 +176,13 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text = (d / "config.toml").read_text()
     assert text.startswith(user_toml)  # comments and layout kept
     cfg = tomllib.loads(text)
-    assert cfg["mcp_servers"]["tenantry"] == {"command": EXE[0], "args": ["mcp"]}
+    server = cfg["mcp_servers"]["tenantry"]
+    assert (server["command"], server["args"]) == (EXE[0], ["mcp"])
+    # Codex passes MCP servers almost no environment: forward what finds the daemon,
+    # and pin it where the install knows it (a user's own config)
+    assert {"XDG_RUNTIME_DIR", "TENANTRY_SOCKET"} <= set(server["env_vars"])
+    pinned = {"TENANTRY_SOCKET": "/run/t/sock", "TENANTRY_STATE_DIR": "/srv/state"}
+    assert server["env"] == {"TENANTRY_AGENT": "codex", **(pinned if scope == "user" else {})}
     assert cfg["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     hooks = js(d / "hooks.json")["hooks"]
     assert ours(hooks["PreToolUse"], "codex")[0]["matcher"] == "Bash"

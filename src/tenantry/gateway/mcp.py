@@ -80,8 +80,23 @@ class _Forwarder:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = AsyncClient(settings)
+        self._sessions = str(settings.state_path / "agent-sessions")
+        self._told = bool(self.client.claims.get("session"))
+
+    def _claim_session(self) -> None:
+        """Take the session id the agent's hook recorded when the agent gives us none."""
+        if self._told:
+            return
+        from tenantry.integrations.agent_session import lookup
+
+        agent, session = lookup(self._sessions)
+        if session:
+            if self.client.claims.get("agent") in ("", "human"):
+                self.client.claims["agent"] = agent
+            self.client.claims["session"] = session
 
     async def call(self, op: str, params: dict[str, Any]) -> Any:
+        self._claim_session()
         try:
             result, warnings = await self.client.call(op, params)
         except TenantryError as err:
@@ -93,6 +108,7 @@ class _Forwarder:
     async def stream(
         self, op: str, params: dict[str, Any], on_chunk: Callable[[dict[str, Any]], Any]
     ) -> dict[str, Any]:
+        self._claim_session()
         result: dict[str, Any] = {}
         warnings: list[str] = []
         try:

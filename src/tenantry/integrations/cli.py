@@ -158,6 +158,10 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
     for c in report["changes"]:
         c["backup"] = backups.get(c["path"], "")
     report["applied"] = True
+    if not remove and "codex" in agents:
+        from tenantry.integrations.agents.codex import TRUST_NOTE
+
+        report["next_steps"] = [TRUST_NOTE]
     emit(args, report, _human)
     return 0
 
@@ -169,4 +173,5 @@ def _human(report: dict[str, Any]) -> str:
         lines.append(f"{c['action']:8} {c['path']}{extra}")
     verb = "removed from" if report["action"] == "uninstall" else "installed for"
     lines.append(f"tenantry {verb} {report['agent']} ({report['scope']})")
+    lines.extend(f"next: {step}" for step in report.get("next_steps", []))
     return "\n".join(lines)

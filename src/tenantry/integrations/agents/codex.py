@@ -12,6 +12,12 @@
   (whose timeout Codex caps at 3 s). Codex accepts only a
   ``deny`` verdict from PreToolUse (``tenantry hook`` renders asks as denies).
 - Rules: the site-rules block in ``AGENTS.md`` (project root or Codex home).
+- Codex hands an MCP server only a few variables, so the entry forwards the
+  ones that locate the daemon (``env_vars``) and, for a user install, pins the
+  socket and state directory (``env``). ``TENANTRY_AGENT`` names the product;
+  the session id comes from the hook's record (``agent_session``). Codex
+  ignores new hooks until they are trusted in its ``/hooks`` screen: the
+  installer says so (``TRUST_NOTE``).
 """
 
 from __future__ import annotations
@@ -64,9 +70,30 @@ def _set_server(doc: Any, entry: dict[str, Any] | None) -> None:
     servers[SERVER] = table
 
 
+# Codex starts MCP servers with only a few variables: forward the ones Tenantry
+# finds its daemon by (and pin them for a user install, where they are known)
+FORWARD = ("XDG_RUNTIME_DIR", "XDG_STATE_HOME", "TENANTRY_SOCKET", "TENANTRY_STATE_DIR")
+
+TRUST_NOTE = (
+    "Codex runs newly installed hooks only after you trust them: start `codex`, open"
+    " /hooks and trust the tenantry hooks (until then shell commands bypass Tenantry)."
+)
+
+
 def server_entry(t: Target) -> dict[str, Any]:
     argv = t.argv0
-    return {"command": argv[0], "args": [*argv[1:], "mcp"]}
+    env = {"TENANTRY_AGENT": AGENT}
+    if t.scope == "user":
+        from tenantry.settings import load
+
+        settings = load()
+        env.update(TENANTRY_SOCKET=settings.socket, TENANTRY_STATE_DIR=settings.state_dir)
+    return {
+        "command": argv[0],
+        "args": [*argv[1:], "mcp"],
+        "env": env,
+        "env_vars": list(FORWARD),
+    }
 
 
 def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
