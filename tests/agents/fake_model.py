@@ -22,7 +22,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Step:
-    """Call ``tool`` (matched by name suffix in the offered tools) with ``args``; or say ``text``."""
+    """Call ``tool`` (matched by name suffix) with ``args``, or say ``text``."""
 
     tool: str = ""
     args: dict[str, Any] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Helpers for the agent tests: real agent CLIs from npm, driven by a scripted fake model on 127.0.0.1.
+"""Helpers for the agent tests: real agent CLIs from npm and a fake model on 127.0.0.1.
 
 The CLIs live outside the checkout (``scripts/install-agent-clis`` puts them
 in ``/opt/tenantry-agents``; ``TENANTRY_AGENTS_DIR`` overrides). Tests skip

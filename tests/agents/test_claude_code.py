@@ -18,7 +18,10 @@ SCRIPT = [
 ]
 
 # a user's own settings, in their own formatting, that uninstall must give back byte for byte
-USER_SETTINGS = '{"permissions":{"allow":["Read"]},\n  "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}\n'
+USER_SETTINGS = (
+    '{"permissions":{"allow":["Read"]},\n'
+    '  "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}\n'
+)
 USER_CLAUDE_MD = "# my notes\n\nbe brief\n"
 
 

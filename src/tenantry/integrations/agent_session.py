@@ -61,7 +61,7 @@ def record(directory: str, agent: str, session: str, key: str | None = None) -> 
 def forget(directory: str, key: str | None = None) -> None:
     key = agent_process() if key is None else key
     if key:
-        try:
+        try:  # noqa: SIM105 - contextlib costs the hook an import
             os.unlink(os.path.join(directory, key))
         except OSError:
             pass
