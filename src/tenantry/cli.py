@@ -103,8 +103,27 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _fast(argv: list[str]) -> tuple[str, dict[str, str]] | None:
+    """``[global options] hook|mcp ...`` without help flags: run before building argparse."""
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and argv[i] in _GLOBAL_WITH_VALUE and i + 1 < len(argv):
+        opts[argv[i].lstrip("-")] = argv[i + 1]
+        i += 2
+    rest = argv[i:]
+    if rest == ["mcp"]:
+        return "mcp", opts
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    fast = _fast(argv)
+    if fast is not None:
+        from tenantry.gateway.mcp_start import main as mcp_main
+
+        opts = fast[1]
+        return mcp_main(opts.get("state-dir") or opts.get("state"), opts.get("socket"))
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
