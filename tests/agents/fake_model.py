@@ -131,7 +131,7 @@ def _anthropic_answer(step: Step, tool: str, model: str, stream: bool) -> tuple[
         block = {"type": "text", "text": ""}
         stop = "end_turn"
     usage = {"input_tokens": 10, "output_tokens": 5}
-    msg = {
+    msg: dict[str, Any] = {
         "id": "msg_fake",
         "type": "message",
         "role": "assistant",

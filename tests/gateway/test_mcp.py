@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+from mcp_types import TextContent
 
 from tenantry.gateway.mcp import build_server
 
@@ -169,16 +170,22 @@ async def test_tools_are_self_describing(daemon: Daemon) -> None:
     assert {"account", "array", "error"} <= set(schema["submit_job"])
 
 
+def _text(result: Any) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
 async def test_bad_arguments_read_like_advice_not_pydantic(daemon: Daemon) -> None:
     server = build_server(daemon.settings)
     async with Client(server) as client:
         res = await client.call_tool("list_jobs", {"limit": -1})
         assert res.is_error
-        text = res.content[0].text
+        text = _text(res)
         assert "[invalid_arguments] list_jobs: limit:" in text and "Hint:" in text
         assert "pydantic" not in text and "http" not in text
         res = await client.call_tool("run_command", {"argv": ["true"], "where": "moon"})
-        assert res.is_error and "where:" in res.content[0].text
+        assert res.is_error and "where:" in _text(res)
 
 
 async def test_job_status_reports_each_unknown_id_and_keeps_the_rest(
