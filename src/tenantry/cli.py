@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
         "tenantry.cli_core",
     ),
     **dict.fromkeys(("install", "uninstall", "hook"), "tenantry.integrations.cli"),
+    **dict.fromkeys(("stop", "doctor"), "tenantry.cli_daemon"),
     "budgets": "tenantry.budgets.cli",
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",
@@ -56,7 +57,7 @@ COMMANDS: dict[str, str] = {
     "pilot": "tenantry.leases.cli",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
-_GLOBAL_WITH_VALUE = ("--socket", "--state")
+_GLOBAL_WITH_VALUE = ("--socket", "--state-dir")
 
 DESCRIPTION = """\
 Tenantry: a facility-aware gateway for coding agents on HPC systems.
@@ -74,6 +75,12 @@ examples:
   tenantry jobs --json                 list your jobs as JSON
   tenantry mcp                         serve MCP on stdio for a coding agent
 """
+
+
+def _version() -> str:
+    from tenantry import __version__
+
+    return __version__
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -95,12 +102,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--socket", help="daemon socket (default: TENANTRY_SOCKET or per-user)")
-    parser.add_argument("--state", help="state directory (default: TENANTRY_STATE_DIR)")
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="state directory (default: TENANTRY_STATE_DIR or ~/.local/state/tenantry)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"tenantry {_version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = (COMMANDS[command],) if command in COMMANDS else EXTENSIONS
     for name in modules:
         importlib.import_module(name).register(sub)
     return parser
+
+
+_HOOK_AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")
 
 
 def _fast(argv: list[str]) -> tuple[str, dict[str, str]] | None:
@@ -113,17 +130,29 @@ def _fast(argv: list[str]) -> tuple[str, dict[str, str]] | None:
     rest = argv[i:]
     if rest == ["mcp"]:
         return "mcp", opts
+    if len(rest) == 3 and rest[:2] == ["hook", "--agent"]:
+        return "hook", {**opts, "agent": rest[2]}
     return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     fast = _fast(argv)
-    if fast is not None:
+    if fast is not None and fast[0] == "hook" and fast[1]["agent"] in _HOOK_AGENTS:
+        # runs before every agent tool call: no argparse, no settings of its own
+        import os
+
+        from tenantry.integrations.hook import main as hook_main
+
+        for opt, var in (("socket", "TENANTRY_SOCKET"), ("state-dir", "TENANTRY_STATE_DIR")):
+            if opt in fast[1]:
+                os.environ[var] = fast[1][opt]
+        return hook_main(fast[1]["agent"])
+    if fast is not None and fast[0] == "mcp":
         from tenantry.gateway.mcp_start import main as mcp_main
 
         opts = fast[1]
-        return mcp_main(opts.get("state-dir") or opts.get("state"), opts.get("socket"))
+        return mcp_main(opts.get("state-dir"), opts.get("socket"))
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
