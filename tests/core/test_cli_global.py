@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,11 +42,11 @@ def cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProce
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> Path:
+def state(tmp_path: Path) -> Iterator[Path]:
     import tempfile
 
     d = Path(tempfile.mkdtemp(prefix="tnt-"))  # short: socket paths are limited
-    yield d  # type: ignore[misc]
+    yield d
     env = _env(d)
     subprocess.run([sys.executable, "-m", "tenantry", "stop"], env=env, timeout=60)
     import shutil
