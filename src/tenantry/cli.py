@@ -8,13 +8,15 @@ that need them. Each concept adds its commands from its own ``cli`` module
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
 
-from tenantry import errors
-from tenantry.cli_common import Handler
+# the hook and `tenantry mcp` run before argparse (see ``_fast``): nothing heavy at import
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from tenantry.cli_common import Handler
 
 # Which module adds each subcommand. A module defines ``register(sub) -> None``
 # and sets ``handler=`` on its parsers with ``set_defaults``. Only the module of
@@ -95,6 +97,9 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="tenantry",
         description=DESCRIPTION,
@@ -128,6 +133,8 @@ def _fast(argv: list[str]) -> tuple[str, dict[str, str]] | None:
         opts[argv[i].lstrip("-")] = argv[i + 1]
         i += 2
     rest = argv[i:]
+    if rest == ["--version"] and not opts:
+        return "version", opts
     if rest == ["mcp"]:
         return "mcp", opts
     if len(rest) == 3 and rest[:2] == ["hook", "--agent"]:
@@ -148,11 +155,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if opt in fast[1]:
                 os.environ[var] = fast[1][opt]
         return hook_main(fast[1]["agent"])
+    if fast is not None and fast[0] == "version":
+        sys.stdout.write(f"tenantry {_version()}\n")
+        return 0
     if fast is not None and fast[0] == "mcp":
         from tenantry.gateway.mcp_start import main as mcp_main
 
         opts = fast[1]
         return mcp_main(opts.get("state-dir"), opts.get("socket"))
+    from tenantry import errors
+
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
