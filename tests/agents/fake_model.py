@@ -48,9 +48,16 @@ def _text_of(content: Any) -> str:
     return str(content)
 
 
+NS = "\x1f"  # joins a namespace and a tool name in the offered list
+
+
 def _pick(offered: list[str], suffix: str) -> str:
     for name in offered:
-        if name == suffix or name.endswith("__" + suffix) or name.endswith("_" + suffix):
+        if (
+            name == suffix
+            or name.endswith(("__" + suffix, NS + suffix))
+            or name.endswith("_" + suffix)
+        ):
             return name
     return suffix
 
@@ -70,10 +77,12 @@ def _anthropic(body: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _openai_responses(body: dict[str, Any]) -> tuple[list[str], list[str]]:
-    tools = [
-        str(t.get("name") or (t.get("function") or {}).get("name") or "")
-        for t in body.get("tools") or []
-    ]
+    tools = []
+    for t in body.get("tools") or []:
+        if t.get("type") == "namespace":  # Codex groups an MCP server's tools
+            tools += [f"{t['name']}{NS}{sub.get('name')}" for sub in t.get("tools") or []]
+        else:
+            tools.append(str(t.get("name") or (t.get("function") or {}).get("name") or ""))
     results = []
     items = body.get("input")
     for it in items if isinstance(items, list) else []:
@@ -179,14 +188,17 @@ def _anthropic_answer(step: Step, tool: str, model: str, stream: bool) -> tuple[
 
 def _responses_answer(step: Step, tool: str, n: int) -> tuple[str, bytes]:
     if step.tool:
+        namespace, _, short = tool.rpartition(NS)
         item: dict[str, Any] = {
             "type": "function_call",
             "id": f"fc_{n}",
             "call_id": f"call_{n}",
-            "name": tool,
+            "name": short,
             "arguments": json.dumps(step.args),
             "status": "completed",
         }
+        if namespace:
+            item["namespace"] = namespace
     else:
         item = {
             "type": "message",

@@ -95,3 +95,39 @@ def test_whole_conversation_after_the_fast_answer(tmp_path: Path) -> None:
     assert by_id["null"]["error"]["code"] == -32700
     assert len(by_id["2"]["result"]["tools"]) >= 18
     assert rest.strip() == "", f"a second initialize answer or stray output: {rest!r}"
+
+
+def _list_tools_once(tmp_path: Path) -> tuple[dict[str, Any], float, str]:
+    """(tools/list answer, seconds from start to it, anything else printed) of one shim."""
+    p = _shim(tmp_path)
+    assert p.stdin is not None and p.stdout is not None
+    t0 = time.perf_counter()
+    msgs = [
+        _init(1, "2025-06-18"),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ]
+    p.stdin.write(("\n".join(msgs) + "\n").encode())
+    p.stdin.flush()
+    answers = [json.loads(p.stdout.readline()) for _ in range(2)]
+    elapsed = time.perf_counter() - t0
+    p.stdin.close()
+    rest = p.stdout.read().decode()
+    p.wait(timeout=30)
+    assert [a["id"] for a in answers] == [1, 2]
+    return answers[1], elapsed, rest
+
+
+def test_tools_list_is_answered_from_the_sdks_last_answer(tmp_path: Path) -> None:
+    cold, _, rest = _list_tools_once(tmp_path)
+    assert rest.strip() == ""
+    assert (tmp_path / "state" / "mcp-tools.json").exists()
+    warm, _, rest = _list_tools_once(tmp_path)
+    assert rest.strip() == "", f"the SDK's answer leaked too: {rest!r}"
+    assert warm == cold
+    # a stale cache (another version or changed tool modules) is not used
+    cache = tmp_path / "state" / "mcp-tools.json"
+    data = json.loads(cache.read_text())
+    cache.write_text(json.dumps({"key": "old", "result": {"tools": []}}))
+    fresh, _, _ = _list_tools_once(tmp_path)
+    assert fresh == cold and json.loads(cache.read_text())["key"] == data["key"]

@@ -516,22 +516,36 @@ PARSE_ERROR = (
 
 
 class _FilterOut:
-    """Stdout for the SDK, dropping its answer to the ``initialize`` we already answered."""
+    """Stdout for the SDK: drops its answers to requests the fast start answered.
 
-    def __init__(self, out: Any, drop_id: object) -> None:
+    It also keeps the SDK's first complete ``tools/list`` answer for the next
+    fast start (``mcp_start.save_tools``).
+    """
+
+    def __init__(self, out: Any, drop_ids: list[object], tools_cache: str) -> None:
         import anyio
 
-        self.out, self.drop_id, self.lock = out, drop_id, anyio.Lock()
+        self.out, self.lock = out, anyio.Lock()
+        self.drop_ids = [json.dumps(i) for i in drop_ids]
+        self.tools_cache = tools_cache
 
     async def write(self, text: str) -> None:
-        if self.drop_id is not None:
+        if self.drop_ids or self.tools_cache:
             try:
                 msg = json.loads(text)
             except ValueError:
                 msg = None
-            if isinstance(msg, dict) and msg.get("id") == self.drop_id and "result" in msg:
-                self.drop_id = None
-                return
+            result = msg.get("result") if isinstance(msg, dict) else None
+            if isinstance(msg, dict) and isinstance(result, dict):
+                rid = json.dumps(msg.get("id"))
+                if self.tools_cache and "tools" in result and "nextCursor" not in result:
+                    from tenantry.gateway.mcp_start import save_tools
+
+                    save_tools(self.tools_cache, result)
+                    self.tools_cache = ""
+                if rid in self.drop_ids:
+                    self.drop_ids.remove(rid)
+                    return
         async with self.lock:
             await self.out.write(text)
 
@@ -539,7 +553,12 @@ class _FilterOut:
         await self.out.flush()
 
 
-def run_stdio(settings: Settings, replay: str = "", drop_id: object = None) -> int:
+def run_stdio(
+    settings: Settings,
+    replay: str = "",
+    drop_ids: list[object] | None = None,
+    tools_cache: str = "",
+) -> int:
     """Serve MCP on stdin/stdout; ``replay`` holds what was read already (fast start)."""
     import logging
     import sys
@@ -553,7 +572,7 @@ def run_stdio(settings: Settings, replay: str = "", drop_id: object = None) -> i
     server = build_server(settings)
 
     async def serve() -> None:
-        out = _FilterOut(anyio.wrap_file(sys.stdout), drop_id)
+        out = _FilterOut(anyio.wrap_file(sys.stdout), drop_ids or [], tools_cache)
         stdin = _ReplayIn(replay, anyio.wrap_file(sys.stdin), out)
         async with stdio_server(stdin=stdin, stdout=out) as (read, write):  # type: ignore[arg-type]
             low = server._lowlevel_server

@@ -158,12 +158,45 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
     for c in report["changes"]:
         c["backup"] = backups.get(c["path"], "")
     report["applied"] = True
+    if not remove:
+        _warm_mcp(t.argv0)
     if not remove and "codex" in agents:
         from tenantry.integrations.agents.codex import TRUST_NOTE
 
         report["next_steps"] = [TRUST_NOTE]
     emit(args, report, _human)
     return 0
+
+
+def _warm_mcp(argv0: list[str]) -> None:
+    """Run the installed ``tenantry mcp`` once, so its next start answers tools/list at once."""
+    import contextlib
+    import json
+    import subprocess
+
+    msgs = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "tenantry-install", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    # best effort: a failure here only costs the first session a slower start
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [*argv0, "mcp"],
+            input="".join(json.dumps(m) + "\n" for m in msgs),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 def _human(report: dict[str, Any]) -> str:
