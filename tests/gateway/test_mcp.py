@@ -204,3 +204,17 @@ async def test_job_status_reports_each_unknown_id_and_keeps_the_rest(
         res = _data(await client.call_tool("job_status", {"ids": [job, "t999999"]}))
     assert [j["id"] for j in res["jobs"]] == [job]
     assert [e["id"] for e in res["errors"]] == ["t999999"]
+
+
+async def test_too_big_for_exec_is_the_callers_error_not_a_bug(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    server = build_server(daemon.settings)
+    async with Client(server) as client:
+        # one argument above Linux's per-string limit (128 KiB): exec fails with E2BIG
+        res = await client.call_tool(
+            "run_command", {"argv": ["echo", "x" * 200_000], "cwd": str(tmp_path)}
+        )
+    assert res.is_error
+    text = _text(res)
+    assert "Tenantry bug" not in text and "E2BIG" in text, text
