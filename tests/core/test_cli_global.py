@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tenantry.client import socket_answers
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
@@ -107,3 +109,33 @@ def test_doctor_names_what_to_fix(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert rows["state"]["ok"] is False and "TENANTRY_STATE_DIR" in rows["state"]["fix"]
     assert {"daemon", "backend", "sandbox"} <= set(rows)
+
+
+def test_serve_http_takes_over_from_a_daemon_started_on_demand(state: Path, tmp_path: Path) -> None:
+    env = _env(state)
+    assert cli("jobs", env=env, cwd=tmp_path).returncode == 0  # a daemon without HTTP
+    old = int((state / "daemon.lock").read_text())
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenantry", "serve", "--http", "127.0.0.1:0"],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        text = ""
+        while time.monotonic() < deadline and not (
+            "dashboard on http://" in text and socket_answers(str(state / "sock"))
+        ):
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            time.sleep(0.1)
+            text = (tmp_path / "serve.log").read_text()
+        assert "dashboard on http://" in text, text
+        assert f"stopped the running daemon (pid {old})" in text
+        assert cli("jobs", env=env, cwd=tmp_path).returncode == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
