@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     ),
     **dict.fromkeys(("install", "uninstall", "hook"), "tenantry.integrations.cli"),
     **dict.fromkeys(("stop", "doctor"), "tenantry.cli_daemon"),
+    "completion": "tenantry.cli_completion",
     "budgets": "tenantry.budgets.cli",
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",

@@ -139,3 +139,28 @@ def test_serve_http_takes_over_from_a_daemon_started_on_demand(state: Path, tmp_
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def test_bash_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    env = _env(tmp_path)
+    script = cli("completion", "bash", env=env, cwd=tmp_path)
+    assert script.returncode == 0, script.stderr
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shim = bindir / "tenantry"
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m tenantry "$@"\n')
+    shim.chmod(0o755)
+    env["PATH"] = f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}"
+    probe = (
+        script.stdout
+        + 'COMP_WORDS=(tenantry st); COMP_CWORD=1; _tenantry; echo "${COMPREPLY[*]}"\n'
+        + 'COMP_WORDS=(tenantry jobs --st); COMP_CWORD=2; _tenantry; echo "${COMPREPLY[*]}"\n'
+    )
+    r = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    first, second = r.stdout.splitlines()[:2]
+    assert {"status", "stop"} <= set(first.split()), r.stdout + r.stderr
+    assert "--state" in second.split(), r.stdout + r.stderr
