@@ -218,3 +218,32 @@ async def test_too_big_for_exec_is_the_callers_error_not_a_bug(
     assert res.is_error
     text = _text(res)
     assert "Tenantry bug" not in text and "E2BIG" in text, text
+
+
+async def test_job_output_is_named_by_tenantrys_id_and_refused_when_unwritable(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    server = build_server(daemon.settings)
+    script = "#!/bin/sh\necho out\n"
+    (tmp_path / "plainfile").write_text("")
+    async with Client(server) as client:
+        sub = _data(
+            await client.call_tool(
+                "submit_job", {"script": "j.sh", "script_text": script, "cwd": str(tmp_path)}
+            )
+        )
+        job = sub["job"]["id"]
+        _data(await client.call_tool("wait_job", {"id": job, "timeout_s": 60}))
+        bad = await client.call_tool(
+            "submit_job",
+            {
+                "script": "j.sh",
+                "script_text": script + "# other\n",
+                "cwd": str(tmp_path),
+                "output": "plainfile/x.out",
+            },
+        )
+        listed = _data(await client.call_tool("list_jobs", {}))
+    assert (tmp_path / f"tenantry-{job}.out").read_text() == "out\n"
+    assert bad.is_error and "not a writable directory" in _text(bad)
+    assert [j["id"] for j in listed["jobs"]] == [job]
