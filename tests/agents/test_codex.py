@@ -79,3 +79,26 @@ def test_session_mcp_principal_hooks_and_clean_uninstall(sandbox: Sandbox) -> No
     after = {k: v for k, v in sandbox.snapshot(home).items() if k.endswith("config.toml")}
     assert after == {k: v for k, v in before.items() if k.endswith("config.toml")}
     assert not (home / "hooks.json").exists() and not (home / "AGENTS.md").exists()
+
+
+def test_execpolicy_rules_refuse_squeue_before_the_hooks_are_trusted(sandbox: Sandbox) -> None:
+    codex = cli_path("codex")
+    home = sandbox.home / ".codex"
+    home.mkdir()
+    script = [Step("exec_command", {"cmd": "squeue -u me"}), Step(text="all done")]
+    with FakeModel(script) as fm:
+        (home / "config.toml").write_text(user_config(fm.url))
+        sandbox.tenantry("install", "--agent", "codex", "--user", "--yes")
+        rules = home / "rules" / "tenantry.rules"
+        check = sandbox.run([codex, "execpolicy", "check", "--rules", str(rules), "squeue"])
+        assert json.loads(check.stdout)["decision"] == "forbidden", check.stdout + check.stderr
+        # no --dangerously-bypass-hook-trust: the hooks are not trusted yet
+        r = sandbox.run(
+            [codex, "exec", "--skip-git-repo-check", "--json", "list my jobs"],
+            CODEX_HOME=str(home),
+            FAKE_API_KEY="sk-fake",
+        )
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        results = list(fm.script.tool_results)
+    assert "squeue goes through Tenantry" in " ".join(results) + r.stderr, (results, r.stderr)
+    assert "JOBID" not in " ".join(results), "squeue ran"
