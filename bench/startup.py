@@ -3,7 +3,7 @@
 - floor: ``python3 -c pass`` and ``python3 -S -c pass`` (no site module),
 - CLI cold start: ``tenantry --version`` (process start to exit),
 - MCP: a new ``tenantry mcp`` process until its answer to ``initialize``,
-  and until its answer to ``tools/list`` (the SDK loaded),
+  and until its answer to ``tools/list`` (from the cached answer after the first run),
 - hook: CPU (user + system) of one ``tenantry hook --agent claude-code`` call
   that asks the running daemon's policy, beside a stdlib-only raw-socket
   client making the same ``policy.check`` request.
@@ -168,7 +168,7 @@ def main() -> None:
     for name, wall, cpu in rows:
         print(f"| {name} | {wall:.1f} | {cpu:.1f} |")
     print(f"| tenantry mcp: initialize answered | {init_ms:.1f} | |")
-    print(f"| tenantry mcp: tools/list answered (SDK loaded) | {list_ms:.1f} | |")
+    print(f"| tenantry mcp: tools/list answered | {list_ms:.1f} | |")
     raw = rows[3][2]
     for name, _, cpu in rows[4:]:
         print(f"\n{name}: CPU {cpu / raw:.2f}x the raw client's")
