@@ -412,7 +412,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from tenantry.gateway.mcp import run_stdio
+    from tenantry.gateway.mcp_stdio import run_stdio
 
     return run_stdio(settings_from(args))
 

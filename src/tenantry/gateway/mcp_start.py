@@ -7,7 +7,7 @@ first answer. So the stdio shim reads the first line itself; if it is an
 would give (a test compares the two for every protocol version), then
 imports the SDK and hands it the conversation from the start: the
 ``initialize`` line is replayed to the SDK and the SDK's own answer to it is
-dropped (``gateway.mcp.run_stdio``). Anything else on the first line goes to
+dropped (``gateway.mcp_stdio.run_stdio``). Anything else on the first line goes to
 the SDK unanswered.
 
 ``tools/list`` is answered early too, from the SDK's own last answer kept in
@@ -172,14 +172,14 @@ def main(state: str | None, socket: str | None) -> int:
 
         def import_sdk() -> None:
             try:
-                import tenantry.gateway.mcp  # noqa: F401
+                import tenantry.gateway.mcp_stdio  # noqa: F401
             finally:
                 ready.set()
 
         threading.Thread(target=import_sdk, daemon=True).start()
         first, more = serve_cached_tools(first, tools, ready)
         answered += more
-    from tenantry.gateway.mcp import run_stdio
+    from tenantry.gateway.mcp_stdio import run_stdio
 
     return run_stdio(
         settings, replay=first.decode(errors="replace"), drop_ids=answered, tools_cache=cache
