@@ -43,7 +43,12 @@ class AsyncClient:
             self._http = None
 
     async def _send(self, op: str, params: dict[str, Any]) -> httpx.Response:
-        request = self._client().build_request("POST", f"{API}/op/{op}", json=params)
+        request = self._client().build_request(
+            "POST",
+            f"{API}/op/{op}",
+            json=params,
+            headers={PRINCIPAL_HEADER: json.dumps(self.claims)},
+        )
         for attempt in range(2):
             try:
                 return await self._client().send(request, stream=True)

@@ -8,13 +8,15 @@ that need them. Each concept adds its commands from its own ``cli`` module
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
 
-from tenantry import errors
-from tenantry.cli_common import Handler
+# the hook and `tenantry mcp` run before argparse (see ``_fast``): nothing heavy at import
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from tenantry.cli_common import Handler
 
 # Which module adds each subcommand. A module defines ``register(sub) -> None``
 # and sets ``handler=`` on its parsers with ``set_defaults``. Only the module of
@@ -41,6 +43,8 @@ COMMANDS: dict[str, str] = {
         "tenantry.cli_core",
     ),
     **dict.fromkeys(("install", "uninstall", "hook"), "tenantry.integrations.cli"),
+    **dict.fromkeys(("stop", "doctor"), "tenantry.cli_daemon"),
+    "completion": "tenantry.cli_completion",
     "budgets": "tenantry.budgets.cli",
     "admin": "tenantry.kill.cli",
     "guard": "tenantry.guard.cli",
@@ -57,7 +61,7 @@ COMMANDS: dict[str, str] = {
     "agent": "tenantry.sandbox.cli",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
-_GLOBAL_WITH_VALUE = ("--socket", "--state")
+_GLOBAL_WITH_VALUE = ("--socket", "--state-dir")
 
 DESCRIPTION = """\
 Tenantry: a facility-aware gateway for coding agents on HPC systems.
@@ -77,6 +81,12 @@ examples:
 """
 
 
+def _version() -> str:
+    from tenantry import __version__
+
+    return __version__
+
+
 def command_of(argv: Sequence[str]) -> str | None:
     """The subcommand named in ``argv`` (skipping global options), if any."""
     it = iter(argv)
@@ -89,6 +99,9 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="tenantry",
         description=DESCRIPTION,
@@ -96,7 +109,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--socket", help="daemon socket (default: TENANTRY_SOCKET or per-user)")
-    parser.add_argument("--state", help="state directory (default: TENANTRY_STATE_DIR)")
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="state directory (default: TENANTRY_STATE_DIR or ~/.local/state/tenantry)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"tenantry {_version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = (COMMANDS[command],) if command in COMMANDS else EXTENSIONS
     for name in modules:
@@ -104,8 +124,49 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+_HOOK_AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")
+
+
+def _fast(argv: list[str]) -> tuple[str, dict[str, str]] | None:
+    """``[global options] hook|mcp ...`` without help flags: run before building argparse."""
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and argv[i] in _GLOBAL_WITH_VALUE and i + 1 < len(argv):
+        opts[argv[i].lstrip("-")] = argv[i + 1]
+        i += 2
+    rest = argv[i:]
+    if rest == ["--version"] and not opts:
+        return "version", opts
+    if rest == ["mcp"]:
+        return "mcp", opts
+    if len(rest) == 3 and rest[:2] == ["hook", "--agent"]:
+        return "hook", {**opts, "agent": rest[2]}
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    fast = _fast(argv)
+    if fast is not None and fast[0] == "hook" and fast[1]["agent"] in _HOOK_AGENTS:
+        # runs before every agent tool call: no argparse, no settings of its own
+        import os
+
+        from tenantry.integrations.hook import main as hook_main
+
+        for opt, var in (("socket", "TENANTRY_SOCKET"), ("state-dir", "TENANTRY_STATE_DIR")):
+            if opt in fast[1]:
+                os.environ[var] = fast[1][opt]
+        return hook_main(fast[1]["agent"])
+    if fast is not None and fast[0] == "version":
+        sys.stdout.write(f"tenantry {_version()}\n")
+        return 0
+    if fast is not None and fast[0] == "mcp":
+        from tenantry.gateway.mcp_start import main as mcp_main
+
+        opts = fast[1]
+        return mcp_main(opts.get("state-dir"), opts.get("socket"))
+    from tenantry import errors
+
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)

@@ -29,7 +29,7 @@ def add_json(p: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     return load(
         overrides={
-            "state_dir": getattr(args, "state", None),
+            "state_dir": getattr(args, "state_dir", None),
             "socket": getattr(args, "socket", None),
             "backend": getattr(args, "backend", None),
         }

@@ -55,7 +55,11 @@ def register(sub: Any) -> None:
         " shim start one on demand, so you rarely need this yourself.",
     )
     p.add_argument("--backend", choices=["local", "slurm"], help="job backend (default local)")
-    p.add_argument("--http", help="also serve the dashboard and /metrics on HOST:PORT")
+    p.add_argument(
+        "--http",
+        help="also serve the dashboard and /metrics on HOST:PORT (a daemon already running"
+        " for this state directory is stopped first; jobs keep running)",
+    )
     p.set_defaults(handler=_serve)
 
     p = sub.add_parser(
@@ -409,11 +413,16 @@ def _serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.http:
         settings = settings.replace(http=args.http)
+        from tenantry.cli_daemon import stop
+
+        pid = stop(settings, 30.0)  # one started on demand serves no HTTP: take its place
+        if pid:
+            sys.stderr.write(f"tenantry: stopped the running daemon (pid {pid}) to serve HTTP\n")
     return run(settings)
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from tenantry.gateway.mcp import run_stdio
+    from tenantry.gateway.mcp_stdio import run_stdio
 
     return run_stdio(settings_from(args))
 

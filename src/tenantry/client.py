@@ -78,7 +78,7 @@ class Client:
             try:
                 conn.request(method, path, body=payload, headers=headers)
                 return conn.getresponse()
-            except (FileNotFoundError, ConnectionRefusedError) as exc:
+            except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError) as exc:
                 last = exc
                 conn.close()
                 if attempt == 0 and self.autostart:
@@ -163,8 +163,15 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     from pathlib import Path
 
     state = Path(settings.state_dir)
-    state.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with (state / "spawn.lock").open("a") as lock:
+    try:
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = (state / "spawn.lock").open("a")
+    except OSError as exc:
+        raise errors.UsageError(
+            f"cannot use the state directory {state}: {exc.strerror or exc}",
+            hint="point TENANTRY_STATE_DIR (or --state-dir) at a directory you can write",
+        ) from exc
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if socket_answers(settings.socket):
             return
@@ -176,7 +183,7 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
             "tenantry",
             "--socket",
             settings.socket,
-            "--state",
+            "--state-dir",
             settings.state_dir,
             "serve",
             "--backend",

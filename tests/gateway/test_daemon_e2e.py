@@ -82,7 +82,7 @@ def test_submit_wait_logs(daemon: Daemon, tmp_path: Path) -> None:
     assert job["exit_code"] == 0
     logs = daemon.cli("logs", jid, "--json")
     assert json.loads(logs.stdout)["text"] == "hello world"
-    assert (tmp_path / f"tenantry-{job['backend_id']}.out").read_text() == "hello world\n"
+    assert (tmp_path / f"tenantry-{job['id']}.out").read_text() == "hello world\n"
 
 
 def test_failing_job_and_wait_exit_code(daemon: Daemon, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+from mcp_types import TextContent
 
 from tenantry.gateway.mcp import build_server
 
@@ -150,3 +151,101 @@ def test_mcp_stdio_starts_within_a_second(daemon: Daemon) -> None:
     assert resp["result"]["serverInfo"]["name"] == "tenantry"
     # Recorded, not asserted as a benchmark: bench/gateway.py measures startup.
     print(f"mcp initialize after {elapsed:.3f} s")
+
+
+async def test_tools_are_self_describing(daemon: Daemon) -> None:
+    server = build_server(daemon.settings)
+    async with Client(server) as client:
+        tools = (await client.list_tools()).tools
+    for t in tools:
+        a = t.annotations
+        assert a is not None and a.read_only_hint is not None, f"{t.name} has no annotations"
+        if not a.read_only_hint:
+            assert a.destructive_hint is not None and a.idempotent_hint is not None, t.name
+        for name, prop in t.input_schema.get("properties", {}).items():
+            assert prop.get("description"), f"{t.name}.{name} has no description"
+    schema = {t.name: t.input_schema["properties"] for t in tools}
+    assert schema["run_command"]["where"]["enum"] == ["auto", "local", "lease"]
+    assert schema["job_logs"]["stream"]["enum"] == ["stdout", "stderr"]
+    assert schema["list_jobs"]["limit"]["minimum"] == 1
+    assert "t11" in schema["job_status"]["ids"]["description"]
+    assert {"account", "array", "error"} <= set(schema["submit_job"])
+
+
+def _text(result: Any) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def test_bad_arguments_read_like_advice_not_pydantic(daemon: Daemon) -> None:
+    server = build_server(daemon.settings)
+    async with Client(server) as client:
+        res = await client.call_tool("list_jobs", {"limit": -1})
+        assert res.is_error
+        text = _text(res)
+        assert "[invalid_arguments] list_jobs: limit:" in text and "Hint:" in text
+        assert "pydantic" not in text and "http" not in text
+        res = await client.call_tool("run_command", {"argv": ["true"], "where": "moon"})
+        assert res.is_error and "where:" in _text(res)
+
+
+async def test_job_status_reports_each_unknown_id_and_keeps_the_rest(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    server = build_server(daemon.settings)
+    script = "#!/bin/sh\ntrue\n"
+    async with Client(server) as client:
+        sub = _data(
+            await client.call_tool(
+                "submit_job",
+                {"script": "j.sh", "script_text": script, "cwd": str(tmp_path), "time": 5},
+            )
+        )
+        job = sub["job"]["id"]
+        res = _data(await client.call_tool("job_status", {"ids": [job, "t999999"]}))
+    assert [j["id"] for j in res["jobs"]] == [job]
+    assert [e["id"] for e in res["errors"]] == ["t999999"]
+
+
+async def test_too_big_for_exec_is_the_callers_error_not_a_bug(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    server = build_server(daemon.settings)
+    async with Client(server) as client:
+        # one argument above Linux's per-string limit (128 KiB): exec fails with E2BIG
+        res = await client.call_tool(
+            "run_command", {"argv": ["echo", "x" * 200_000], "cwd": str(tmp_path)}
+        )
+    assert res.is_error
+    text = _text(res)
+    assert "Tenantry bug" not in text and "E2BIG" in text, text
+
+
+async def test_job_output_is_named_by_tenantrys_id_and_refused_when_unwritable(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    server = build_server(daemon.settings)
+    script = "#!/bin/sh\necho out\n"
+    (tmp_path / "plainfile").write_text("")
+    async with Client(server) as client:
+        sub = _data(
+            await client.call_tool(
+                "submit_job", {"script": "j.sh", "script_text": script, "cwd": str(tmp_path)}
+            )
+        )
+        job = sub["job"]["id"]
+        _data(await client.call_tool("wait_job", {"id": job, "timeout_s": 60}))
+        bad = await client.call_tool(
+            "submit_job",
+            {
+                "script": "j.sh",
+                "script_text": script + "# other\n",
+                "cwd": str(tmp_path),
+                "output": "plainfile/x.out",
+            },
+        )
+        listed = _data(await client.call_tool("list_jobs", {}))
+    assert (tmp_path / f"tenantry-{job}.out").read_text() == "out\n"
+    assert bad.is_error and "not a writable directory" in _text(bad)
+    assert [j["id"] for j in listed["jobs"]] == [job]

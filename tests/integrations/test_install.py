@@ -32,16 +32,21 @@ def tgt(tmp_path: Path) -> Any:
     return make
 
 
+def records(t: Target) -> files.Records:
+    return files.Records(t.home.parent / "state" / "install")
+
+
 def install(agent: str, t: Target) -> None:
     plan = installer.plan(agent, t)
     assert plan.pending, "a first install changes files"
-    files.apply(plan.pending)
+    files.apply(plan.pending, records(t), install=True)
     again = installer.plan(agent, t)
     assert again.pending == [], f"not idempotent: {again.diff()}"
 
 
 def uninstall(agent: str, t: Target) -> None:
-    files.apply(installer.plan(agent, t, remove=True).pending)
+    plan = installer.plan(agent, t, remove=True)
+    files.apply(records(t).restore(plan.pending), records(t), install=False)
     assert installer.plan(agent, t, remove=True).pending == []
 
 
@@ -111,7 +116,8 @@ def test_claude_code(tgt: Any, scope: str) -> None:
     for event in ("SessionStart", "SessionEnd"):
         assert len(ours(s["hooks"][event], "claude-code")) == 1
     assert "tenantry jobs" in rules_block(memory)
-    backups = list(settings.parent.glob(f"{settings.name}.tenantry-backup-*"))
+    assert not list(settings.parent.glob("*backup*")), "backups stay out of the project"
+    backups = list(records(t).dir.glob(f"backups/*/*{settings.name}"))
     assert len(backups) == 1 and json.loads(backups[0].read_text())["model"] == "opus"
     uninstall("claude-code", t)
     assert not mcp.exists() and not memory.exists()
@@ -146,6 +152,8 @@ def test_claude_user_keeps_the_big_state_file(tgt: Any) -> None:
 @pytest.mark.parametrize("scope", ["project", "user", "system"])
 def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.setenv("TENANTRY_STATE_DIR", "/srv/state")
+    monkeypatch.setenv("TENANTRY_SOCKET", "/run/t/sock")
     t = tgt(scope)
     d = {
         "project": t.project / ".codex",
@@ -168,7 +176,13 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text = (d / "config.toml").read_text()
     assert text.startswith(user_toml)  # comments and layout kept
     cfg = tomllib.loads(text)
-    assert cfg["mcp_servers"]["tenantry"] == {"command": EXE[0], "args": ["mcp"]}
+    server = cfg["mcp_servers"]["tenantry"]
+    assert (server["command"], server["args"]) == (EXE[0], ["mcp"])
+    # Codex passes MCP servers almost no environment: forward what finds the daemon,
+    # and pin it where the install knows it (a user's own config)
+    assert {"XDG_RUNTIME_DIR", "TENANTRY_SOCKET"} <= set(server["env_vars"])
+    pinned = {"TENANTRY_SOCKET": "/run/t/sock", "TENANTRY_STATE_DIR": "/srv/state"}
+    assert server["env"] == {"TENANTRY_AGENT": "codex", **(pinned if scope == "user" else {})}
     assert cfg["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     hooks = js(d / "hooks.json")["hooks"]
     assert ours(hooks["PreToolUse"], "codex")[0]["matcher"] == "Bash"
@@ -297,12 +311,65 @@ def test_rules_block_is_appended_and_removed_exactly(tmp_path: Path) -> None:
     md = tmp_path / "AGENTS.md"
     original = "# Project\n\nUse tabs.\n"
     md.write_text(original)
-    files.apply([files.edit_block(md, "rule one")])
+    rec = files.Records(tmp_path / "rec")
+    files.apply([files.edit_block(md, "rule one")], rec, install=True)
     assert md.read_text().startswith(original) and "rule one" in md.read_text()
-    files.apply([files.edit_block(md, "rule two")])  # replaced, not appended twice
+    assert files.edit_block(md, "rule one").changed is False  # installing twice is a no-op
+    files.apply([files.edit_block(md, "rule two")], rec, install=True)  # replaced in place
     assert md.read_text().count(BEGIN) == 1 and "rule one" not in md.read_text()
-    files.apply([files.edit_block(md, None)])
+    files.apply([files.edit_block(md, None)], rec, install=False)
     assert md.read_text() == original
+
+
+@pytest.mark.parametrize("original", ["", "x", "x\n", "x\n\n", "a\r\nb\r\n", "\n"])
+def test_rules_block_round_trips_byte_for_byte(tmp_path: Path, original: str) -> None:
+    md = tmp_path / "CLAUDE.md"
+    md.write_bytes(original.encode())
+    rec = files.Records(tmp_path / "rec")
+    files.apply([files.edit_block(md, "rule")], rec, install=True)
+    again = files.edit_block(md, "rule")
+    assert not again.changed, again.diff()
+    # without the record (the semantic path) and with it, the bytes come back
+    assert files.edit_block(md, None).after in (original, None if not original.strip() else "")
+    files.apply(rec.restore([files.edit_block(md, None)]), rec, install=False)
+    assert md.read_bytes() == original.encode()
+
+
+def test_uninstall_gives_back_json_bytes_and_keeps_files_it_did_not_create(
+    tmp_path: Path,
+) -> None:
+    rec = files.Records(tmp_path / "rec")
+    compact = tmp_path / "settings.json"
+    compact.write_text('{"model":"opus",  "x": [1,2]}')
+    schema_only = tmp_path / "opencode.json"
+    schema_only.write_text('{"$schema": "https://opencode.ai/config.json"}\n')
+    empty = tmp_path / "mcp.json"
+    empty.write_text("")
+    paths = [compact, schema_only, empty]
+    before = {p: p.read_bytes() for p in paths}
+    files.apply(
+        [files.edit_json(p, lambda d: d.update(tenantry=1)) for p in paths], rec, install=True
+    )
+    assert all(p.read_bytes() != before[p] for p in paths)
+    removal = [files.edit_json(p, lambda d: d.pop("tenantry")) for p in paths]
+    files.apply(rec.restore(removal), rec, install=False)
+    assert {p: p.read_bytes() for p in paths} == before
+    created = tmp_path / "new.json"
+    files.apply([files.edit_json(created, lambda d: d.update(tenantry=1))], rec, install=True)
+    files.apply(
+        rec.restore([files.edit_json(created, lambda d: d.pop("tenantry"))]), rec, install=False
+    )
+    assert not created.exists()
+
+
+def test_uninstall_after_a_user_edit_removes_only_our_entries(tmp_path: Path) -> None:
+    rec = files.Records(tmp_path / "rec")
+    p = tmp_path / "settings.json"
+    p.write_text('{"a": 1}')
+    files.apply([files.edit_json(p, lambda d: d.update(tenantry=1))], rec, install=True)
+    p.write_text(json.dumps({**json.loads(p.read_text()), "b": 2}))
+    files.apply(rec.restore([files.edit_json(p, lambda d: d.pop("tenantry"))]), rec, install=False)
+    assert json.loads(p.read_text()) == {"a": 1, "b": 2}
 
 
 def test_invalid_json_is_left_alone(tmp_path: Path) -> None:
@@ -317,12 +384,19 @@ def test_mode_is_kept(tmp_path: Path) -> None:
     p = tmp_path / "settings.json"
     p.write_text("{}")
     os.chmod(p, 0o600)
-    files.apply([files.edit_json(p, lambda d: d.update(a=1))])
+    files.apply(
+        [files.edit_json(p, lambda d: d.update(a=1))], files.Records(tmp_path / "r"), install=True
+    )
     assert p.stat().st_mode & 0o777 == 0o600
 
 
 def run_cli(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(SRC)}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PYTHONPATH": str(SRC),
+        "TENANTRY_STATE_DIR": str(home.parent / "state"),
+    }
     return subprocess.run(
         [sys.executable, "-m", "tenantry", *args],
         capture_output=True,
@@ -399,5 +473,5 @@ def test_cli_all_agents(tmp_path: Path) -> None:
     )
     assert gone.returncode == 0, gone.stderr
     assert not (proj / "AGENTS.md").exists() and not (proj / ".mcp.json").exists()
-    left = sorted(p.name for p in proj.iterdir() if ".tenantry-backup-" not in p.name)
+    left = sorted(p.name for p in proj.iterdir())
     assert left == []  # directories that only held Tenantry's files are gone too

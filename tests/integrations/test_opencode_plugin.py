@@ -64,7 +64,9 @@ def test_plugin_blocks_what_the_hook_denies(tmp_path: Path, state_dir: str) -> N
         tmp_path / "root",
         (sys.executable, "-m", "tenantry"),
     )
-    files.apply(installer.plan("opencode", t).pending)
+    files.apply(
+        installer.plan("opencode", t).pending, files.Records(tmp_path / "rec"), install=True
+    )
     plugin = tmp_path / ".opencode" / "plugins" / "tenantry.js"
     (tmp_path / "package.json").write_text(json.dumps({"type": "module"}))
     harness = tmp_path / "harness.mjs"

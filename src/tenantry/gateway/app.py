@@ -151,6 +151,13 @@ def envelope(err: TenantryError) -> JSONResponse:
 
 
 def _internal(exc: Exception) -> TenantryError:
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno == errno.E2BIG:  # the caller's input, not a bug
+        return UsageError(
+            "the command line and environment are too large to start the program (E2BIG)",
+            hint="pass big data in a file (or stdin) instead of arguments or variables",
+        )
     log.exception("internal error")
     return TenantryError(
         f"internal error: {type(exc).__name__}: {exc}",

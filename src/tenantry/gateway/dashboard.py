@@ -318,6 +318,16 @@ async def page_session(request: Request, rt: Runtime, w: data.Window) -> str:
     )
 
 
+def long_value(text: str, limit: int = 120) -> str:
+    """A value cut to one line in its table cell; the whole text in a tooltip and an expander."""
+    if len(text) <= limit:
+        return f'<span class="cmd"><code>{e(text)}</code></span>'
+    return (
+        f'<details class="long" title="{e(text)}"><summary><code>{e(text[:limit])}…</code>'
+        f"</summary><code>{e(text)}</code></details>"
+    )
+
+
 async def page_activity(request: Request, rt: Runtime, w: data.Window) -> str:
     a = await data.activity(rt.journal.db, w)
     labels = w.labels()
@@ -326,7 +336,7 @@ async def page_activity(request: Request, rt: Runtime, w: data.Window) -> str:
         [
             e(ago(r["started_at"], now)),
             who(r["principal"]),
-            f'<span class="cmd"><code>{e(" ".join(_argv(r["argv_json"])))}</code></span>',
+            long_value(" ".join(_argv(r["argv_json"]))),
             e(r["where_run"]),
             pill(r["state"]),
             e(r["exit_code"]),

@@ -19,9 +19,11 @@ examples:
 What is written: the `tenantry` MCP server entry in the agent's own format,
 the agent's hook running `tenantry hook` before shell commands and at session
 start/end, and a short site-rules block (CLAUDE.md / AGENTS.md / GEMINI.md)
-between tenantry markers. A file that is modified is first backed up next to
-itself as FILE.tenantry-backup-TIMESTAMP; uninstall deletes only files that
-held nothing but Tenantry's entries. Running it again changes nothing.
+between tenantry markers. Every file changed is first backed up in Tenantry's
+state directory (install/backups/, never in the project). Uninstall gives back
+the original bytes of a file left as Tenantry wrote it, deletes only files
+Tenantry created, and from a file edited since removes only Tenantry's
+entries. Running install again changes nothing.
 """
 
 HOOK_EPILOG = """\
@@ -107,18 +109,22 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, *, remove: bool) -> int:
-    from tenantry.cli_common import emit
+    from tenantry.cli_common import emit, settings_from
     from tenantry.errors import UsageError
     from tenantry.integrations import files, installer
 
     scope = "system" if args.system else "user" if args.user else "project"
     t = installer.target(scope, args.project, root=args.root)
+    records = files.Records(settings_from(args).state_path / "install")
     agents = list(AGENTS) if args.agent == "all" else [args.agent]
     skipped: list[str] = []
     plans = []
     for agent in agents:
         try:
-            plans.append(installer.plan(agent, t, remove=remove))
+            plan = installer.plan(agent, t, remove=remove)
+            if remove:
+                plan = installer.Plan(plan.agent, plan.scope, records.restore(plan.changes))
+            plans.append(plan)
         except UsageError as err:
             if args.agent != "all":
                 raise
@@ -166,13 +172,50 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
         if answer.strip().lower() not in {"y", "yes"}:
             sys.stdout.write("nothing written\n")
             return 1
-    done = files.apply(pending)
+    done = files.apply(pending, records, install=not remove)
     backups = {d["path"]: d["backup"] for d in done}
     for c in report["changes"]:
         c["backup"] = backups.get(c["path"], "")
     report["applied"] = True
+    if not remove:
+        _warm_mcp(t.argv0)
+    if not remove and "codex" in agents:
+        from tenantry.integrations.agents.codex import TRUST_NOTE
+
+        report["next_steps"] = [TRUST_NOTE]
     emit(args, report, _human)
     return 0
+
+
+def _warm_mcp(argv0: list[str]) -> None:
+    """Run the installed ``tenantry mcp`` once, so its next start answers tools/list at once."""
+    import contextlib
+    import json
+    import subprocess
+
+    msgs = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "tenantry-install", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    # best effort: a failure here only costs the first session a slower start
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [*argv0, "mcp"],
+            input="".join(json.dumps(m) + "\n" for m in msgs),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 def _human(report: dict[str, Any]) -> str:
@@ -182,4 +225,5 @@ def _human(report: dict[str, Any]) -> str:
         lines.append(f"{c['action']:8} {c['path']}{extra}")
     verb = "removed from" if report["action"] == "uninstall" else "installed for"
     lines.append(f"tenantry {verb} {report['agent']} ({report['scope']})")
+    lines.extend(f"next: {step}" for step in report.get("next_steps", []))
     return "\n".join(lines)

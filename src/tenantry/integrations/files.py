@@ -2,16 +2,20 @@
 
 An installer never writes while it plans. It returns ``Change``s (path, text
 before, text after; ``None`` for an absent file); ``apply`` then keeps a
-timestamped backup of every file it modifies and replaces each file
-atomically, keeping its mode. A file is deleted only when nothing but
-Tenantry's entries was in it (then without a backup, and empty directories
-it leaves are removed). Planning the same install twice yields no
-change the second time: that is how idempotence is checked.
+backup of every file it modifies in Tenantry's state directory (never in the
+project, so nothing new appears in a repository) and replaces each file
+atomically, keeping its mode. Each install is recorded there too
+(``Records``): the original bytes (or that the file did not exist) and a hash
+of what Tenantry wrote. An uninstall that finds a file exactly as Tenantry
+left it restores the original bytes, or deletes a file Tenantry created; a
+file edited since only loses Tenantry's entries. Planning the same install
+twice yields no change the second time: that is how idempotence is checked.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import tempfile
@@ -60,7 +64,8 @@ class Change:
 
 def read_text(path: Path) -> str | None:
     try:
-        return path.read_text()
+        with path.open(newline="") as fh:  # keep the user's line endings
+            return fh.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -122,22 +127,29 @@ def edit_toml(path: Path, fn: Callable[[Any], None]) -> Change:
 
 
 def edit_block(path: Path, body: str | None) -> Change:
-    """Plan setting (or, with ``body=None``, removing) the marked block in a text file."""
+    """Plan setting (or, with ``body=None``, removing) the marked block in a text file.
+
+    The block goes at the end, after one added newline; removing it takes
+    exactly that newline away again, so install + uninstall gives the same
+    bytes. An existing block is replaced in place; the rest is never touched.
+    """
     before = read_text(path)
     text = before or ""
     start, end = text.find(BEGIN), text.find(END)
-    if start != -1 and end != -1 and end > start:
+    has = start != -1 and end != -1 and end > start
+    if has:
         head, tail = text[:start], text[end + len(END) :]
-        tail = tail[1:] if tail.startswith("\n") else tail
-    else:
-        head, tail = text, ""
+    block = "" if body is None else f"{BEGIN}\n{body.strip()}\n{END}"
     if body is None:
-        new = (head.rstrip("\n") + "\n" + tail) if head.strip() else tail
-        new = new if new.strip() else ""
+        if not has:
+            return Change(path, before, before)
+        tail = tail[1:] if tail.startswith("\n") else tail
+        head = head[:-1] if head.endswith("\n") and (head[:-1] or tail) else head
+        new = head + tail if (head + tail).strip() else ""
+    elif has:
+        new = head + block + tail
     else:
-        block = f"{BEGIN}\n{body.strip()}\n{END}\n"
-        sep = "" if not head.strip() else ("\n" if head.endswith("\n\n") else "\n\n")
-        new = head.rstrip("\n") + sep + block + tail if head.strip() else block + tail
+        new = (text + "\n" if text else "") + block + "\n"
     after = new if new.strip() else None
     if before is None and after is None:
         return Change(path, None, None)
@@ -149,34 +161,79 @@ def whole_file(path: Path, content: str | None) -> Change:
     return Change(path, read_text(path), content)
 
 
-def backup_path(path: Path, stamp: str) -> Path:
-    return path.with_name(f"{path.name}.tenantry-backup-{stamp}")
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def apply(changes: list[Change]) -> list[dict[str, str]]:
+class Records:
+    """What each install changed, kept in ``DIR/records.json`` with backups in ``DIR/backups/``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.path = directory / "records.json"
+
+    def load(self) -> dict[str, dict[str, str]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def save(self, data: dict[str, dict[str, str]]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n", 0o600)
+
+    def backup(self, path: Path, text: str, stamp: str) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = str(path).strip("/").replace("/", "%")
+        bp = self.dir / "backups" / stamp / name
+        n = 1
+        while bp.exists():
+            bp = self.dir / "backups" / f"{stamp}.{n}" / name
+            n += 1
+        _write(bp, text, 0o600)
+        return bp
+
+    def restore(self, changes: list[Change]) -> list[Change]:
+        """Uninstall changes that give back the original bytes where the file is as we left it."""
+        data = self.load()
+        out = []
+        for ch in changes:
+            rec = data.get(str(ch.path))
+            if rec is not None and ch.before is not None and _digest(ch.before) == rec["wrote"]:
+                original = rec.get("original", "")
+                after = None if not original else read_text(Path(original))
+                if original and after is None:
+                    after = ch.after  # the backup is gone: fall back to removing our entries
+                ch = Change(ch.path, ch.before, after)
+            out.append(ch)
+        return out
+
+
+def apply(changes: list[Change], records: Records, *, install: bool) -> list[dict[str, str]]:
     """Write the changes; returns what was done (path, action, backup)."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
+    data = records.load()
     done: list[dict[str, str]] = []
     for ch in changes:
         if not ch.changed:
             continue
         backup = ""
-        # a deletion only ever removes a file that held nothing but Tenantry's entries,
-        # so only modifications need a backup
-        if ch.before is not None and ch.after is not None:
-            bp = backup_path(ch.path, stamp)
-            n = 1
-            while bp.exists():
-                bp = backup_path(ch.path, f"{stamp}.{n}")
-                n += 1
-            _write(bp, ch.before, _mode(ch.path, 0o600))
-            backup = str(bp)
+        if ch.before is not None:
+            backup = str(records.backup(ch.path, ch.before, stamp))
         if ch.after is None:
             ch.path.unlink(missing_ok=True)
             _prune(ch.path.parent)
         else:
             _write(ch.path, ch.after, _mode(ch.path, 0o644))
-        done.append({"path": str(ch.path), "action": ch.action, "backup": backup})
+        key = str(ch.path)
+        if install and ch.after is not None:
+            first = data.get(key, {}).get("original", backup) if key in data else backup
+            data[key] = {"original": first, "wrote": _digest(ch.after)}
+        else:
+            data.pop(key, None)
+        done.append({"path": key, "action": ch.action, "backup": backup})
+    records.save(data)
     return done
 
 
@@ -201,7 +258,7 @@ def _write(path: Path, text: str, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "w", newline="") as fh:
             fh.write(text)
         Path(tmp).chmod(mode)
         Path(tmp).replace(path)

@@ -405,7 +405,25 @@ def _config(env: Mapping[str, str]) -> tuple[bool, str]:
     return redirect_on, mode
 
 
+def _remember_session(inp: HookInput) -> None:
+    """Tell this agent's MCP server (which may not know it) the session id."""
+    from tenantry import errors
+    from tenantry.integrations import agent_session
+    from tenantry.settings import load
+
+    try:
+        directory = str(load().state_path / "agent-sessions")
+    except errors.TenantryError:
+        return
+    if inp.event == "session_start":
+        agent_session.record(directory, inp.agent, inp.session)
+    else:
+        agent_session.forget(directory)
+
+
 def _report_session(inp: HookInput, checker: Checker | None) -> None:
+    if inp.session:
+        _remember_session(inp)
     if checker is None:
         return
     from tenantry import errors

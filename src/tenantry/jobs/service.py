@@ -46,6 +46,32 @@ def spec_hash(spec: JobSpec) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
+def output_for(spec: JobSpec, job_id: str) -> JobSpec:
+    """The spec with its output named by Tenantry's id by default, refused if unwritable.
+
+    No ``--output``: ``<cwd>/tenantry-<id>.out`` (``tenantry-t11.out``). A pattern
+    keeps the scheduler's meaning of ``%j`` and friends.
+    """
+    import dataclasses
+    import os
+
+    if not spec.output:
+        spec = dataclasses.replace(spec, output=f"tenantry-{job_id}.out")
+    if not os.path.isdir(spec.cwd):
+        return spec  # not on this machine's file system: the backend judges the paths
+    for pattern in (spec.output, spec.error):
+        if not pattern:
+            continue
+        path = pattern if os.path.isabs(pattern) else os.path.join(spec.cwd, pattern)
+        parent = os.path.dirname(path) or "."
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+            raise UsageError(
+                f"the job could not write its output: {parent} is not a writable directory",
+                hint="submit from a directory you can write, or pass --output PATH",
+            )
+    return spec
+
+
 class JobService:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
@@ -267,6 +293,7 @@ class JobService:
         )
         job = await self.rt.journal.journal_job(job, spec, h)
         try:
+            spec = output_for(spec, job.id)
             sub = await self.backend.submit(spec, p, job.id)
         except TenantryError as exc:
             await self.rt.journal.db.execute("DELETE FROM jobs WHERE id=?", (job.id,))
@@ -445,7 +472,8 @@ class JobService:
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
         lines = data.decode("utf-8", errors="replace").splitlines()
-        if tail > 0:
+        cut = tail > 0 and len(lines) > tail
+        if cut:
             lines = lines[-tail:]
         return {
             "job": job.id,
@@ -453,7 +481,7 @@ class JobService:
             "size": size,
             "lines": len(lines),
             "text": "\n".join(lines),
-            "truncated": size > len(data) or tail > 0,
+            "truncated": size > len(data) or cut,
             "origin": "job-output",
             "untrusted": True,
         }

@@ -11,7 +11,16 @@
   ``PreToolUse`` matcher ``Bash``, plus ``SessionStart`` and ``SessionEnd``
   (whose timeout Codex caps at 3 s). Codex accepts only a
   ``deny`` verdict from PreToolUse (``tenantry hook`` renders asks as denies).
-- Rules: the site-rules block in ``AGENTS.md`` (project root or Codex home).
+- Rules: the site-rules block in ``AGENTS.md`` (project root or Codex home),
+  and execpolicy rules ``rules/tenantry.rules`` beside the config refusing raw
+  scheduler commands with the Tenantry equivalent (these apply before the
+  hooks are trusted).
+- Codex hands an MCP server only a few variables, so the entry forwards the
+  ones that locate the daemon (``env_vars``) and, for a user install, pins the
+  socket and state directory (``env``). ``TENANTRY_AGENT`` names the product;
+  the session id comes from the hook's record (``agent_session``). Codex
+  ignores new hooks until they are trusted in its ``/hooks`` screen: the
+  installer says so (``TRUST_NOTE``).
 """
 
 from __future__ import annotations
@@ -64,9 +73,56 @@ def _set_server(doc: Any, entry: dict[str, Any] | None) -> None:
     servers[SERVER] = table
 
 
+# Codex starts MCP servers with only a few variables: forward the ones Tenantry
+# finds its daemon by (and pin them for a user install, where they are known)
+FORWARD = ("XDG_RUNTIME_DIR", "XDG_STATE_HOME", "TENANTRY_SOCKET", "TENANTRY_STATE_DIR")
+
+TRUST_NOTE = (
+    "Codex runs newly installed hooks only after you trust them: start `codex`, open"
+    " /hooks and trust the tenantry hooks (until then shell commands bypass Tenantry)."
+)
+
+
 def server_entry(t: Target) -> dict[str, Any]:
     argv = t.argv0
-    return {"command": argv[0], "args": [*argv[1:], "mcp"]}
+    env = {"TENANTRY_AGENT": AGENT}
+    if t.scope == "user":
+        from tenantry.settings import load
+
+        settings = load()
+        env.update(TENANTRY_SOCKET=settings.socket, TENANTRY_STATE_DIR=settings.state_dir)
+    return {
+        "command": argv[0],
+        "args": [*argv[1:], "mcp"],
+        "env": env,
+        "env_vars": list(FORWARD),
+    }
+
+
+def rules_text() -> str:
+    """Codex execpolicy rules: scheduler commands are refused with the Tenantry equivalent.
+
+    They apply even before a person trusts the hooks (check one with
+    ``codex execpolicy check --rules FILE squeue -u me``).
+    """
+    import json
+
+    from tenantry.integrations.steer import _SCHEDULER
+
+    out = [
+        "# Tenantry: written by `tenantry install`; `tenantry uninstall` removes it.",
+        "# Scheduler commands go through Tenantry on this HPC system.",
+    ]
+    for name, instead in _SCHEDULER.items():
+        why = f"Tenantry: {name} goes through Tenantry on this HPC system; instead use {instead}"
+        out += [
+            "prefix_rule(",
+            f"    pattern = [{json.dumps(name)}],",
+            '    decision = "forbidden",',
+            f"    justification = {json.dumps(why)},",
+            ")",
+        ]
+    return "\n".join(out) + "\n"
 
 
 def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
@@ -88,6 +144,7 @@ def install(t: Target) -> list[files.Change]:
     out = [
         files.edit_toml(d / "config.toml", lambda doc: _set_server(doc, server_entry(t))),
         files.edit_json(d / "hooks.json", lambda data: set_grouped_hooks(data, hook_groups(t))),
+        files.whole_file(d / "rules" / "tenantry.rules", rules_text()),
     ]
     if t.scope == "system":
         out.append(
@@ -104,6 +161,7 @@ def uninstall(t: Target) -> list[files.Change]:
     out = [
         files.edit_toml(d / "config.toml", lambda doc: _set_server(doc, None)),
         files.edit_json(d / "hooks.json", lambda data: set_grouped_hooks(data, None)),
+        files.whole_file(d / "rules" / "tenantry.rules", None),
     ]
     if t.scope == "system":
         out.append(files.edit_toml(d / "requirements.toml", lambda doc: _requirements(doc, None)))

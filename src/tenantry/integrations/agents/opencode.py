@@ -99,8 +99,6 @@ def _config(data: dict[str, Any], t: Target, on: bool) -> None:
     if on:
         data.setdefault("$schema", "https://opencode.ai/config.json")
     set_server(data, "mcp", server_entry(t) if on else None)
-    if not on and set(data) <= {"$schema"}:
-        data.clear()
 
 
 def install(t: Target) -> list[files.Change]:

@@ -1,0 +1,138 @@
+"""The stdio loop of ``tenantry mcp``: the SDK's transport, fed by the fast start.
+
+``run_stdio`` serves the server from ``gateway.mcp`` on stdin/stdout. What the
+fast start (``gateway.mcp_start``) already read is replayed first; answers it
+already gave are dropped; a line that is not JSON gets a JSON-RPC parse error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tenantry.gateway.mcp import build_server
+from tenantry.settings import Settings
+
+
+class _ReplayIn:
+    """Stdin for the SDK: the lines the fast start already read, then the rest.
+
+    A line that is not JSON gets a JSON-RPC parse error (-32700) right away
+    instead of vanishing.
+    """
+
+    def __init__(self, replay: str, rest: Any, out: _FilterOut) -> None:
+        self.replay, self.rest, self.out = replay, rest, out
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        pending = self.replay
+        while True:
+            while "\n" in pending:
+                line, pending = pending.split("\n", 1)
+                if await self._ok(line):
+                    yield line + "\n"
+            chunk = await self.rest.readline()
+            if not chunk:
+                if pending and await self._ok(pending):
+                    yield pending
+                return
+            pending += chunk
+
+    async def _ok(self, line: str) -> bool:
+        if not line.strip():
+            return False
+        try:
+            json.loads(line)
+        except ValueError:
+            await self.out.write(PARSE_ERROR)
+            await self.out.flush()
+            return False
+        return True
+
+
+PARSE_ERROR = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32700,
+                "message": "Parse error: a line that is not JSON; send one JSON-RPC message"
+                " per line",
+            },
+        }
+    )
+    + "\n"
+)
+
+
+class _FilterOut:
+    """Stdout for the SDK: drops its answers to requests the fast start answered.
+
+    It also keeps the SDK's first complete ``tools/list`` answer for the next
+    fast start (``mcp_start.save_tools``).
+    """
+
+    def __init__(self, out: Any, drop_ids: list[object], tools_cache: str) -> None:
+        import anyio
+
+        self.out, self.lock = out, anyio.Lock()
+        self.drop_ids = [json.dumps(i) for i in drop_ids]
+        self.tools_cache = tools_cache
+
+    async def write(self, text: str) -> None:
+        if self.drop_ids or self.tools_cache:
+            try:
+                msg = json.loads(text)
+            except ValueError:
+                msg = None
+            result = msg.get("result") if isinstance(msg, dict) else None
+            if isinstance(msg, dict) and isinstance(result, dict):
+                rid = json.dumps(msg.get("id"))
+                if self.tools_cache and "tools" in result and "nextCursor" not in result:
+                    from tenantry.gateway.mcp_start import save_tools
+
+                    save_tools(self.tools_cache, result)
+                    self.tools_cache = ""
+                if rid in self.drop_ids:
+                    self.drop_ids.remove(rid)
+                    return
+        async with self.lock:
+            await self.out.write(text)
+
+    async def flush(self) -> None:
+        await self.out.flush()
+
+
+def run_stdio(
+    settings: Settings,
+    replay: str = "",
+    drop_ids: list[object] | None = None,
+    tools_cache: str = "",
+) -> int:
+    """Serve MCP on stdin/stdout; ``replay`` holds what was read already (fast start)."""
+    import logging
+    import sys
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    # request lines of the HTTP client would clutter the agent's MCP log
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+    server = build_server(settings)
+
+    async def serve() -> None:
+        out = _FilterOut(anyio.wrap_file(sys.stdout), drop_ids or [], tools_cache)
+        stdin = _ReplayIn(replay, anyio.wrap_file(sys.stdin), out)
+        async with stdio_server(stdin=stdin, stdout=out) as (read, write):  # type: ignore[arg-type]
+            low = server._lowlevel_server
+            await low.run(read, write, low.create_initialization_options())
+
+    asyncio.run(serve())
+    return 0
