@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from tenantry import errors
-from tenantry.client import API, PRINCIPAL_HEADER, ensure_daemon
+from tenantry.client import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER, ensure_daemon, new_request_id
 from tenantry.principal import client_claims
 from tenantry.settings import Settings
 
@@ -43,7 +43,10 @@ class AsyncClient:
             self._http = None
 
     async def _send(self, op: str, params: dict[str, Any]) -> httpx.Response:
-        request = self._client().build_request("POST", f"{API}/op/{op}", json=params)
+        # one request id for every attempt of this call (idempotent retries)
+        request = self._client().build_request(
+            "POST", f"{API}/op/{op}", json=params, headers={REQUEST_ID_HEADER: new_request_id()}
+        )
         for attempt in range(2):
             try:
                 return await self._client().send(request, stream=True)

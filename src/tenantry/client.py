@@ -29,6 +29,19 @@ if TYPE_CHECKING:
 
 API = "/v1"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
+# one id per logical request, the same on every retry: the daemon answers a
+# retried submission with the job its first attempt created
+REQUEST_ID_HEADER = "X-Tenantry-Request-Id"
+# ops the daemon answers idempotently, so a call that lost its connection
+# (the daemon died mid-request) is retried with the same request id
+RETRY_AFTER_LOSS = frozenset(
+    {"jobs.submit", "jobs.cancel", "jobs.status", "jobs.list", "jobs.logs", "facility.info"}
+)
+RETRIES = 3
+
+
+def new_request_id() -> str:
+    return os.urandom(12).hex()
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -64,12 +77,18 @@ class Client:
 
     # -- transport -----------------------------------------------------------------
     def _request(
-        self, method: str, path: str, body: Any = None, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float | None = None,
+        request_id: str = "",
     ) -> http.client.HTTPResponse:
         payload = json.dumps(body).encode() if body is not None else None
         headers = {
             "Content-Type": "application/json",
             PRINCIPAL_HEADER: json.dumps(self.claims),
+            REQUEST_ID_HEADER: request_id or new_request_id(),
         }
         last: Exception | None = None
         for attempt in range(2):
@@ -89,7 +108,7 @@ class Client:
                     f"cannot open the daemon socket {self.settings.socket}: {exc.strerror}",
                     hint="the socket belongs to another user; set TENANTRY_SOCKET to your own",
                 ) from exc
-            except OSError as exc:
+            except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
         raise errors.DaemonUnavailable(
@@ -97,10 +116,32 @@ class Client:
             hint="start one with `tenantry serve` (or let the CLI start it)",
         ) from last
 
-    def call(self, op: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
-        """Call one op; returns its result or raises its TenantryError."""
-        resp = self._request("POST", f"{API}/op/{op}", params or {}, **kw)
-        data = _read_json(resp)
+    def call(
+        self,
+        op: str,
+        params: dict[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        **kw: Any,
+    ) -> Any:
+        """Call one op; returns its result or raises its TenantryError.
+
+        The request carries one request id on every attempt; ops in
+        ``RETRY_AFTER_LOSS`` are retried when the connection is lost.
+        """
+        rid = request_id or new_request_id()
+        retries = RETRIES if op in RETRY_AFTER_LOSS else 0
+        attempt = 0
+        while True:
+            try:
+                resp = self._request("POST", f"{API}/op/{op}", params or {}, request_id=rid, **kw)
+                data = _read_json(resp)
+                break
+            except errors.DaemonUnavailable:
+                if attempt >= retries:
+                    raise
+                attempt += 1
+                time.sleep(0.1 * 2**attempt)  # let a restarting daemon come up
         if not data.get("ok"):
             raise errors.from_dict(data.get("error") or {})
         self.last_warnings = list(data.get("warnings") or [])
@@ -132,7 +173,10 @@ class Client:
 
 
 def _read_json(resp: http.client.HTTPResponse) -> dict[str, Any]:
-    raw = resp.read()
+    try:
+        raw = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
     try:
         data = json.loads(raw)
     except ValueError as exc:

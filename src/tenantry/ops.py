@@ -47,6 +47,8 @@ class OpContext:
 
     principal: Principal
     runtime: Runtime
+    # the client's idempotency key for this request ("" when it sent none)
+    request_id: str = ""
 
 
 REGISTRY: dict[str, Op] = {}

@@ -76,6 +76,8 @@ class LocalBackend:
         self._queue: list[str] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._next = 1
+        # Tenantry job id -> local job id, for recovery (``find``)
+        self._by_tenantry: dict[str, str] = {}
         self.calls = 0
         # set by the job service: called whenever a job changes state
         self.notify: Callable[[], None] | None = None
@@ -97,6 +99,8 @@ class LocalBackend:
             return
         e = _Entry(jid, d, int(job.get("cpus", 1)), JobState.PENDING)
         self._jobs[jid] = e
+        if job.get("tenantry_id"):
+            self._by_tenantry[str(job["tenantry_id"])] = jid
         status = self._read_status(d)
         if status is None:
             self._queue.append(jid)  # never started: queue it again
@@ -122,7 +126,24 @@ class LocalBackend:
         # Running jobs keep running in their own sessions; the next daemon re-attaches.
 
     # -- verbs ------------------------------------------------------------------------
-    async def submit(self, spec: JobSpec, principal: Principal, job_id: str) -> Submitted:
+    async def find(
+        self, spec: JobSpec, principal: Principal, job_id: str, intent: str
+    ) -> Submitted | None:
+        """The local job created for ``job_id`` (its directory survived the crash)."""
+        jid = self._by_tenantry.get(job_id)
+        if jid is None:
+            return None
+        try:
+            job = json.loads((self.root / jid / "job.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if intent and job.get("intent", intent) != intent:
+            return None
+        return Submitted(jid, str(job.get("output", "")), str(job.get("error", "")))
+
+    async def submit(
+        self, spec: JobSpec, principal: Principal, job_id: str, *, intent: str = ""
+    ) -> Submitted:
         self.calls += 1
         if not spec.script_text.startswith("#!"):
             raise SubmissionRejected(
@@ -162,11 +183,13 @@ class LocalBackend:
             "time_s": spec.resources.time_s,
             "cpus": cpus,
             "tenantry_id": job_id,
+            "intent": intent,
             "principal": principal.key,
         }
         tmp = d / "job.json.tmp"
         tmp.write_text(json.dumps(job))
         os.replace(tmp, d / "job.json")
+        self._by_tenantry[job_id] = jid
         self._jobs[jid] = _Entry(jid, d, cpus, JobState.PENDING)
         self._queue.append(jid)
         self._schedule()

@@ -35,6 +35,7 @@ from tenantry.errors import (
     UsageError,
 )
 from tenantry.events import Bus, Event, EventType
+from tenantry.gateway import edge
 from tenantry.gateway.peercred import PEER_KEY
 from tenantry.gateway.runtime import Runtime
 from tenantry.jobs.service import JobService
@@ -75,6 +76,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
+REQUEST_ID_HEADER = "x-tenantry-request-id"
 MAX_BODY = 8 * 1024 * 1024
 _CLAIM_MAX = 200
 
@@ -150,6 +152,7 @@ def _claims(request: Request) -> dict[str, str]:
         value = data.get(key, "")
         if not isinstance(value, str) or len(value) > _CLAIM_MAX:
             raise UsageError(f"principal field {key!r} must be a string of <= {_CLAIM_MAX} chars")
+        edge.check_text(value, f"principal field {key!r}", strict=True)
         out[key] = value
     return out
 
@@ -181,6 +184,24 @@ def principal_of(request: Request) -> Principal:
         host=claims["host"],
         project=claims["project"],
     )
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The request body, refused as soon as it passes ``cap`` bytes (never buffered whole)."""
+    too_big = UsageError(
+        f"request body over {cap} bytes", hint="send large data as a file path, not inline"
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise too_big
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise too_big
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def envelope(err: TenantryError) -> JSONResponse:
@@ -215,15 +236,15 @@ async def op_endpoint(request: Request) -> Response:
         op = REGISTRY.get(name)
         if op is None:
             raise NotFound(f"unknown operation {name!r}", hint="see facility.info for the list")
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            raise UsageError(f"request body over {MAX_BODY} bytes")
+        body = await read_body(request, MAX_BODY)
         try:
             params = json.loads(body or b"{}")
         except ValueError as exc:
             raise UsageError(f"request body is not valid JSON: {exc}") from exc
         if not isinstance(params, dict):
             raise UsageError("request body must be a JSON object of parameters")
+        edge.check_params(params)
+        rid = edge.request_id(request.headers.get(REQUEST_ID_HEADER))
         if await rt.journal.touch_session(p):
             await rt.emit(
                 Event(
@@ -236,7 +257,7 @@ async def op_endpoint(request: Request) -> Response:
                 )
             )
         warnings = await _gate(rt, op, p, params)
-        ctx = OpContext(p, rt)
+        ctx = OpContext(p, rt, rid)
         if op.streaming:
             return await _stream(op, ctx, params, warnings)
         result = await op.fn(ctx, params)

@@ -26,8 +26,15 @@ async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             hint="the CLI reads the file for you; over MCP pass the script text",
         )
     spec = JobSpec.from_dict(directives.apply(params))
-    job, dedup, note = await _svc(ctx).submit(ctx.principal, spec)
-    return {"job": _svc(ctx).view(job), "deduplicated": dedup, "note": note}
+    job, existing, note = await _svc(ctx).submit(ctx.principal, spec, ctx.request_id)
+    # "existing": this answer is a job that already existed (a retried request
+    # or a duplicate), not a new submission; "deduplicated" is its older name
+    return {
+        "job": _svc(ctx).view(job),
+        "existing": existing,
+        "deduplicated": existing,
+        "note": note,
+    }
 
 
 @op("jobs.status", "Status of jobs from the shared cache", action="query_jobs")

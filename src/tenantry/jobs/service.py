@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tenantry.backends.base import Recoverable, Submitted
 from tenantry.errors import (
     BackendError,
     NotFound,
@@ -26,6 +29,7 @@ from tenantry.errors import (
     UsageError,
 )
 from tenantry.events import Event, EventType
+from tenantry.jobs.environment import job_environment
 from tenantry.models import Job, JobSpec, JobState, Principal
 
 if TYPE_CHECKING:
@@ -56,6 +60,9 @@ class JobService:
         self._changed: dict[str, asyncio.Event] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._requests: dict[tuple[int, str], asyncio.Lock] = {}
+        # journaled jobs whose recovery could not ask the backend yet
+        self._unrecovered: list[Job] = []
         self.last_ok: float = 0.0
         self.last_error: str = ""
         self.interval = runtime.settings.poll_fast_s
@@ -81,14 +88,37 @@ class JobService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    async def _hand(self, spec: JobSpec, p: Principal, job_id: str, intent: str) -> Submitted:
+        if isinstance(self.backend, Recoverable):
+            return await self.backend.submit(spec, p, job_id, intent=intent)
+        return await self.backend.submit(spec, p, job_id)
+
     async def _resubmit(self, job: Job) -> None:
-        """A job journaled but never handed over (the daemon died in between)."""
+        """A job journaled but never marked handed (the daemon died in between).
+
+        The backend may have it already (the crash came after it acted): ask it
+        first, by the job's intent token, and submit only when it has none.
+        """
         found = await self.rt.journal.job_spec(job.id)
         if found is None:
             return
         spec, _ = found
+        p = self._principal_of(job)
+        intent = await self.rt.journal.job_intent(job.id)
         try:
-            sub = await self.backend.submit(spec, self._principal_of(job), job.id)
+            existing = None
+            if isinstance(self.backend, Recoverable):
+                existing = await self.backend.find(spec, p, job.id, intent)
+            if existing is not None:
+                await self._adopt(job, existing, "found at the backend after a daemon restart")
+                return
+            sub = await self._hand(spec, p, job.id, intent)
+        except Unavailable as exc:
+            # unknown whether the backend has it: try again on the next start
+            log.warning("job %s: cannot check the backend after a restart: %s", job.id, exc)
+            self.last_error = exc.message
+            self._unrecovered.append(job)
+            return
         except TenantryError as exc:
             job.state, job.reason = (
                 JobState.LOST,
@@ -98,11 +128,15 @@ class JobService:
             await self.rt.journal.update_job(job)
             await self.rt.journal.mark_handed(job.id, "", "", "")
             return
+        await self._adopt(job, sub, "resubmitted after a daemon restart")
+
+    async def _adopt(self, job: Job, sub: Submitted, reason: str) -> None:
         await self.rt.journal.mark_handed(job.id, sub.backend_id, sub.output, sub.error)
         job.backend_id, job.output, job.error = sub.backend_id, sub.output, sub.error
-        job.reason = "resubmitted after a daemon restart"
+        job.reason = reason
         self._remember(job)
-        await self.rt.emit(Event(EventType.JOB_RECOVERED, job.principal, job.id, "resubmitted"))
+        outcome = "resubmitted" if reason.startswith("resubmitted") else "found"
+        await self.rt.emit(Event(EventType.JOB_RECOVERED, job.principal, job.id, outcome))
 
     @staticmethod
     def _principal_of(job: Job) -> Principal:
@@ -136,6 +170,10 @@ class JobService:
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
             self._wake.clear()
+            if self._unrecovered:
+                retry, self._unrecovered = self._unrecovered, []
+                for job in retry:
+                    await self._resubmit(job)
             active = self._active()
             if not active:
                 self.last_ok = time.time()
@@ -237,7 +275,39 @@ class JobService:
         self._changed[job.id] = asyncio.Event()
 
     # -- use cases --------------------------------------------------------------------
-    async def submit(self, p: Principal, spec: JobSpec) -> tuple[Job, bool, str]:
+    async def submit(
+        self, p: Principal, spec: JobSpec, request_id: str = ""
+    ) -> tuple[Job, bool, str]:
+        """Journal, then hand to the backend; returns (job, existing, note).
+
+        A retried request (same client ``request_id``) returns the job the first
+        attempt created; so does a duplicate within the dedup window unless the
+        earlier job ended in failure.
+        """
+        if not request_id:
+            return await self._submit(p, spec, "")
+        # one attempt per request id at a time: a retry that overtakes the first
+        # attempt waits for it and then returns its job
+        key = (p.uid, request_id)
+        lock = self._requests.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                return await self._submit(p, spec, request_id)
+        finally:
+            if not lock.locked():
+                self._requests.pop(key, None)
+
+    async def _submit(self, p: Principal, spec: JobSpec, request_id: str) -> tuple[Job, bool, str]:
+        if request_id:
+            first = await self.rt.journal.job_by_request(p.uid, request_id)
+            if first is not None:
+                job = self.cache.get(first.id, first)
+                note = (
+                    f"existing job {job.id}: this request ({request_id}) was already "
+                    "received; returning the job it created"
+                )
+                return job, True, note
+        spec = dataclasses.replace(spec, env=job_environment(spec.env))
         h = spec_hash(spec)
         now = time.time()
         if not spec.force:
@@ -248,7 +318,8 @@ class JobService:
                 job = self.cache.get(dup.id, dup)
                 await self.rt.emit(Event(EventType.JOB_DEDUPLICATED, p.key, job.id, "ok"))
                 note = (
-                    f"identical to job {job.id} submitted {now - job.submitted_at:.0f} s ago "
+                    f"existing job {job.id}: identical to the job submitted "
+                    f"{now - job.submitted_at:.0f} s ago "
                     "(same script, arguments, options and cwd); returning it. "
                     "Pass force=true (--force) to submit again."
                 )
@@ -265,9 +336,10 @@ class JobService:
             resources=spec.resources,
             updated_at=now,
         )
-        job = await self.rt.journal.journal_job(job, spec, h)
+        intent = secrets.token_hex(8)
+        job = await self.rt.journal.journal_job(job, spec, h, request_id=request_id, intent=intent)
         try:
-            sub = await self.backend.submit(spec, p, job.id)
+            sub = await self._hand(spec, p, job.id, intent)
         except TenantryError as exc:
             await self.rt.journal.db.execute("DELETE FROM jobs WHERE id=?", (job.id,))
             if isinstance(exc, BackendError | UsageError):

@@ -24,6 +24,11 @@ _JOB_COLS = (
 )
 
 
+# A duplicate submission may return a job still going or one that succeeded,
+# never one that ended in failure (the fixed script must run).
+_REUSABLE = ",".join(f"'{s.value}'" for s in JobState if not s.terminal or s is JobState.COMPLETED)
+
+
 def _job(row: sqlite3.Row) -> Job:
     return Job(
         id=row["id"],
@@ -149,8 +154,14 @@ class Journal:
         return [dict(r) for r in rows]
 
     # -- jobs -------------------------------------------------------------------------
-    async def journal_job(self, job: Job, spec: JobSpec, spec_hash: str) -> Job:
-        """Insert a job before it is handed to a backend; assigns the next id."""
+    async def journal_job(
+        self, job: Job, spec: JobSpec, spec_hash: str, *, request_id: str = "", intent: str = ""
+    ) -> Job:
+        """Insert a job before it is handed to a backend; assigns the next id.
+
+        ``request_id`` is the client's idempotency key (unique per uid);
+        ``intent`` the token the backend carries so recovery can find the job.
+        """
 
         def fn(c: sqlite3.Connection) -> Job:
             # ids grow with insertion order, so the newest row holds the largest
@@ -159,8 +170,8 @@ class Journal:
             job.id = f"t{int(row[0][1:]) + 1 if row else 1}"
             c.execute(
                 "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, name,"
-                " spec_json, spec_hash, submitted_at, resources_json, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " spec_json, spec_hash, submitted_at, resources_json, updated_at,"
+                " request_id, intent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job.id,
                     job.backend,
@@ -175,6 +186,8 @@ class Journal:
                     job.submitted_at,
                     json.dumps(job.resources.to_dict()),
                     job.updated_at,
+                    request_id,
+                    intent,
                 ),
             )
             return job
@@ -211,6 +224,17 @@ class Journal:
             (ref, ref),
         )
         return _job(row) if row else None
+
+    async def job_by_request(self, uid: int, request_id: str) -> Job | None:
+        """The job a client request id created, if any (the first result of a retry)."""
+        row = await self.db.fetchone(
+            f"SELECT {_JOB_COLS} FROM jobs WHERE uid=? AND request_id=?", (uid, request_id)
+        )
+        return _job(row) if row else None
+
+    async def job_intent(self, job_id: str) -> str:
+        row = await self.db.fetchone("SELECT intent FROM jobs WHERE id=?", (job_id,))
+        return str(row["intent"]) if row else ""
 
     async def job_spec(self, job_id: str) -> tuple[JobSpec, str] | None:
         row = await self.db.fetchone("SELECT spec_json, phase FROM jobs WHERE id=?", (job_id,))
@@ -251,7 +275,8 @@ class Journal:
     async def find_duplicate(self, principal: str, spec_hash: str, since: float) -> Job | None:
         row = await self.db.fetchone(
             f"SELECT {_JOB_COLS} FROM jobs WHERE principal=? AND spec_hash=?"
-            " AND submitted_at>=? AND phase='handed' ORDER BY submitted_at DESC LIMIT 1",
+            f" AND submitted_at>=? AND phase='handed' AND state IN ({_REUSABLE})"
+            " ORDER BY submitted_at DESC LIMIT 1",
             (principal, spec_hash, since),
         )
         return _job(row) if row else None
