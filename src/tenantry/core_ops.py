@@ -25,8 +25,14 @@ async def events(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     limit = param(params, "limit", int, 1000)
     if not 1 <= limit <= 100_000:
         raise UsageError("limit must be between 1 and 100000")
+    # an agent session sees its own session's events; a human, all of the user's
+    p = ctx.principal
     rows = await ctx.runtime.journal.events(
-        since=since, types=types, principal=ctx.principal.user + "/", limit=limit
+        since=since,
+        types=types,
+        principal=p.key if p.is_agent else p.user + "/",
+        exact=p.is_agent,
+        limit=limit,
     )
     return {"events": rows}
 

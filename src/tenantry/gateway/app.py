@@ -98,6 +98,12 @@ def make_backend(settings: Settings) -> Backend:
     raise UsageError(f"unknown backend {settings.backend!r}", hint="use local or slurm")
 
 
+def redact_secrets(text: str) -> str:
+    from tenantry.guard.secrets import find_secrets, redact
+
+    return redact(text, find_secrets(text)) if text else text
+
+
 def _load(target: str) -> Callable[[Runtime], Any]:
     module, _, attr = target.partition(":")
     fn: Callable[[Runtime], Any] = getattr(importlib.import_module(module), attr)
@@ -113,6 +119,7 @@ async def open_runtime(
         importlib.import_module(mod)
     async with AsyncExitStack() as stack:
         journal = Journal(settings.db_path)
+        journal.redact = redact_secrets
         await journal.start()
         stack.push_async_callback(journal.aclose)
         bus = Bus()

@@ -10,7 +10,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,30 @@ _JOB_COLS = (
 # A duplicate submission may return a job still going or one that succeeded,
 # never one that ended in failure (the fixed script must run).
 _REUSABLE = ",".join(f"'{s.value}'" for s in JobState if not s.terminal or s is JobState.COMPLETED)
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _redacted(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v, fn) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v, fn) for v in value]
+    return value
+
+
+def _clean(text: str) -> str:
+    """Text SQLite can store as UTF-8 (a lone surrogate would fail the whole batch)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _dumps(data: Any) -> str:
+    """JSON for a text column: lone surrogates escaped, so every row reads back."""
+    return json.dumps(data, default=str, ensure_ascii=True)
 
 
 def _job(row: sqlite3.Row) -> Job:
@@ -68,6 +92,9 @@ class Journal:
         self._known: set[str] = set()
         self._flush_task: asyncio.Task[None] | None = None
         self._flush_lock = asyncio.Lock()
+        # applied to every text stored from a request (argv, output tails, event
+        # data): the daemon wires the secret redactor in (nothing in clear at rest)
+        self.redact: Callable[[str], str] = _same
 
     async def start(self) -> None:
         await self.db.start()
@@ -100,11 +127,11 @@ class Journal:
                         (
                             e.ts,
                             e.type.value,
-                            e.principal,
-                            e.subject,
-                            e.outcome,
+                            _clean(e.principal),
+                            _clean(self.redact(e.subject)),
+                            _clean(e.outcome),
                             e.duration_s,
-                            json.dumps(e.data, default=str),
+                            _dumps(_redacted(e.data, self.redact)),
                         )
                         for e in events
                     ],
@@ -292,7 +319,15 @@ class Journal:
         await self.db.execute(
             "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at)"
             " VALUES (?,?,?,?,?,?,?)",
-            (cid, p.key, p.uid, json.dumps(list(argv)), cwd, where, time.time()),
+            (
+                cid,
+                p.key,
+                p.uid,
+                json.dumps([self.redact(a) for a in argv]),
+                self.redact(cwd),
+                where,
+                time.time(),
+            ),
         )
 
     async def command_finished(
@@ -309,7 +344,7 @@ class Journal:
         await self.db.execute(
             "UPDATE commands SET ended_at=?, exit_code=?, state=?, reason=?, cpu_s=?,"
             " max_rss_kb=?, where_run=? WHERE id=?",
-            (time.time(), exit_code, state, reason, cpu_s, max_rss_kb, where, cid),
+            (time.time(), exit_code, state, self.redact(reason), cpu_s, max_rss_kb, where, cid),
         )
 
     async def abandon_running_commands(self) -> int:
@@ -331,17 +366,22 @@ class Journal:
         since: float = 0.0,
         types: Sequence[str] = (),
         principal: str | None = None,
+        exact: bool = False,
         limit: int = 1000,
     ) -> list[dict[str, Any]]:
+        """Events, oldest first; ``principal`` is a prefix unless ``exact``."""
         await self.flush()
         where = ["ts>=?"]
         args: list[Any] = [since]
         if types:
             where.append(f"type IN ({','.join('?' * len(types))})")
             args.extend(types)
-        if principal:
-            where.append("principal LIKE ?")
-            args.append(principal + "%")
+        if principal and exact:
+            where.append("principal=?")
+            args.append(principal)
+        elif principal:
+            where.append("substr(principal, 1, ?)=?")
+            args.extend([len(principal), principal])
         sql = "SELECT * FROM events WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC LIMIT ?"
         args.append(limit)

@@ -1,0 +1,127 @@
+"""Idempotent submission: recovery asks the backend first; request ids replay."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tenantry.backends.local import LocalBackend
+from tenantry.gateway.app import open_runtime
+from tenantry.jobs.service import JobService
+from tenantry.models import AgentProduct, JobSpec, JobState, Principal
+from tenantry.settings import Settings, load
+from tenantry.store.journal import Journal
+
+ALICE = Principal(1000, "alice", AgentProduct.CLAUDE_CODE, "s1")
+
+
+def _settings(tmp: Path) -> Settings:
+    return load(
+        env={
+            "TENANTRY_STATE_DIR": str(tmp / "state"),
+            "TENANTRY_POLL_FAST_S": "0.02",
+            "TENANTRY_POLL_SLOW_S": "0.05",
+            "TENANTRY_LOCAL_SLOTS": "2",
+        }
+    )
+
+
+def _spec(tmp: Path, log: Path, tag: str) -> JobSpec:
+    text = f'#!/bin/sh\necho "$1" >> {log}\n'
+    (tmp / "job.sh").write_text(text)
+    return JobSpec(script=str(tmp / "job.sh"), script_text=text, args=(tag,), cwd=str(tmp))
+
+
+async def _wait_terminal(svc: JobService, jid: str) -> JobState:
+    async with asyncio.timeout(30):
+        while True:
+            job = await svc.get(ALICE, jid)
+            if job.state.terminal:
+                return job.state
+            await asyncio.sleep(0.02)
+
+
+async def test_crash_after_the_backend_acted_does_not_run_the_job_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window: the backend created the job, the journal never marked it handed."""
+    log = tmp_path / "runs.log"
+    settings = _settings(tmp_path)
+    slow = asyncio.Event()
+
+    async def crash_before_mark(self: Journal, *args: object) -> None:
+        await slow.wait()  # the daemon "dies" here: the mark never lands
+
+    async with open_runtime(settings) as rt:
+        svc = rt.component("jobs", JobService)
+        monkeypatch.setattr(Journal, "mark_handed", crash_before_mark)
+        task = asyncio.create_task(svc.submit(ALICE, _spec(tmp_path, log, "once"), "req-1"))
+        root = Path(settings.state_dir) / "local" / "jobs"
+        async with asyncio.timeout(10):
+            while not list(root.glob("*/job.json")):
+                await asyncio.sleep(0.01)
+        task.cancel()
+        monkeypatch.undo()
+    # restart: the unhanded row is recovered by asking the backend, not resubmitted
+    async with open_runtime(settings) as rt:
+        svc = rt.component("jobs", JobService)
+        job = await svc.get(ALICE, "t1")
+        assert job.backend_id == "1" and "found at the backend" in job.reason
+        assert await _wait_terminal(svc, "t1") is JobState.COMPLETED
+        # a retry of the same request returns that job
+        again, existing, note = await svc.submit(ALICE, _spec(tmp_path, log, "once"), "req-1")
+        assert (again.id, existing) == ("t1", True) and "existing job t1" in note
+    assert log.read_text().split() == ["once"]
+    assert sorted(p.name for p in root.iterdir()) == ["1"]
+
+
+async def test_request_id_replays_the_first_result(tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    async with open_runtime(_settings(tmp_path)) as rt:
+        svc = rt.component("jobs", JobService)
+        spec = _spec(tmp_path, log, "a")
+        first, existing, _ = await svc.submit(ALICE, spec, "r-a")
+        assert not existing
+        other = _spec(tmp_path, log, "b")
+        results = await asyncio.gather(*(svc.submit(ALICE, other, "r-b") for _ in range(5)))
+        assert len({j.id for j, _, _ in results}) == 1
+        assert sum(1 for _, e, _ in results if not e) == 1
+        again, existing, _ = await svc.submit(ALICE, spec, "r-a")
+        assert again.id == first.id and existing
+
+
+async def test_dedup_never_returns_a_failed_job(tmp_path: Path) -> None:
+    async with open_runtime(_settings(tmp_path)) as rt:
+        svc = rt.component("jobs", JobService)
+        text = "#!/bin/sh\nexit 3\n"
+        spec = JobSpec(script=str(tmp_path / "f.sh"), script_text=text, cwd=str(tmp_path))
+        failed, _, _ = await svc.submit(ALICE, spec)
+        assert await _wait_terminal(svc, failed.id) is JobState.FAILED
+        fresh, existing, note = await svc.submit(ALICE, spec)
+        assert fresh.id != failed.id and not existing and note == ""
+
+
+async def test_secret_environment_is_never_journaled(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    async with open_runtime(settings) as rt:
+        svc = rt.component("jobs", JobService)
+        text = "#!/bin/sh\ntrue\n"
+        spec = JobSpec(
+            script=str(tmp_path / "e.sh"),
+            script_text=text,
+            cwd=str(tmp_path),
+            env={"PATH": "/usr/bin:/bin", "MY_API_TOKEN": "s3cr3t-planted", "AWS_X": "s3cr3t"},
+        )
+        job, _, _ = await svc.submit(ALICE, spec)
+        await _wait_terminal(svc, job.id)
+    for f in Path(settings.state_dir).rglob("*"):
+        if f.is_file():
+            assert b"s3cr3t" not in f.read_bytes(), f
+
+
+def test_local_backend_is_recoverable(tmp_path: Path) -> None:
+    from tenantry.backends.base import Recoverable
+
+    assert isinstance(LocalBackend(tmp_path), Recoverable)
