@@ -12,10 +12,12 @@ import contextlib
 import os
 import resource
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import IO
 
 from tenantry.errors import UsageError
 from tenantry.models import CommandResult, CommandSpec, Principal
@@ -60,37 +62,67 @@ def _limits(mem_mb: int | None, cpu_s: float | None) -> Callable[[], None]:
     return apply
 
 
-async def _exited(proc: asyncio.subprocess.Process) -> None:
-    """Wait for the process itself to exit, not for its pipes to close.
+class _Child:
+    """A command's process, reaped by us with ``os.wait4`` for its own rusage.
 
-    (asyncio's ``Process.wait`` also waits until every pipe is closed, which a
-    background child can hold open forever.) Uses a pidfd where Linux has one.
+    (asyncio's child watcher would reap it first and lose the rusage; the
+    process-wide ``RUSAGE_CHILDREN`` mixes every concurrent command.)
     """
-    if proc.returncode is not None:
-        return
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except ProcessLookupError:
-        return  # already exited (and reaped by asyncio's child watcher)
-    except (AttributeError, OSError):
-        await proc.wait()
-        return
-    if proc.returncode is not None:  # reaped meanwhile: the pid may be someone else's
-        os.close(fd)
-        return
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
 
-    def ready() -> None:
-        if not done.done():
-            done.set_result(None)
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.returncode: int | None = None
+        self.rusage: resource.struct_rusage | None = None
 
-    loop.add_reader(fd, ready)
-    try:
-        await done
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
+    def _reap(self, flags: int) -> bool:
+        try:
+            pid, status, rusage = os.wait4(self.pid, flags)
+        except ChildProcessError:  # reaped elsewhere: no rusage
+            self.returncode = self.returncode if self.returncode is not None else -1
+            return True
+        if pid == 0:
+            return False
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self.popen.returncode = self.returncode
+        self.rusage = rusage
+        return True
+
+    async def exited(self) -> None:
+        """Wait for the process to exit (not for its pipes to close), then reap it."""
+        if self.returncode is not None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            fd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            while not self._reap(os.WNOHANG):
+                await asyncio.sleep(0.02)
+            return
+        done: asyncio.Future[None] = loop.create_future()
+
+        def ready() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        loop.add_reader(fd, ready)
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+        self._reap(0)
+
+
+async def _reader(
+    loop: asyncio.AbstractEventLoop, pipe: IO[bytes] | None
+) -> tuple[asyncio.StreamReader, asyncio.BaseTransport | None]:
+    reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
+    if pipe is None:
+        reader.feed_eof()
+        return reader, None
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader, transport
 
 
 class LocalRunner:
@@ -99,7 +131,7 @@ class LocalRunner:
     def __init__(self, output_cap: int = 1_048_576, default_timeout: float = 3600.0) -> None:
         self.output_cap = output_cap
         self.default_timeout = default_timeout
-        self._running: dict[str, tuple[str, asyncio.subprocess.Process]] = {}
+        self._running: dict[str, tuple[str, _Child]] = {}
 
     async def start(self) -> None:
         return None
@@ -137,15 +169,14 @@ class LocalRunner:
             )
         timeout = spec.timeout_s or self.default_timeout
         started = time.monotonic()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *spec.argv,
+            popen = subprocess.Popen(
+                list(spec.argv),
                 cwd=spec.cwd,
                 env=spec.env or None,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 start_new_session=True,
                 preexec_fn=_limits(spec.resources.mem_mb, None) if spec.resources.mem_mb else None,
             )
@@ -165,22 +196,29 @@ class LocalRunner:
                 duration_s=time.monotonic() - started,
                 reason=f"permission denied: {spec.argv[0]} is not executable",
             )
+        proc = _Child(popen)
         self._running[cid] = (principal.key, proc)
         tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
+        loop = asyncio.get_running_loop()
+        pipes = {
+            "stdout": await _reader(loop, popen.stdout),
+            "stderr": await _reader(loop, popen.stderr),
+        }
+        streams = {name: r for name, (r, _) in pipes.items()}
 
-        async def pump(name: str, stream: asyncio.StreamReader | None) -> None:
-            if stream is None:
-                return
-            while chunk := await stream.read(_CHUNK):
+        async def pump(name: str) -> None:
+            # the sink may block (a slow client): then the pipe fills and the
+            # command waits on its writes; nothing piles up in the daemon
+            while chunk := await streams[name].read(_CHUNK):
                 tails[name].add(chunk)
                 await sink(name, chunk)
 
-        pumps = asyncio.gather(pump("stdout", proc.stdout), pump("stderr", proc.stderr))
+        pumps = asyncio.gather(pump("stdout"), pump("stderr"))
         state = "completed"
         reason = ""
         try:
             async with asyncio.timeout(timeout):
-                await _exited(proc)
+                await proc.exited()
                 try:
                     async with asyncio.timeout(PIPE_GRACE_S):
                         await asyncio.shield(pumps)
@@ -190,26 +228,31 @@ class LocalRunner:
                     reason = "ended background processes left running by the command"
                     self._kill(cid)
                     await pumps
-                await proc.wait()
         except TimeoutError:
             state, reason = "timeout", f"killed after the {timeout:g} s timeout"
             self._kill(cid)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 async with asyncio.timeout(5):
                     await pumps
-            await proc.wait()
+            await proc.exited()
         except asyncio.CancelledError:
             self._kill(cid)
+            pumps.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.exited())
             raise
         finally:
             self._running.pop(cid, None)
+            for _, transport in pipes.values():
+                if transport is not None:
+                    transport.close()
         code = proc.returncode
         if state == "completed":
             if code is not None and code < 0:
                 state, reason = "failed", f"killed by signal {signal.Signals(-code).name}"
             elif code:
                 state = "failed"
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        usage = proc.rusage
         out, err = tails["stdout"], tails["stderr"]
         return CommandResult(
             id=cid,
@@ -221,6 +264,7 @@ class LocalRunner:
             stderr_tail=err.text(),
             truncated=out.truncated or err.truncated,
             reason=reason,
-            cpu_s=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            max_rss_kb=int(after.ru_maxrss),
+            # this command's own process tree (its reaped descendants included)
+            cpu_s=(usage.ru_utime + usage.ru_stime) if usage else 0.0,
+            max_rss_kb=int(usage.ru_maxrss) if usage else 0,
         )

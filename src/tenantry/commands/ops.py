@@ -12,6 +12,9 @@ from tenantry.guard.adapters import StreamGuard, guard_command_result
 from tenantry.models import CommandSpec
 from tenantry.ops import OpContext, op
 
+# chunks (of at most 64 KiB each) buffered between a command and its client
+STREAM_QUEUE = 16
+
 
 @op(
     "commands.run",
@@ -22,19 +25,27 @@ from tenantry.ops import OpContext, op
 async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     spec = CommandSpec.from_dict(params)
     svc = ctx.runtime.component("commands", CommandService)
-    queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+    # bounded: a client that reads slowly slows the command's pipes down (the
+    # runner stops reading, the command blocks on write) instead of the daemon
+    # buffering its whole output
+    queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue(STREAM_QUEUE)
     dec = Utf8Chunks()
 
     async def sink(stream: str, data: bytes) -> None:
         text = dec.feed(stream, data)
         if text:
-            queue.put_nowait((stream, text))
+            await queue.put((stream, text))
 
     async def work() -> Any:
         try:
             return await svc.run(ctx.principal, spec, sink)
         finally:
-            queue.put_nowait(None)
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                with contextlib.suppress(asyncio.QueueFull):
+                    queue.put_nowait(None)  # nobody reads any more
+            else:
+                await queue.put(None)
 
     # Output reaching an agent passes the untrusted-content guard (secrets
     # redacted, instruction-like text marked); a human's own output is left as is.
