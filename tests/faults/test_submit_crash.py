@@ -8,8 +8,10 @@ job its first attempt created.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +21,8 @@ import pytest
 
 from tenantry.errors import TenantryError
 
-from .conftest import ITERATIONS, gw
+ITERATIONS = int(os.environ.get("TENANTRY_FAULT_ITERATIONS", "2"))  # full run: 20
+gw: Any = sys.modules["_tenantry_gateway_test_helpers"]  # loaded by tests/conftest.py
 
 BURST = 12
 THREADS = 3
