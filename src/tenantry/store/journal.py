@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tenantry.errors import StoreError
 from tenantry.events import Event
 from tenantry.models import Job, JobSpec, JobState, Principal, Resources
 from tenantry.store.db import Database, load_migrations
+
+log = logging.getLogger(__name__)
+MAX_PENDING_EVENTS = 100_000
 
 _JOB_COLS = (
     "id, backend, backend_id, phase, state, principal, uid, name, submitted_at, started_at,"
@@ -109,7 +114,11 @@ class Journal:
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self.FLUSH_S)
-        await self.flush()
+        try:
+            await self.flush()
+        except StoreError as exc:
+            # telemetry waits in memory (bounded) until the disk has room again
+            log.warning("events not written yet: %s", exc.message)
 
     async def flush(self) -> None:
         """Write buffered events and session counters now."""
@@ -142,7 +151,14 @@ class Journal:
                     [(last, n, key) for key, (n, last) in touches.items()],
                 )
 
-            await self.db.write(fn)
+            try:
+                await self.db.write(fn)
+            except StoreError:
+                self._events = (events + self._events)[-MAX_PENDING_EVENTS:]
+                for key, (n, last) in touches.items():
+                    n0, last0 = self._touches.get(key, (0, last))
+                    self._touches[key] = (n + n0, max(last, last0))
+                raise
 
     # -- sessions ---------------------------------------------------------------------
     async def touch_session(self, p: Principal, now: float | None = None) -> bool:
