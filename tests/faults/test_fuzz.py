@@ -37,7 +37,7 @@ KEYS = [
 
 for _m in OP_MODULES:
     importlib.import_module(_m)
-OPS = sorted(set(REGISTRY) - SKIP) + ["no.such.op"]
+OPS = [*sorted(set(REGISTRY) - SKIP), "no.such.op"]
 
 chars = st.characters(codec=None, categories=None)  # every code point, surrogates too
 text = st.text(alphabet=chars, max_size=40) | st.sampled_from(["", "\x00", "\ud800", "t1", "/"])
@@ -85,7 +85,8 @@ def _post(path: str, op: str, body: bytes) -> tuple[int, bytes]:
 def _tame(op: str, p: dict[str, Any], work: Path) -> dict[str, Any]:
     """Keep the fuzz from doing real harm: commands only echo, waits are short."""
     if op == "commands.run":
-        words = p.get("argv") if isinstance(p.get("argv"), list) else []
+        argv = p.get("argv")
+        words: list[Any] = argv if isinstance(argv, list) else []
         p["argv"] = ["/bin/echo", *words]
         p["cwd"] = str(work)
         p["where"] = "local"
