@@ -352,7 +352,31 @@ def _exit(d: dict[str, Any], t: str = "exit") -> Exit:
     )
 
 
+class UnrunnableCommand(PilotProtocolError):
+    """A well-framed ``run`` whose fields cannot be run (e.g. a NUL in argv).
+
+    The link is fine: the receiver fails this one command (``command_id``)
+    and keeps the connection, so one bad request never wedges a lease.
+    """
+
+    def __init__(self, command_id: str, message: str) -> None:
+        super().__init__(message)
+        self.command_id = command_id
+
+
 def _run(d: dict[str, Any]) -> Run:
+    cid = d.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise _bad("run", "id", "a non-empty string")
+    try:
+        return _run_fields(d, cid)
+    except UnrunnableCommand:
+        raise
+    except PilotProtocolError as exc:
+        raise UnrunnableCommand(cid, exc.message) from exc
+
+
+def _run_fields(d: dict[str, Any], cid: str) -> Run:
     timeout = _opt_float(d, "run", "timeout_s")
     if timeout is not None and timeout <= 0:
         raise _bad("run", "timeout_s", "a positive number")
@@ -360,7 +384,7 @@ def _run(d: dict[str, Any]) -> Run:
     if any("\0" in a for a in argv):
         raise _bad("run", "argv", "free of NUL bytes")
     return Run(
-        id=_str(d, "run", "id"),
+        id=cid,
         argv=argv,
         cwd=_str(d, "run", "cwd"),
         env=_env(d, "run", "env"),

@@ -273,7 +273,20 @@ class Pilot:
     async def _loop(self, reader: asyncio.StreamReader) -> None:
         self._settle()
         while True:
-            msg = await p.recv(reader)
+            try:
+                msg = await p.recv(reader)
+            except p.UnrunnableCommand as exc:
+                # fail that command, keep the link (never a wedged lease)
+                self._heard = time.monotonic()
+                self._finish(
+                    p.Exit(
+                        id=exc.command_id,
+                        state="error",
+                        code=None,
+                        reason=f"the pilot cannot run this command: {exc.message}",
+                    )
+                )
+                continue
             if msg is None:
                 return
             self._heard = time.monotonic()
