@@ -201,6 +201,23 @@ def socket_answers(path: str) -> bool:
         sock.close()
 
 
+BACKEND_FILE = "backend"
+
+
+def recorded_backend(state_dir: str) -> str:
+    """The backend the daemon of this state directory serves ("" when none recorded).
+
+    An autostarted daemon serves it, never silently another: a ``serve
+    --backend slurm`` state restarted as ``local`` would lose track of its jobs.
+    """
+    from pathlib import Path
+
+    try:
+        return (Path(state_dir) / BACKEND_FILE).read_text().strip()
+    except OSError:
+        return ""
+
+
 def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     """Start a daemon for these settings unless one answers; never two at once."""
     from pathlib import Path
@@ -223,7 +240,7 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
             settings.state_dir,
             "serve",
             "--backend",
-            settings.backend,
+            recorded_backend(settings.state_dir) or settings.backend,
         ]
         proc = subprocess.Popen(
             cmd,

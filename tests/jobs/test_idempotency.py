@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from tenantry.backends.local import LocalBackend
+from tenantry.client import Client, socket_answers
 from tenantry.gateway.app import open_runtime
 from tenantry.jobs.service import JobService
-from tenantry.models import AgentProduct, JobSpec, JobState, Principal
+from tenantry.models import AgentProduct, Job, JobSpec, JobState, Principal
 from tenantry.settings import Settings, load
 from tenantry.store.journal import Journal
 
@@ -125,3 +131,47 @@ def test_local_backend_is_recoverable(tmp_path: Path) -> None:
     from tenantry.backends.base import Recoverable
 
     assert isinstance(LocalBackend(tmp_path), Recoverable)
+
+
+async def test_jobs_of_another_backend_are_never_marked_lost(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    async with open_runtime(settings) as rt:
+        now = time.time()
+        other = Job(
+            id="",
+            backend="slurm",
+            backend_id="4242",
+            state=JobState.RUNNING,
+            principal=ALICE.key,
+            uid=ALICE.uid,
+            name="far",
+            submitted_at=now,
+            updated_at=now,
+        )
+        spec = JobSpec(script="/w/x.sh", script_text="#!/bin/sh\n", cwd="/w")
+        other = await rt.journal.journal_job(other, spec, "h")
+        await rt.journal.mark_handed(other.id, "4242", "", "")
+    async with open_runtime(settings) as rt:
+        svc = rt.component("jobs", JobService)
+        for _ in range(5):
+            await svc.poll_once()
+        assert (await svc.get(ALICE, other.id)).state is JobState.RUNNING
+
+
+def test_autostart_serves_the_backend_the_state_was_created_with(tmp_path: Path) -> None:
+    state = Path(tempfile.mkdtemp(prefix="tnt-"))
+    try:
+        (state / "backend").write_text("slurm\n")
+        settings = load(
+            env={"TENANTRY_STATE_DIR": str(state), "TENANTRY_SOCKET": str(state / "sock")}
+        )
+        assert settings.backend == "local"
+        client = Client(settings, autostart=True)
+        health = client.health()
+        assert health["backend"] == "slurm"
+        os.kill(int(health["pid"]), signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while socket_answers(settings.socket) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)

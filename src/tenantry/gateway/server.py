@@ -55,6 +55,16 @@ def take_lock(state: Path) -> IO[str]:
     return lock
 
 
+def record_backend(state: Path, backend: str) -> None:
+    """The backend is part of the state: later autostarts serve the same one."""
+    from tenantry.client import BACKEND_FILE
+
+    path = state / BACKEND_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(backend + "\n")
+    os.replace(tmp, path)
+
+
 def bind_socket(path: Path) -> socket.socket:
     _private_dir(path.parent)
     with contextlib.suppress(FileNotFoundError):
@@ -93,6 +103,7 @@ async def serve(settings: Settings) -> None:
     state = Path(settings.state_dir)
     _private_dir(state)
     lock = take_lock(state)
+    record_backend(state, settings.backend)
     sock_path = Path(settings.socket)
     if len(str(sock_path)) > 100:
         raise UsageError(f"socket path too long for a Unix socket: {sock_path}")

@@ -72,14 +72,18 @@ class JobService:
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
         journal = self.rt.journal
+        mine = self.backend.name
         for job in await journal.list_jobs(active_only=True, limit=100_000):
-            if job.backend_id:
+            # jobs of another backend are left alone (never polled, never LOST):
+            # the daemon serving their backend follows them
+            if job.backend_id and job.backend == mine:
                 self._remember(job)
         self.last_ok = time.time()
         if hasattr(self.backend, "notify"):
             self.backend.notify = self._wake.set
         for job in await journal.unhanded_jobs():
-            await self._resubmit(job)
+            if job.backend == mine:
+                await self._resubmit(job)
         self._task = asyncio.get_running_loop().create_task(self._poll_loop())
 
     async def aclose(self) -> None:
