@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tenantry import __version__
+from tenantry import __version__, tasks
 from tenantry.errors import UsageError
 from tenantry.ops import REGISTRY, OpContext, op, param
 
@@ -45,6 +45,9 @@ async def facility_info(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any
         "backend": ctx.runtime.backend.name,
         "scheduler": info,
         "services": sorted(ctx.runtime.components),
+        # background tasks per component: a failed one makes its component unhealthy
+        "health": tasks.health(),
+        "unhealthy": [h["component"] for h in tasks.health() if not h["healthy"]],
         "ops": sorted(REGISTRY),
         "you": ctx.principal.to_dict(),
     }

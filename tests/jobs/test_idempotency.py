@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import signal
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,3 +177,35 @@ def test_autostart_serves_the_backend_the_state_was_created_with(tmp_path: Path)
             time.sleep(0.05)
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+async def test_a_job_that_cannot_start_fails_and_frees_its_slots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMFILE while starting a local job used to leave it RUNNING forever, slots taken."""
+    real = asyncio.create_subprocess_exec
+    failures = [OSError(24, "Too many open files")]
+
+    async def flaky(*args: Any, **kw: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(*args, **kw)
+
+    monkeypatch.setattr("tenantry.backends.local.asyncio.create_subprocess_exec", flaky)
+    settings = load(
+        env={
+            "TENANTRY_STATE_DIR": str(tmp_path / "state"),
+            "TENANTRY_POLL_FAST_S": "0.02",
+            "TENANTRY_POLL_SLOW_S": "0.05",
+            "TENANTRY_LOCAL_SLOTS": "1",
+        }
+    )
+    async with open_runtime(settings) as rt:
+        svc = rt.component("jobs", JobService)
+        text = "#!/bin/sh\ntrue\n"
+        spec = JobSpec(script=str(tmp_path / "a.sh"), script_text=text, cwd=str(tmp_path))
+        first, _, _ = await svc.submit(ALICE, spec, "emfile-1")
+        assert await _wait_terminal(svc, first.id) is JobState.FAILED
+        assert "Too many open files" in (await svc.get(ALICE, first.id)).reason
+        second, _, _ = await svc.submit(ALICE, dataclasses.replace(spec, args=("x",)))
+        assert await _wait_terminal(svc, second.id) is JobState.COMPLETED

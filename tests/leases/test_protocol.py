@@ -144,11 +144,12 @@ def test_an_unrunnable_run_names_its_command_instead_of_breaking_the_link() -> N
     from tenantry.pilot import protocol as _p
 
     line = _json.dumps({"t": "run", "v": 1, "id": "c9", "argv": ["echo", "a\x00b"], "cwd": "/"})
-    with _pytest.raises(_p.UnrunnableCommand) as info:
+    with _pytest.raises(PilotProtocolError) as info:
         _p.decode(line.encode())
-    assert info.value.command_id == "c9" and "NUL" in info.value.message
+    assert info.value.details["command_id"] == "c9" and "NUL" in info.value.message
     bad_env = _json.dumps(
         {"t": "run", "v": 1, "id": "c10", "argv": ["true"], "cwd": "/", "env": {"A": "\x00"}}
     )
-    with _pytest.raises(_p.UnrunnableCommand):
+    with _pytest.raises(PilotProtocolError) as info:
         _p.decode(bad_env.encode())
+    assert info.value.details["command_id"] == "c10"

@@ -25,6 +25,7 @@ from tenantry.backends.base import JobUpdate, Submitted
 from tenantry.backends.local_job import write_status
 from tenantry.errors import NotFound, SubmissionRejected, UsageError
 from tenantry.models import JobSpec, JobState, Principal
+from tenantry.tasks import TaskGroup
 
 
 @dataclass
@@ -74,7 +75,7 @@ class LocalBackend:
         self.slots = slots or os.cpu_count() or 1
         self._jobs: dict[str, _Entry] = {}
         self._queue: list[str] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskGroup("local-backend")
         self._next = 1
         # Tenantry job id -> local job id, for recovery (``find``)
         self._by_tenantry: dict[str, str] = {}
@@ -288,24 +289,31 @@ class LocalBackend:
                 self.notify()
 
     def _spawn_task(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)
 
     async def _run(self, e: _Entry) -> None:
         # intent first: a crash between here and the wrapper's own status write
         # must not make the job look never-started (it would run twice)
-        write_status(e.dir, {"state": "RUNNING", "started_at": e.started_at, "pid": None})
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tenantry.backends.local_job",
-            str(e.dir),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            write_status(e.dir, {"state": "RUNNING", "started_at": e.started_at, "pid": None})
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tenantry.backends.local_job",
+                str(e.dir),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            # (EMFILE, ENOMEM, ENOSPC...) the job fails and frees its slot; a job
+            # left RUNNING here would hold its slots forever
+            self._finish(e, JobState.FAILED, None, f"could not start the job: {exc}")
+            self._schedule()
+            if self.notify is not None:
+                self.notify()
+            return
         e.pid = proc.pid
         await proc.wait()
         self._collect(e)

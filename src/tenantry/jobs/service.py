@@ -31,6 +31,7 @@ from tenantry.errors import (
 from tenantry.events import Event, EventType
 from tenantry.jobs.environment import job_environment
 from tenantry.models import Job, JobSpec, JobState, Principal
+from tenantry.tasks import TaskGroup
 
 if TYPE_CHECKING:
     from tenantry.backends.base import JobUpdate
@@ -60,6 +61,7 @@ class JobService:
         self._changed: dict[str, asyncio.Event] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.tasks = TaskGroup("jobs")
         self._requests: dict[tuple[int, str], asyncio.Lock] = {}
         # journaled jobs whose recovery could not ask the backend yet
         self._unrecovered: list[Job] = []
@@ -84,13 +86,11 @@ class JobService:
         for job in await journal.unhanded_jobs():
             if job.backend == mine:
                 await self._resubmit(job)
-        self._task = asyncio.get_running_loop().create_task(self._poll_loop())
+        # supervised: a poller that died would freeze every job's state unnoticed
+        self._task = self.tasks.supervise("status-poller", self._poll_loop)
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self.tasks.aclose()
 
     async def _hand(self, spec: JobSpec, p: Principal, job_id: str, intent: str) -> Submitted:
         if isinstance(self.backend, Recoverable):

@@ -51,6 +51,7 @@ from tenantry.models import CommandResult, CommandSpec, JobSpec, Principal
 from tenantry.pilot import protocol as p
 from tenantry.pilot.worker import SECRET_ENV
 from tenantry.settings import Settings
+from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class LeaseManager(PilotLinks):
         self._live: dict[str, Live] = {}
         self._queues: dict[PoolKey, deque[Cmd]] = {}
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskGroup("leases")  # failures logged and shown in info
         self._reaper: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -532,9 +533,7 @@ class LeaseManager(PilotLinks):
         self._pump()
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)
 
     async def _emit(self, kind: EventType, lease: Lease, *, subject: str = "", **kw: Any) -> None:
         if self.bus is not None:

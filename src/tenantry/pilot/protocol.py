@@ -352,28 +352,18 @@ def _exit(d: dict[str, Any], t: str = "exit") -> Exit:
     )
 
 
-class UnrunnableCommand(PilotProtocolError):
-    """A well-framed ``run`` whose fields cannot be run (e.g. a NUL in argv).
-
-    The link is fine: the receiver fails this one command (``command_id``)
-    and keeps the connection, so one bad request never wedges a lease.
-    """
-
-    def __init__(self, command_id: str, message: str) -> None:
-        super().__init__(message)
-        self.command_id = command_id
-
-
 def _run(d: dict[str, Any]) -> Run:
+    """A ``run``; a well-framed one whose fields cannot be run (a NUL in argv...)
+    raises a PilotProtocolError naming the command (``details["command_id"]``):
+    the receiver fails that one command and keeps the link, so one bad request
+    never wedges a lease."""
     cid = d.get("id")
     if not isinstance(cid, str) or not cid:
         raise _bad("run", "id", "a non-empty string")
     try:
         return _run_fields(d, cid)
-    except UnrunnableCommand:
-        raise
     except PilotProtocolError as exc:
-        raise UnrunnableCommand(cid, exc.message) from exc
+        raise PilotProtocolError(exc.message, command_id=cid) from exc
 
 
 def _run_fields(d: dict[str, Any], cid: str) -> Run:

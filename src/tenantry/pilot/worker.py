@@ -275,12 +275,15 @@ class Pilot:
         while True:
             try:
                 msg = await p.recv(reader)
-            except p.UnrunnableCommand as exc:
-                # fail that command, keep the link (never a wedged lease)
+            except PilotProtocolError as exc:
+                cid = exc.details.get("command_id")
+                if not isinstance(cid, str):
+                    raise
+                # a command it cannot run: fail that command, keep the link
                 self._heard = time.monotonic()
                 self._finish(
                     p.Exit(
-                        id=exc.command_id,
+                        id=cid,
                         state="error",
                         code=None,
                         reason=f"the pilot cannot run this command: {exc.message}",
