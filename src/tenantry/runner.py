@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import resource
 import signal
@@ -23,6 +24,50 @@ from tenantry.errors import UsageError
 from tenantry.models import CommandResult, CommandSpec, Principal
 
 Sink = Callable[[str, bytes], Awaitable[None]]
+# told the pid of a command once it started (the journal records it)
+OnStart = Callable[[int], Awaitable[None]]
+_PR_SET_PDEATHSIG = 1
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - no libc to load
+    _LIBC = None
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks since boot; tells pid reuse apart)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    try:
+        return int(fields[19])  # field 22 of stat(5); 3 fields precede the split
+    except (IndexError, ValueError):
+        return None
+
+
+def end_leftover(pid: int, start: int | None) -> bool:
+    """End the process group of a command an earlier daemon started; True if one was.
+
+    The group's id is the command's pid (its own session). Linux never hands
+    out a pid still in use as a group id, so with the leader gone the group is
+    still the command's; a live leader must have the recorded start time.
+    """
+    now = proc_start_time(pid)
+    if now is not None and now != start:
+        return False  # the pid belongs to another process now
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _die_with_daemon() -> None:
+    """In the child: SIGKILL when the daemon dies (commands end with it)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
 
 _CHUNK = 65536
 PIPE_GRACE_S = 2.0
@@ -52,6 +97,7 @@ class _Tail:
 
 def _limits(mem_mb: int | None, cpu_s: float | None) -> Callable[[], None]:
     def apply() -> None:
+        _die_with_daemon()
         if mem_mb:
             size = mem_mb * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (size, size))
@@ -159,7 +205,12 @@ class LocalRunner:
         return len(victims)
 
     async def run(
-        self, spec: CommandSpec, principal: Principal, sink: Sink, cid: str | None = None
+        self,
+        spec: CommandSpec,
+        principal: Principal,
+        sink: Sink,
+        cid: str | None = None,
+        on_start: OnStart | None = None,
     ) -> CommandResult:
         cid = cid or uuid.uuid4().hex[:12]
         if not Path(spec.cwd).is_dir():
@@ -180,7 +231,7 @@ class LocalRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_limits(spec.resources.mem_mb, None) if spec.resources.mem_mb else None,
+                preexec_fn=_limits(spec.resources.mem_mb, None),
             )
         except FileNotFoundError:
             return CommandResult(
@@ -200,6 +251,8 @@ class LocalRunner:
             )
         proc = _Child(popen)
         self._running[cid] = (principal.key, proc)
+        if on_start is not None:
+            await on_start(popen.pid)
         tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
         loop = asyncio.get_running_loop()
         pipes = {

@@ -363,10 +363,22 @@ class Journal:
             (time.time(), exit_code, state, self.redact(reason), cpu_s, max_rss_kb, where, cid),
         )
 
+    async def command_pid(self, cid: str, pid: int, start: int | None) -> None:
+        await self.db.execute(
+            "UPDATE commands SET pid=?, pid_start=? WHERE id=?", (pid, start, cid)
+        )
+
+    async def running_commands(self) -> list[tuple[str, int | None, int | None]]:
+        """(id, pid, pid start time) of commands recorded as running."""
+        rows = await self.db.fetchall(
+            "SELECT id, pid, pid_start FROM commands WHERE state='running'"
+        )
+        return [(r["id"], r["pid"], r["pid_start"]) for r in rows]
+
     async def abandon_running_commands(self) -> int:
         """Commands still 'running' after a restart ended with the old daemon."""
         return await self.db.execute(
-            "UPDATE commands SET state='lost', reason='the daemon stopped while it ran',"
+            "UPDATE commands SET state='lost', reason='ended: the daemon stopped while it ran',"
             " ended_at=? WHERE state='running'",
             (time.time(),),
         )

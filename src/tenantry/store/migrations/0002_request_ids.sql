@@ -4,3 +4,8 @@
 ALTER TABLE jobs ADD COLUMN request_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN intent TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX jobs_request_id ON jobs (uid, request_id) WHERE request_id != '';
+
+-- Commands end with the daemon that ran them: the process group to end on
+-- the next start, identified by pid and its start time (no pid reuse).
+ALTER TABLE commands ADD COLUMN pid INTEGER;
+ALTER TABLE commands ADD COLUMN pid_start INTEGER;
