@@ -77,7 +77,6 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
 REQUEST_ID_HEADER = "x-tenantry-request-id"
-MAX_BODY = 8 * 1024 * 1024
 _CLAIM_MAX = 200
 
 
@@ -243,7 +242,7 @@ async def op_endpoint(request: Request) -> Response:
         op = REGISTRY.get(name)
         if op is None:
             raise NotFound(f"unknown operation {name!r}", hint="see facility.info for the list")
-        body = await read_body(request, MAX_BODY)
+        body = await read_body(request, int(rt.settings.max_body_bytes))
         try:
             params = json.loads(body or b"{}")
         except ValueError as exc:

@@ -22,7 +22,7 @@ import uvicorn
 from tenantry import __version__
 from tenantry.errors import Conflict, UsageError
 from tenantry.gateway.app import create_app
-from tenantry.gateway.peercred import PeerCredProtocol
+from tenantry.gateway.limits import protocol_with
 from tenantry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,9 @@ async def serve(settings: Settings) -> None:
     app = create_app(settings)
     config = uvicorn.Config(
         app,
-        http=PeerCredProtocol,
+        http=protocol_with(float(settings.header_timeout_s)),
+        limit_concurrency=int(settings.max_connections),
+        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
         lifespan="on",
         log_level="warning",
         access_log=False,
