@@ -209,3 +209,20 @@ async def test_a_job_that_cannot_start_fails_and_frees_its_slots(
         assert "Too many open files" in (await svc.get(ALICE, first.id)).reason
         second, _, _ = await svc.submit(ALICE, dataclasses.replace(spec, args=("x",)))
         assert await _wait_terminal(svc, second.id) is JobState.COMPLETED
+
+
+async def test_a_pending_job_shows_no_forecast_start(tmp_path: Path) -> None:
+    """squeue reports a pending job's expected start: never taken as its start."""
+    from tenantry.backends.base import JobUpdate
+    from tenantry.backends.fake import FakeBackend
+
+    fake = FakeBackend()
+    async with open_runtime(_settings(tmp_path), fake) as rt:
+        svc = rt.component("jobs", JobService)
+        spec = JobSpec(script="/w/p.sh", script_text="#!/bin/sh\n", cwd="/w")
+        job, _, _ = await svc.submit(ALICE, spec)
+        fake.jobs[job.backend_id] = JobUpdate(
+            job.backend_id, JobState.PENDING, started_at=time.time() + 3600
+        )
+        await svc.poll_once()
+        assert (await svc.get(ALICE, job.id)).started_at is None

@@ -158,7 +158,7 @@ def _claims(request: Request) -> dict[str, str]:
         value = data.get(key, "")
         if not isinstance(value, str) or len(value) > _CLAIM_MAX:
             raise UsageError(f"principal field {key!r} must be a string of <= {_CLAIM_MAX} chars")
-        edge.check_text(value, f"principal field {key!r}", strict=True)
+        edge.check_text(value, f"principal field {key!r}", strict="path")
         out[key] = value
     return out
 

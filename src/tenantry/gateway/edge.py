@@ -14,15 +14,21 @@ from typing import Any
 
 from tenantry.errors import UsageError
 
-# fields holding argv words or paths: no control characters at all
-_STRICT = frozenset({"argv", "args", "cwd", "script", "output", "error", "path", "paths"})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# paths: no control characters at all; argv words: none but tab and newline
+# (``python -c`` code and commit messages hold newlines; ESC, CR, BEL... never)
+_PATHS = frozenset({"cwd", "script", "output", "error", "path", "paths"})
+_ARGV = frozenset({"argv", "args"})
+_CONTROL = {
+    "path": re.compile(r"[\x00-\x1f\x7f]"),
+    "argv": re.compile(r"[\x00-\x08\x0b-\x1f\x7f]"),
+}
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_DEPTH = 32
 
 
-def check_text(value: str, where: str, *, strict: bool = False) -> None:
+def check_text(value: str, where: str, *, strict: str = "") -> None:
+    """Refuse NUL and lone surrogates; with ``strict`` ("path", "argv") control characters."""
     if "\x00" in value:
         raise UsageError(f"{where} contains a NUL byte", hint="remove the \\0 character")
     if _SURROGATE.search(value):
@@ -30,14 +36,14 @@ def check_text(value: str, where: str, *, strict: bool = False) -> None:
             f"{where} contains a lone UTF-16 surrogate (not valid Unicode)",
             hint="send valid UTF-8 text",
         )
-    if strict and _CONTROL.search(value):
+    if strict and _CONTROL[strict].search(value):
         raise UsageError(
             f"{where} contains a control character",
-            hint="argv words and paths may not hold control characters (newline, ESC, ...)",
+            hint="paths hold no control characters; argv words none but tab and newline",
         )
 
 
-def check_params(value: Any, where: str = "params", depth: int = 0, strict: bool = False) -> None:
+def check_params(value: Any, where: str = "params", depth: int = 0, strict: str = "") -> None:
     """Walk a request's JSON parameters; raise UsageError on the first bad value."""
     if depth > MAX_DEPTH:
         raise UsageError(f"{where} is nested deeper than {MAX_DEPTH} levels")
@@ -46,7 +52,8 @@ def check_params(value: Any, where: str = "params", depth: int = 0, strict: bool
     elif isinstance(value, dict):
         for key, item in value.items():
             check_text(key, f"{where} key {key[:40]!r}")
-            check_params(item, f"{where}.{key}", depth + 1, strict or key in _STRICT)
+            kind = "path" if key in _PATHS else "argv" if key in _ARGV else ""
+            check_params(item, f"{where}.{key}", depth + 1, strict or kind)
     elif isinstance(value, list):
         for i, item in enumerate(value):
             check_params(item, f"{where}[{i}]", depth + 1, strict)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOST_AFTER_MISSES = 3
+CANCEL_SETTLE_S = 5.0
 LOG_CAP = 65536
 
 
@@ -240,7 +241,11 @@ class JobService:
         return (
             job.state is not upd.state
             or job.exit_code != upd.exit_code
-            or (upd.started_at is not None and job.started_at != upd.started_at)
+            or (
+                upd.started_at is not None
+                and upd.state is not JobState.PENDING
+                and job.started_at != upd.started_at
+            )
             or (upd.ended_at is not None and job.ended_at != upd.ended_at)
         )
 
@@ -250,7 +255,10 @@ class JobService:
         job.reason = reason or job.reason
         if upd is not None:
             job.exit_code = upd.exit_code
-            job.started_at = upd.started_at or job.started_at
+            # a pending Slurm job's start time is the scheduler's forecast, not
+            # a start: keeping it would show a negative elapsed time
+            if state is not JobState.PENDING:
+                job.started_at = upd.started_at or job.started_at
             job.ended_at = upd.ended_at or job.ended_at
         if state.terminal and job.ended_at is None:
             job.ended_at = time.time()
@@ -489,9 +497,17 @@ class JobService:
             return job
         await self.backend.cancel(job.backend_id)
         await self.rt.emit(Event(EventType.JOB_CANCELLED, p.key, job.id, "ok"))
-        self._wake.set()
-        await self.poll_once([job])
-        return self.cache.get(job.id, job)
+        # answer with the state after the cancel (a scheduler takes a moment)
+        deadline = time.monotonic() + CANCEL_SETTLE_S
+        while True:
+            await self.poll_once([self.cache.get(job.id, job)])
+            job = self.cache.get(job.id, job)
+            if job.state.terminal or time.monotonic() >= deadline:
+                return job
+            ev = self._changed.setdefault(job.id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await ev.wait()
 
     async def logs(
         self, p: Principal, ref: str, tail: int = 200, stream: str = "stdout"
