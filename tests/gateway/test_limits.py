@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -112,3 +113,23 @@ def test_a_bad_request_id_is_refused(start_daemon: Callable[..., Any]) -> None:
     out = _raw(d.socket, head.encode())
     body = json.loads(out.split(b"\r\n\r\n", 1)[1])
     assert body["error"]["code"] == "usage" and "request id" in body["error"]["message"]
+
+
+async def test_health_answers_only_the_daemons_own_uid() -> None:
+    """Another uid (or a connection without peer credentials) learns nothing."""
+    from starlette.requests import Request
+
+    from tenantry.gateway.app import health
+    from tenantry.gateway.peercred import PEER_KEY
+
+    for peer in [(1, os.getuid() + 4242, 0), None]:
+        scope: dict[str, Any] = {
+            "type": "http",
+            "method": "GET",
+            "path": "/v1/health",
+            "headers": [],
+            PEER_KEY: peer,
+        }
+        resp = await health(Request(scope))
+        assert resp.status_code == 403
+        assert b"pid" not in bytes(resp.body)

@@ -328,6 +328,10 @@ async def _stream(op: Op, ctx: OpContext, params: dict[str, Any], warnings: list
 
 
 async def health(request: Request) -> Response:
+    try:
+        principal_of(request)  # only the daemon's own callers learn its pid and parts
+    except TenantryError as err:
+        return envelope(err)
     rt: Runtime = request.app.state.runtime
     return JSONResponse(
         {
