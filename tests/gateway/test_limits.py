@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -133,3 +134,19 @@ async def test_health_answers_only_the_daemons_own_uid() -> None:
         resp = await health(Request(scope))
         assert resp.status_code == 403
         assert b"pid" not in bytes(resp.body)
+
+
+def test_unknown_fields_and_wrong_types_are_refused(
+    start_daemon: Callable[..., Any], tmp_path: Path
+) -> None:
+    c = start_daemon().client()
+    with pytest.raises(UsageError, match="does not take parameter"):
+        list(c.stream("commands.run", {"argv": ["true"], "cwd": str(tmp_path), "bogus": 1}))
+    with pytest.raises(UsageError, match=re.escape("'timeout_s' of commands.run must be")):
+        list(c.stream("commands.run", {"argv": ["true"], "timeout_s": "soon"}))
+    script = {"script": "/x.sh", "script_text": "#!/bin/sh\n", "cwd": str(tmp_path)}
+    with pytest.raises(UsageError, match=re.escape("'env' of jobs.submit must be an object")):
+        c.call("jobs.submit", {**script, "env": ["A=1"]})
+    with pytest.raises(UsageError, match=re.escape("'args' of jobs.submit must be a list")):
+        c.call("jobs.submit", {**script, "args": "a b"})
+    assert c.call("jobs.list", {})["jobs"] == []

@@ -10,7 +10,17 @@ from typing import Any
 from tenantry.commands.service import CommandService, Utf8Chunks
 from tenantry.guard.adapters import StreamGuard, guard_command_result
 from tenantry.models import CommandSpec
-from tenantry.ops import OpContext, op
+from tenantry.ops import OpContext, Schema, op
+
+RUN_FIELDS: Schema = {
+    "argv": list,
+    "cwd": str,
+    "env": dict,
+    "timeout_s": (int, float),
+    "resources": dict,
+    "where": str,
+    "idempotent": bool,
+}
 
 # chunks (of at most 64 KiB each) buffered between a command and its client
 STREAM_QUEUE = 16
@@ -21,6 +31,7 @@ STREAM_QUEUE = 16
     "Run a short command and stream its output",
     streaming=True,
     action="run_command",
+    fields=RUN_FIELDS,
 )
 async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     spec = CommandSpec.from_dict(params)

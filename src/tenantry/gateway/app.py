@@ -40,7 +40,7 @@ from tenantry.gateway.peercred import PEER_KEY
 from tenantry.gateway.runtime import Runtime
 from tenantry.jobs.service import JobService
 from tenantry.models import AgentProduct, Principal
-from tenantry.ops import REGISTRY, Op, OpContext
+from tenantry.ops import REGISTRY, Op, OpContext, check_fields
 from tenantry.runner import LocalRunner
 from tenantry.settings import Settings
 from tenantry.store.journal import Journal
@@ -250,6 +250,8 @@ async def op_endpoint(request: Request) -> Response:
         if not isinstance(params, dict):
             raise UsageError("request body must be a JSON object of parameters")
         edge.check_params(params)
+        if op.fields is not None:
+            check_fields(params, op.name, op.fields)
         rid = edge.request_id(request.headers.get(REQUEST_ID_HEADER))
         if await rt.journal.touch_session(p):
             await rt.emit(

@@ -10,14 +10,34 @@ from tenantry.guard.adapters import guard_text_result
 from tenantry.jobs import directives
 from tenantry.jobs.service import JobService
 from tenantry.models import JobSpec, JobState
-from tenantry.ops import OpContext, op, param
+from tenantry.ops import OpContext, Schema, op, param
+
+SUBMIT_FIELDS: Schema = {
+    "script": str,
+    "script_text": str,
+    "args": list,
+    "cwd": str,
+    "name": str,
+    "resources": dict,
+    "output": str,
+    "error": str,
+    "env": dict,
+    "array": str,
+    "extra": list,
+    "force": bool,
+}
 
 
 def _svc(ctx: OpContext) -> JobService:
     return ctx.runtime.component("jobs", JobService)
 
 
-@op("jobs.submit", "Submit a batch job (journaled, deduplicated)", action="submit_job")
+@op(
+    "jobs.submit",
+    "Submit a batch job (journaled, deduplicated)",
+    action="submit_job",
+    fields=SUBMIT_FIELDS,
+)
 async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     param(params, "script", str, required=True)
     if not isinstance(params.get("script_text"), str):
