@@ -226,3 +226,20 @@ async def test_a_pending_job_shows_no_forecast_start(tmp_path: Path) -> None:
         )
         await svc.poll_once()
         assert (await svc.get(ALICE, job.id)).started_at is None
+
+
+async def test_logs_of_an_array_show_every_task(tmp_path: Path) -> None:
+    from tenantry.backends.fake import FakeBackend
+
+    async with open_runtime(_settings(tmp_path), FakeBackend()) as rt:
+        svc = rt.component("jobs", JobService)
+        spec = JobSpec(script="/w/a.sh", script_text="#!/bin/sh\n", cwd="/w", array="0-2")
+        job, _, _ = await svc.submit(ALICE, spec)
+        svc.cache[job.id].output = str(tmp_path / "tenantry-7_%a.out")
+        for n in (0, 2, 10):
+            (tmp_path / f"tenantry-7_{n}.out").write_text(f"task {n} says hi\n")
+        out = await svc.logs(ALICE, job.id)
+        assert out["tasks"] == [0, 2, 10]
+        assert out["text"].index("task 2 says") < out["text"].index("task 10 says")
+        one = await svc.logs(ALICE, job.id, task="2")
+        assert one["text"] == "task 2 says hi"

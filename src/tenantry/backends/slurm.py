@@ -147,7 +147,7 @@ class SlurmBackend:
             f"--comment={attribution.encode(principal, job_id, intent)}",
             f"--chdir={spec.cwd}",
             f"--job-name={name}",
-            f"--output={spec.output or 'tenantry-%j.out'}",
+            f"--output={spec.output or default_output(spec)}",
         ]
         if spec.error:
             argv.append(f"--error={spec.error}")
@@ -228,7 +228,7 @@ class SlurmBackend:
         kw = {"job_id": backend_id, "name": name, "user": self._user, "cwd": spec.cwd}
         return Submitted(
             backend_id=backend_id,
-            output=sp.expand_path(spec.output or "tenantry-%j.out", **kw),
+            output=sp.expand_path(spec.output or default_output(spec), **kw),
             error=sp.expand_path(spec.error, **kw) if spec.error else "",
         )
 
@@ -332,6 +332,11 @@ class SlurmBackend:
             "limits_note": "time limits in seconds (max_time_s); null with max_time "
             "UNLIMITED means no limit",
         }
+
+
+def default_output(spec: JobSpec) -> str:
+    """One output file per job; per task for an array (``tenantry logs`` reads each)."""
+    return "tenantry-%A_%a.out" if spec.array else "tenantry-%j.out"
 
 
 def _has_intent(job: sp.SlurmJob, intent: str) -> bool:

@@ -127,7 +127,8 @@ async def logs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     ref = str(param(params, "id", object, required=True))
     tail = param(params, "tail", int, 200)
     stream = param(params, "stream", str, "stdout")
-    out = await _svc(ctx).logs(ctx.principal, ref, tail, stream)
+    task = str(param(params, "task", object, ""))  # one task of an array; default: all
+    out = await _svc(ctx).logs(ctx.principal, ref, tail, stream, task)
     if ctx.principal.is_agent:
         out = guard_text_result(out, f"job:{out['job']}")
     return out

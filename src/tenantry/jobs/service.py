@@ -510,7 +510,7 @@ class JobService:
                     await ev.wait()
 
     async def logs(
-        self, p: Principal, ref: str, tail: int = 200, stream: str = "stdout"
+        self, p: Principal, ref: str, tail: int = 200, stream: str = "stdout", task: str = ""
     ) -> dict[str, Any]:
         job = await self.get(p, ref)
         if stream not in {"stdout", "stderr"}:
@@ -518,6 +518,56 @@ class JobService:
         path = job.output if stream == "stdout" or not job.error else job.error
         if not path:
             raise NotFound(f"job {job.id} has no {stream} file recorded")
+        if "%a" in path:
+            if task:
+                if not task.isdigit():
+                    raise UsageError(f"array task {task!r} is not a number")
+                path = path.replace("%a", task)
+            else:
+                return self._array_logs(job, path, tail)
+        out = self._read_tail(path, tail)
+        out["job"] = job.id
+        return out
+
+    def _array_logs(self, job: Job, pattern: str, tail: int) -> dict[str, Any]:
+        """Every task's output of an array job, in task order, each under a header."""
+        head, _, rest = pattern.partition("%a")
+        base = Path(head).parent
+        prefix, suffix = Path(head).name, rest
+        found: list[tuple[int, Path]] = []
+        with contextlib.suppress(OSError):
+            for f in base.iterdir():
+                name = f.name
+                if name.startswith(prefix) and name.endswith(suffix):
+                    middle = name[len(prefix) : len(name) - len(suffix)]
+                    if middle.isdigit():
+                        found.append((int(middle), f))
+        parts: list[str] = []
+        size = lines = 0
+        truncated = False
+        for n, f in sorted(found):
+            one = self._read_tail(str(f), tail)
+            parts.append(f"==> task {n}: {f} <==\n{one['text']}")
+            size += int(one["size"])
+            lines += int(one["lines"])
+            truncated = truncated or bool(one.get("truncated"))
+        out: dict[str, Any] = {
+            "job": job.id,
+            "path": pattern,
+            "tasks": [n for n, _ in sorted(found)],
+            "size": size,
+            "lines": lines,
+            "text": "\n".join(parts),
+            "truncated": truncated,
+            "origin": "job-output",
+            "untrusted": True,
+        }
+        if not found:
+            out["note"] = "no task has written output yet"
+        return out
+
+    @staticmethod
+    def _read_tail(path: str, tail: int) -> dict[str, Any]:
         try:
             with Path(path).open("rb") as f:
                 f.seek(0, 2)
@@ -526,7 +576,6 @@ class JobService:
                 data = f.read()
         except FileNotFoundError:
             return {
-                "job": job.id,
                 "path": path,
                 "text": "",
                 "lines": 0,
@@ -540,7 +589,6 @@ class JobService:
         if tail > 0:
             lines = lines[-tail:]
         return {
-            "job": job.id,
             "path": path,
             "size": size,
             "lines": len(lines),
