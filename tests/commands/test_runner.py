@@ -27,10 +27,11 @@ async def test_concurrent_commands_are_billed_their_own_usage(tmp_path: Path) ->
     sleeper = runner.run(_spec(tmp_path, "import time; time.sleep(1.5)"), ME, _drop)
     burner = runner.run(_spec(tmp_path, BURN.format(s=0.8) + BIG.format(mb=200)), ME, _drop)
     quiet, busy = await asyncio.gather(sleeper, burner)
-    assert busy.cpu_s >= 0.7 and busy.max_rss_kb >= 200 * 1024
-    # the sleeper was not charged the burner's CPU or memory (RUSAGE_CHILDREN did)
-    assert quiet.cpu_s < 0.4, quiet
-    assert quiet.max_rss_kb < 100 * 1024, quiet
+    assert busy.cpu_s >= 0.7 and busy.max_rss_kb >= 200 * 1024, busy
+    # the sleeper was not charged the burner's CPU or memory (RUSAGE_CHILDREN
+    # did); bounds relative to the burner, so a loaded machine cannot flip them
+    assert quiet.cpu_s < busy.cpu_s / 2, (quiet, busy)
+    assert quiet.max_rss_kb < busy.max_rss_kb / 2, (quiet, busy)
 
 
 async def test_a_slow_sink_applies_backpressure(tmp_path: Path) -> None:
