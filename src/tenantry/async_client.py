@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from tenantry import errors
-from tenantry.client import API, PRINCIPAL_HEADER, ensure_daemon
+from tenantry.client import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER, ensure_daemon, new_request_id
 from tenantry.principal import client_claims
 from tenantry.settings import Settings
 
@@ -43,11 +43,15 @@ class AsyncClient:
             self._http = None
 
     async def _send(self, op: str, params: dict[str, Any]) -> httpx.Response:
+        # one request id for every attempt of this call (idempotent retries)
         request = self._client().build_request(
             "POST",
             f"{API}/op/{op}",
             json=params,
-            headers={PRINCIPAL_HEADER: json.dumps(self.claims)},
+            headers={
+                PRINCIPAL_HEADER: json.dumps(self.claims),
+                REQUEST_ID_HEADER: new_request_id(),
+            },
         )
         for attempt in range(2):
             try:

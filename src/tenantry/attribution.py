@@ -19,17 +19,23 @@ from tenantry.models import Principal
 
 PREFIX = "tenantry:v1"
 _TAG = re.compile(r"tenantry:v1((?:;[a-z_]+=[^;\s|]*)*)")
-FIELDS = ("agent", "session", "user", "project", "job")
+FIELDS = ("agent", "session", "user", "project", "job", "req")
 
 
-def encode(principal: Principal, job_id: str = "") -> str:
-    """The comment tag for a job submitted by ``principal``."""
+def encode(principal: Principal, job_id: str = "", intent: str = "") -> str:
+    """The comment tag for a job submitted by ``principal``.
+
+    ``intent`` (field ``req``) is a token unique to one journaled submission:
+    a daemon restarted after a crash finds the job by it instead of submitting
+    it again.
+    """
     values = {
         "agent": principal.agent.value,
         "session": principal.session,
         "user": principal.user,
         "project": principal.project,
         "job": job_id,
+        "req": intent,
     }
     parts = [PREFIX] + [f"{k}={quote(v, safe='')}" for k, v in values.items() if v]
     return ";".join(parts)

@@ -251,6 +251,10 @@ def _submit(args: argparse.Namespace) -> int:
     if args.json:
         emit(args, res)
         return 0
+    if res.get("existing"):
+        # said on stdout, where the id goes: this is not a new submission
+        print(f"{res['job']['id']} (existing job, {res['job']['state']}: {res.get('note', '')})")
+        return 0
     print(res["job"]["id"])
     if res.get("note"):
         sys.stderr.write(f"tenantry: {res['note']}\n")

@@ -29,6 +29,19 @@ if TYPE_CHECKING:
 
 API = "/v1"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
+# one id per logical request, the same on every retry: the daemon answers a
+# retried submission with the job its first attempt created
+REQUEST_ID_HEADER = "X-Tenantry-Request-Id"
+# ops the daemon answers idempotently, so a call that lost its connection
+# (the daemon died mid-request) is retried with the same request id
+RETRY_AFTER_LOSS = frozenset(
+    {"jobs.submit", "jobs.cancel", "jobs.status", "jobs.list", "jobs.logs", "facility.info"}
+)
+RETRIES = 3
+
+
+def new_request_id() -> str:
+    return os.urandom(12).hex()
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -65,12 +78,18 @@ class Client:
 
     # -- transport -----------------------------------------------------------------
     def _request(
-        self, method: str, path: str, body: Any = None, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float | None = None,
+        request_id: str = "",
     ) -> http.client.HTTPResponse:
         payload = json.dumps(body).encode() if body is not None else None
         headers = {
             "Content-Type": "application/json",
             PRINCIPAL_HEADER: json.dumps(self.claims),
+            REQUEST_ID_HEADER: request_id or new_request_id(),
         }
         last: Exception | None = None
         for attempt in range(2):
@@ -90,7 +109,7 @@ class Client:
                     f"cannot open the daemon socket {self.settings.socket}: {exc.strerror}",
                     hint="the socket belongs to another user; set TENANTRY_SOCKET to your own",
                 ) from exc
-            except OSError as exc:
+            except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
         raise errors.DaemonUnavailable(
@@ -98,10 +117,32 @@ class Client:
             hint="start one with `tenantry serve` (or let the CLI start it)",
         ) from last
 
-    def call(self, op: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
-        """Call one op; returns its result or raises its TenantryError."""
-        resp = self._request("POST", f"{API}/op/{op}", params or {}, **kw)
-        data = _read_json(resp)
+    def call(
+        self,
+        op: str,
+        params: dict[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        **kw: Any,
+    ) -> Any:
+        """Call one op; returns its result or raises its TenantryError.
+
+        The request carries one request id on every attempt; ops in
+        ``RETRY_AFTER_LOSS`` are retried when the connection is lost.
+        """
+        rid = request_id or new_request_id()
+        retries = RETRIES if op in RETRY_AFTER_LOSS else 0
+        attempt = 0
+        while True:
+            try:
+                resp = self._request("POST", f"{API}/op/{op}", params or {}, request_id=rid, **kw)
+                data = _read_json(resp)
+                break
+            except errors.DaemonUnavailable:
+                if attempt >= retries:
+                    raise
+                attempt += 1
+                time.sleep(0.1 * 2**attempt)  # let a restarting daemon come up
         if not data.get("ok"):
             raise errors.from_dict(data.get("error") or {})
         self.last_warnings = list(data.get("warnings") or [])
@@ -133,7 +174,10 @@ class Client:
 
 
 def _read_json(resp: http.client.HTTPResponse) -> dict[str, Any]:
-    raw = resp.read()
+    try:
+        raw = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
     try:
         data = json.loads(raw)
     except ValueError as exc:
@@ -156,6 +200,23 @@ def socket_answers(path: str) -> bool:
         return False
     finally:
         sock.close()
+
+
+BACKEND_FILE = "backend"
+
+
+def recorded_backend(state_dir: str) -> str:
+    """The backend the daemon of this state directory serves ("" when none recorded).
+
+    An autostarted daemon serves it, never silently another: a ``serve
+    --backend slurm`` state restarted as ``local`` would lose track of its jobs.
+    """
+    from pathlib import Path
+
+    try:
+        return (Path(state_dir) / BACKEND_FILE).read_text().strip()
+    except OSError:
+        return ""
 
 
 def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
@@ -187,7 +248,7 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
             settings.state_dir,
             "serve",
             "--backend",
-            settings.backend,
+            recorded_backend(settings.state_dir) or settings.backend,
         ]
         proc = subprocess.Popen(
             cmd,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tenantry import __version__
+from tenantry import __version__, tasks
 from tenantry.errors import UsageError
 from tenantry.ops import REGISTRY, OpContext, op, param
 
@@ -33,8 +33,14 @@ async def events(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     limit = param(params, "limit", int, 1000)
     if not 1 <= limit <= 100_000:
         raise UsageError("limit must be between 1 and 100000")
+    # an agent session sees its own session's events; a human, all of the user's
+    p = ctx.principal
     rows = await ctx.runtime.journal.events(
-        since=since, types=types, principal=ctx.principal.user + "/", limit=limit
+        since=since,
+        types=types,
+        principal=p.key if p.is_agent else p.user + "/",
+        exact=p.is_agent,
+        limit=limit,
     )
     return {"events": rows}
 
@@ -47,6 +53,9 @@ async def facility_info(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any
         "backend": ctx.runtime.backend.name,
         "scheduler": info,
         "services": sorted(ctx.runtime.components),
+        # background tasks per component: a failed one makes its component unhealthy
+        "health": tasks.health(),
+        "unhealthy": [h["component"] for h in tasks.health() if not h["healthy"]],
         "ops": sorted(REGISTRY),
         "you": ctx.principal.to_dict(),
     }

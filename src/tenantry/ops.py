@@ -29,6 +29,8 @@ T = TypeVar("T")
 
 OpFn = Callable[["OpContext", dict[str, Any]], Awaitable[Any]]
 StreamFn = Callable[["OpContext", dict[str, Any]], AsyncIterator[dict[str, Any]]]
+# parameter name -> the JSON type(s) it takes (see check_fields)
+Schema = dict[str, type | tuple[type, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,9 @@ class Op:
     streaming: bool = False
     # the policy action this op is judged as (None: no policy check, e.g. read-only info)
     action: str | None = None
+    # the parameters it takes and their JSON types, checked at the edge before
+    # any gate (policy, budgets) or the op sees them; None: the op checks its own
+    fields: Schema | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +52,20 @@ class OpContext:
 
     principal: Principal
     runtime: Runtime
+    # the client's idempotency key for this request ("" when it sent none)
+    request_id: str = ""
 
 
 REGISTRY: dict[str, Op] = {}
 
 
 def op(
-    name: str, summary: str, *, streaming: bool = False, action: str | None = None
+    name: str,
+    summary: str,
+    *,
+    streaming: bool = False,
+    action: str | None = None,
+    fields: Schema | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register an op under ``name``. Re-registering the same function is a no-op."""
 
@@ -61,7 +73,7 @@ def op(
         existing = REGISTRY.get(name)
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise RuntimeError(f"op {name} registered twice")
-        REGISTRY[name] = Op(name, fn, summary, streaming, action)
+        REGISTRY[name] = Op(name, fn, summary, streaming, action, fields)
         return fn
 
     return deco
@@ -88,3 +100,40 @@ def param(
     ):
         raise UsageError(f"parameter {name!r} must be {kind.__name__}, got {type(value).__name__}")
     return value  # type: ignore[no-any-return]
+
+
+def check_fields(params: dict[str, Any], op_name: str, schema: Schema) -> None:
+    """Refuse unknown parameters and wrong JSON types before an op acts.
+
+    Lists must hold strings and objects map strings to strings (argv, env);
+    ``None`` counts as absent; a bool is never an int.
+    """
+    unknown = sorted(set(params) - set(schema))
+    if unknown:
+        raise UsageError(
+            f"{op_name} does not take parameter(s): {', '.join(u[:40] for u in unknown[:5])}",
+            hint=f"its parameters are: {', '.join(sorted(schema))}",
+        )
+    for name, kind in schema.items():
+        value = params.get(name)
+        if value is None:
+            continue
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if ok and isinstance(value, list):
+            ok = all(isinstance(v, str) for v in value)
+        if ok and isinstance(value, dict) and name == "env":
+            ok = all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        if not ok:
+            want = " or ".join(_JSON_NAMES.get(k, k.__name__) for k in kinds)
+            raise UsageError(f"parameter {name!r} of {op_name} must be {want}")
+
+
+_JSON_NAMES: dict[type, str] = {
+    list: "a list of strings",
+    dict: "an object",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+}

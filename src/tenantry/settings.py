@@ -47,6 +47,10 @@ DECLARED: tuple[Setting, ...] = (
     Setting("poll_slow_s", 5.0, "Status poller interval when nothing changes."),
     Setting("dedup_window_s", 300.0, "Identical submissions within this window return the job."),
     Setting("slurm_timeout_s", 15.0, "Timeout of every Slurm client command."),
+    Setting("max_body_bytes", 8_388_608, "Largest request body; refused while it is read."),
+    Setting("max_connections", 512, "Most open socket connections; more are answered 503."),
+    Setting("header_timeout_s", 10.0, "Close a connection that sends no request head in time."),
+    Setting("idle_timeout_s", 30.0, "Close a keep-alive connection idle this long."),
     Setting("slurm_partition", "", "Default Slurm partition (empty: Slurm's default)."),
     Setting("slurm_account", "", "Default Slurm account (empty: Slurm's default)."),
     Setting("lease_idle_s", 180.0, "Release a lease after this many idle seconds."),
@@ -136,6 +140,10 @@ class Settings:
     poll_slow_s: float
     dedup_window_s: float
     slurm_timeout_s: float
+    max_body_bytes: int
+    max_connections: int
+    header_timeout_s: float
+    idle_timeout_s: float
     slurm_partition: str
     slurm_account: str
     lease_idle_s: float

@@ -247,3 +247,20 @@ def test_config_errors_and_files(tmp_path: Path) -> None:
 def test_public_api() -> None:
     for name in budgets_pkg.__all__:
         assert hasattr(budgets_pkg, name)
+
+
+async def test_default_budgets_never_throttle_cache_reads(tmp_path: Path) -> None:
+    """Status queries cost the facility nothing: the 61st in a minute passes (was refused)."""
+    settings = load(env={}, overrides={"state_dir": str(tmp_path)})
+    rt = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
+    svc = BudgetService(rt, parse({"timezone": "UTC"}))  # the shipped defaults
+    svc.clock = lambda: NIGHT
+    await svc.start()
+    try:
+        for _ in range(200):
+            assert await svc.gate(AGENT, "jobs.status", "query_jobs", {}) == []
+        # submissions still count
+        assert await svc.gate(AGENT, "jobs.submit", "submit_job", {}) == []
+        assert any(u["metric"] == "jobs" and u["used"] == 1 for u in await svc.status(AGENT))
+    finally:
+        await svc.aclose()

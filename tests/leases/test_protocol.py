@@ -134,3 +134,22 @@ async def test_recv_refuses_a_message_cut_by_eof() -> None:
     reader.feed_eof()
     with pytest.raises(PilotProtocolError, match="inside a message"):
         await p.recv(reader)
+
+
+def test_an_unrunnable_run_names_its_command_instead_of_breaking_the_link() -> None:
+    import json as _json
+
+    import pytest as _pytest
+
+    from tenantry.pilot import protocol as _p
+
+    line = _json.dumps({"t": "run", "v": 1, "id": "c9", "argv": ["echo", "a\x00b"], "cwd": "/"})
+    with _pytest.raises(PilotProtocolError) as info:
+        _p.decode(line.encode())
+    assert info.value.details["command_id"] == "c9" and "NUL" in info.value.message
+    bad_env = _json.dumps(
+        {"t": "run", "v": 1, "id": "c10", "argv": ["true"], "cwd": "/", "env": {"A": "\x00"}}
+    )
+    with _pytest.raises(PilotProtocolError) as info:
+        _p.decode(bad_env.encode())
+    assert info.value.details["command_id"] == "c10"

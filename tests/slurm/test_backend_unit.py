@@ -64,7 +64,7 @@ def test_sbatch_argv(tmp_path: Path) -> None:
     assert tag == {"agent": "claude-code", "session": "sess-42;x", "user": "tester",
                    "project": "chem", "job": "t-9"}  # fmt: skip
     assert f"--chdir={tmp_path}" in argv and "--job-name=train" in argv
-    assert "--output=tenantry-%j.out" in argv and "--error=err-%j.txt" in argv
+    assert "--output=tenantry-%A_%a.out" in argv and "--error=err-%j.txt" in argv
     assert "--cpus-per-task=4" in argv and "--mem=2048M" in argv and "--gres=gpu:2" in argv
     assert "--time=00:02:00" in argv  # rounded up to whole minutes
     assert "--partition=gpu" in argv and "--account=chem" in argv  # settings default

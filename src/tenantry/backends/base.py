@@ -56,3 +56,23 @@ class Backend(Protocol):
     async def info(self) -> dict[str, Any]:
         """Facility facts for agents: partitions, limits, slots."""
         ...
+
+
+@runtime_checkable
+class Recoverable(Protocol):
+    """A backend that can tell whether a job handed over before a crash exists.
+
+    ``submit`` carries ``intent`` (a token unique to one journaled job) where
+    the backend keeps it (Slurm: the comment tag; local: the job directory);
+    ``find`` looks it up, so recovery never submits a job twice.
+    """
+
+    async def submit(
+        self, spec: JobSpec, principal: Principal, job_id: str, *, intent: str = ""
+    ) -> Submitted: ...
+
+    async def find(
+        self, spec: JobSpec, principal: Principal, job_id: str, intent: str
+    ) -> Submitted | None:
+        """The job submitted for ``job_id``/``intent``, or None when there is none."""
+        ...

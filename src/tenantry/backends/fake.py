@@ -17,6 +17,7 @@ class FakeBackend:
     def __init__(self) -> None:
         self.jobs: dict[str, JobUpdate] = {}
         self.specs: dict[str, JobSpec] = {}
+        self.intents: dict[str, str] = {}
         self.down = False
         self.calls: dict[str, int] = {"submit": 0, "query": 0, "cancel": 0}
         self._next = 100
@@ -32,13 +33,24 @@ class FakeBackend:
         if self.down:
             raise BackendUnavailable("the fake scheduler is down", hint="retry later")
 
-    async def submit(self, spec: JobSpec, principal: Principal, job_id: str) -> Submitted:
+    async def submit(
+        self, spec: JobSpec, principal: Principal, job_id: str, *, intent: str = ""
+    ) -> Submitted:
         self._check("submit")
         bid = str(self._next)
         self._next += 1
         self.jobs[bid] = JobUpdate(bid, JobState.PENDING)
         self.specs[bid] = spec
+        if intent:
+            self.intents[intent] = bid
         return Submitted(bid, f"fake-{bid}.out", "")
+
+    async def find(
+        self, spec: JobSpec, principal: Principal, job_id: str, intent: str
+    ) -> Submitted | None:
+        self._check("query")
+        bid = self.intents.get(intent)
+        return Submitted(bid, f"fake-{bid}.out", "") if bid else None
 
     async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
         self._check("query")

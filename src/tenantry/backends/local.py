@@ -25,6 +25,7 @@ from tenantry.backends.base import JobUpdate, Submitted
 from tenantry.backends.local_job import write_status
 from tenantry.errors import NotFound, SubmissionRejected, UsageError
 from tenantry.models import JobSpec, JobState, Principal
+from tenantry.tasks import TaskGroup
 
 
 @dataclass
@@ -74,8 +75,10 @@ class LocalBackend:
         self.slots = slots or os.cpu_count() or 1
         self._jobs: dict[str, _Entry] = {}
         self._queue: list[str] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskGroup("local-backend")
         self._next = 1
+        # Tenantry job id -> local job id, for recovery (``find``)
+        self._by_tenantry: dict[str, str] = {}
         self.calls = 0
         # set by the job service: called whenever a job changes state
         self.notify: Callable[[], None] | None = None
@@ -97,6 +100,8 @@ class LocalBackend:
             return
         e = _Entry(jid, d, int(job.get("cpus", 1)), JobState.PENDING)
         self._jobs[jid] = e
+        if job.get("tenantry_id"):
+            self._by_tenantry[str(job["tenantry_id"])] = jid
         status = self._read_status(d)
         if status is None:
             self._queue.append(jid)  # never started: queue it again
@@ -122,7 +127,24 @@ class LocalBackend:
         # Running jobs keep running in their own sessions; the next daemon re-attaches.
 
     # -- verbs ------------------------------------------------------------------------
-    async def submit(self, spec: JobSpec, principal: Principal, job_id: str) -> Submitted:
+    async def find(
+        self, spec: JobSpec, principal: Principal, job_id: str, intent: str
+    ) -> Submitted | None:
+        """The local job created for ``job_id`` (its directory survived the crash)."""
+        jid = self._by_tenantry.get(job_id)
+        if jid is None:
+            return None
+        try:
+            job = json.loads((self.root / jid / "job.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if intent and job.get("intent", intent) != intent:
+            return None
+        return Submitted(jid, str(job.get("output", "")), str(job.get("error", "")))
+
+    async def submit(
+        self, spec: JobSpec, principal: Principal, job_id: str, *, intent: str = ""
+    ) -> Submitted:
         self.calls += 1
         if not spec.script_text.startswith("#!"):
             raise SubmissionRejected(
@@ -162,11 +184,13 @@ class LocalBackend:
             "time_s": spec.resources.time_s,
             "cpus": cpus,
             "tenantry_id": job_id,
+            "intent": intent,
             "principal": principal.key,
         }
         tmp = d / "job.json.tmp"
         tmp.write_text(json.dumps(job))
         os.replace(tmp, d / "job.json")
+        self._by_tenantry[job_id] = jid
         self._jobs[jid] = _Entry(jid, d, cpus, JobState.PENDING)
         self._queue.append(jid)
         self._schedule()
@@ -265,24 +289,31 @@ class LocalBackend:
                 self.notify()
 
     def _spawn_task(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)
 
     async def _run(self, e: _Entry) -> None:
         # intent first: a crash between here and the wrapper's own status write
         # must not make the job look never-started (it would run twice)
-        write_status(e.dir, {"state": "RUNNING", "started_at": e.started_at, "pid": None})
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tenantry.backends.local_job",
-            str(e.dir),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            write_status(e.dir, {"state": "RUNNING", "started_at": e.started_at, "pid": None})
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tenantry.backends.local_job",
+                str(e.dir),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            # (EMFILE, ENOMEM, ENOSPC...) the job fails and frees its slot; a job
+            # left RUNNING here would hold its slots forever
+            self._finish(e, JobState.FAILED, None, f"could not start the job: {exc}")
+            self._schedule()
+            if self.notify is not None:
+                self.notify()
+            return
         e.pid = proc.pid
         await proc.wait()
         self._collect(e)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def write_status(job_dir: Path, status: dict[str, Any]) -> None:
@@ -25,13 +25,19 @@ def write_status(job_dir: Path, status: dict[str, Any]) -> None:
     os.replace(tmp, job_dir / "status.json")
 
 
+def _private_append(path: str) -> BinaryIO:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    return os.fdopen(fd, "ab")
+
+
 def main(job_dir_arg: str) -> int:
     job_dir = Path(job_dir_arg)
     job = json.loads((job_dir / "job.json").read_text())
     started = time.time()
     write_status(job_dir, {"state": "RUNNING", "started_at": started, "pid": os.getpid()})
-    out = Path(job["output"]).open("ab")
-    err = Path(job["error"]).open("ab") if job.get("error") else out
+    # output files are private (0600): job output often holds what agents must not share
+    out = _private_append(job["output"])
+    err = _private_append(job["error"]) if job.get("error") else out
     env = dict(job["env"])
     try:
         proc = subprocess.Popen(

@@ -20,6 +20,7 @@ import getpass
 import math
 import os
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -135,7 +136,7 @@ class SlurmBackend:
 
     # -- submit ------------------------------------------------------------------
     def sbatch_argv(
-        self, spec: JobSpec, principal: Principal, job_id: str
+        self, spec: JobSpec, principal: Principal, job_id: str, intent: str = ""
     ) -> tuple[list[str], bool]:
         """The sbatch argv for ``spec`` and whether the script goes on stdin."""
         res = spec.resources
@@ -143,10 +144,10 @@ class SlurmBackend:
         argv = [
             "sbatch",
             "--parsable",
-            f"--comment={attribution.encode(principal, job_id)}",
+            f"--comment={attribution.encode(principal, job_id, intent)}",
             f"--chdir={spec.cwd}",
             f"--job-name={name}",
-            f"--output={spec.output or 'tenantry-%j.out'}",
+            f"--output={spec.output or default_output(spec)}",
         ]
         if spec.error:
             argv.append(f"--error={spec.error}")
@@ -200,8 +201,10 @@ class SlurmBackend:
         except (OSError, UnicodeDecodeError):
             return True
 
-    async def submit(self, spec: JobSpec, principal: Principal, job_id: str) -> Submitted:
-        argv, on_stdin = self.sbatch_argv(spec, principal, job_id)
+    async def submit(
+        self, spec: JobSpec, principal: Principal, job_id: str, *, intent: str = ""
+    ) -> Submitted:
+        argv, on_stdin = self.sbatch_argv(spec, principal, job_id, intent)
         env = {**os.environ, **spec.env}
         rc, out, err = await self._run(
             argv, stdin=spec.script_text.encode() if on_stdin else None, env=env
@@ -218,13 +221,50 @@ class SlurmBackend:
                 mem=f"{res.mem_mb}M" if res.mem_mb else "",
             )
         backend_id, _cluster = sp.parse_sbatch(out)
+        return self._submitted(spec, backend_id)
+
+    def _submitted(self, spec: JobSpec, backend_id: str) -> Submitted:
         name = spec.name or Path(spec.script).name or "tenantry"
         kw = {"job_id": backend_id, "name": name, "user": self._user, "cwd": spec.cwd}
         return Submitted(
             backend_id=backend_id,
-            output=sp.expand_path(spec.output or "tenantry-%j.out", **kw),
+            output=sp.expand_path(spec.output or default_output(spec), **kw),
             error=sp.expand_path(spec.error, **kw) if spec.error else "",
         )
+
+    async def find(
+        self, spec: JobSpec, principal: Principal, job_id: str, intent: str
+    ) -> Submitted | None:
+        """The job whose comment tag carries ``intent``: in squeue, else in sacct.
+
+        Raises BackendUnavailable when Slurm cannot answer (the caller must not
+        submit again on an unknown answer).
+        """
+        if not intent:
+            return None
+        rc, out, err = await self._run(["squeue", "--json", "--me"])
+        if rc != 0:
+            raise sp.error_from("squeue", err or out, rc)
+        jobs = list(sp.parse_squeue_json(out))
+        if not any(_has_intent(j, intent) for j in jobs):
+            start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 7 * 86400))
+            argv = [
+                "sacct",
+                "--parsable2",
+                "--allocations",
+                f"--starttime={start}",
+                f"--format={','.join(sp.SACCT_FIELDS)}",
+            ]
+            rc, out, err = await self._run(argv)
+            if rc != 0:
+                if "accounting storage is disabled" not in (err + out).lower():
+                    raise sp.error_from("sacct", err or out, rc)
+            else:
+                jobs = [sp.sacct_row_job(r) for r in sp.parse_sacct_parsable(out)]
+        for job in jobs:
+            if _has_intent(job, intent):
+                return self._submitted(spec, job.array_job_id or job.job_id)
+        return None
 
     # -- query -------------------------------------------------------------------
     async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
@@ -292,6 +332,16 @@ class SlurmBackend:
             "limits_note": "time limits in seconds (max_time_s); null with max_time "
             "UNLIMITED means no limit",
         }
+
+
+def default_output(spec: JobSpec) -> str:
+    """One output file per job; per task for an array (``tenantry logs`` reads each)."""
+    return "tenantry-%A_%a.out" if spec.array else "tenantry-%j.out"
+
+
+def _has_intent(job: sp.SlurmJob, intent: str) -> bool:
+    tag = attribution.parse(job.comment)
+    return tag is not None and tag.get("req") == intent
 
 
 def _json_safe_limits(part: dict[str, Any]) -> dict[str, Any]:

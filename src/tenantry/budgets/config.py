@@ -11,7 +11,6 @@ defaults below, ``replace_defaults = true`` drops them)::
 
     [session.minute]             # rate limits of one agent session
     commands = 120
-    queries = 60
 
     [user.night]                 # what all of a user's agents may use tonight
     gpu_hours = 16
@@ -23,6 +22,16 @@ user). Windows: ``minute``, ``hour``, ``day`` (local midnight to midnight),
 apply), ``total`` (lifetime of the session), ``concurrent`` (leases only).
 Metrics: ``core_hours``, ``gpu_hours``, ``jobs``, ``commands``, ``queries``,
 ``leases``.
+
+The defaults count what costs the facility: submissions (each one reaches
+the scheduler's controller), commands (each one runs a process on a shared
+host), core- and GPU-hours, leases (they hold nodes). Status queries
+(``queries``) are answered from the daemon's shared cache and cost the
+scheduler nothing however many agents ask, so no default limits them; an
+operator who wants them limited sets a ``queries`` limit, and only then are
+they counted. Default numbers: 30 submissions a minute per session is a
+sweep loop gone wrong, not a workflow (use an array); 120 commands a minute
+is two a second; the daily core/GPU-hours match a modest project share.
 """
 
 from __future__ import annotations
@@ -67,12 +76,12 @@ class BudgetConfig:
 
 DEFAULT_TABLES: dict[str, dict[str, dict[str, float]]] = {
     "session": {
-        "minute": {"commands": 120, "queries": 60, "jobs": 30},
+        "minute": {"commands": 120, "jobs": 30},
         "day": {"commands": 5000, "jobs": 500, "core_hours": 500, "gpu_hours": 24},
         "concurrent": {"leases": 2},
     },
     "user": {
-        "minute": {"commands": 300, "queries": 120},
+        "minute": {"commands": 300},
         "day": {"commands": 20000, "jobs": 2000, "core_hours": 2000, "gpu_hours": 64},
         "night": {"jobs": 500, "core_hours": 500, "gpu_hours": 16},
         "concurrent": {"leases": 4},

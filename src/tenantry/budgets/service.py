@@ -272,6 +272,9 @@ class BudgetService:
     ) -> list[str]:
         """The gateway's per-request hook: charge what this op asks for."""
         amounts = amounts_for(action, params, self.cfg.default_job_hours)
+        if "queries" in amounts and not self.cfg.applicable("queries"):
+            # cache reads cost the facility nothing: counted only when limited
+            del amounts["queries"]
         if not amounts:
             return []
         return await self.charge(principal, action or op_name, amounts)

@@ -10,7 +10,20 @@ from typing import Any
 from tenantry.commands.service import CommandService, Utf8Chunks
 from tenantry.guard.adapters import StreamGuard, guard_command_result
 from tenantry.models import CommandSpec
-from tenantry.ops import OpContext, op
+from tenantry.ops import OpContext, Schema, op
+
+RUN_FIELDS: Schema = {
+    "argv": list,
+    "cwd": str,
+    "env": dict,
+    "timeout_s": (int, float),
+    "resources": dict,
+    "where": str,
+    "idempotent": bool,
+}
+
+# chunks (of at most 64 KiB each) buffered between a command and its client
+STREAM_QUEUE = 16
 
 
 @op(
@@ -18,23 +31,32 @@ from tenantry.ops import OpContext, op
     "Run a short command and stream its output",
     streaming=True,
     action="run_command",
+    fields=RUN_FIELDS,
 )
 async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     spec = CommandSpec.from_dict(params)
     svc = ctx.runtime.component("commands", CommandService)
-    queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+    # bounded: a client that reads slowly slows the command's pipes down (the
+    # runner stops reading, the command blocks on write) instead of the daemon
+    # buffering its whole output
+    queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue(STREAM_QUEUE)
     dec = Utf8Chunks()
 
     async def sink(stream: str, data: bytes) -> None:
         text = dec.feed(stream, data)
         if text:
-            queue.put_nowait((stream, text))
+            await queue.put((stream, text))
 
     async def work() -> Any:
         try:
             return await svc.run(ctx.principal, spec, sink)
         finally:
-            queue.put_nowait(None)
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                with contextlib.suppress(asyncio.QueueFull):
+                    queue.put_nowait(None)  # nobody reads any more
+            else:
+                await queue.put(None)
 
     # Output reaching an agent passes the untrusted-content guard (secrets
     # redacted, instruction-like text marked); a human's own output is left as is.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tenantry.errors import Unavailable, UsageError
 from tenantry.events import Event, EventType
 from tenantry.models import CommandResult, CommandSpec, Principal
-from tenantry.runner import LocalRunner, Sink
+from tenantry.runner import LocalRunner, Sink, end_leftover, proc_start_time
 
 if TYPE_CHECKING:
     from tenantry.service.runtime import Runtime
@@ -33,9 +33,22 @@ class CommandService:
         self.runner = runner
 
     async def start(self) -> None:
+        """Commands end with the daemon that ran them (they are short; their
+        client's stream is gone): the child got SIGKILL when the daemon died
+        (PR_SET_PDEATHSIG), and whatever of its process group survived is
+        ended here, then the command is recorded as ``lost``."""
+        ended = 0
+        for _cid, pid, start in await self.rt.journal.running_commands():
+            if pid and end_leftover(pid, start):
+                ended += 1
         n = await self.rt.journal.abandon_running_commands()
         if n:
-            log.info("%d command(s) were running when the last daemon stopped", n)
+            log.info(
+                "%d command(s) were running when the last daemon stopped; %d process "
+                "group(s) of them ended now",
+                n,
+                ended,
+            )
 
     async def aclose(self) -> None:
         return None
@@ -81,7 +94,9 @@ class CommandService:
                     raise Unavailable("the lease manager is not running in this daemon")
                 result = await self.rt.leases.run(spec, p, sink, cid=cid)
             else:
-                result = await self.runner.run(spec, p, sink, cid=cid)
+                result = await self.runner.run(
+                    spec, p, sink, cid=cid, on_start=lambda pid: self._started(cid, pid)
+                )
         except BaseException as exc:
             await self.rt.journal.command_finished(
                 cid,
@@ -143,6 +158,9 @@ class CommandService:
                 p, result.stderr_tail or result.stdout_tail or result.reason
             )
         return result
+
+    async def _started(self, cid: str, pid: int) -> None:
+        await self.rt.journal.command_pid(cid, pid, proc_start_time(pid))
 
     async def lessons_for(self, p: Principal, text: str) -> list[dict[str, Any]]:
         memory = self.rt.lessons

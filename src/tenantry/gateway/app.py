@@ -34,10 +34,11 @@ from tenantry.errors import (
     UsageError,
 )
 from tenantry.events import Bus, Event, EventType
+from tenantry.gateway import edge
 from tenantry.gateway.identity import resolve
 from tenantry.jobs.service import JobService
 from tenantry.models import Principal
-from tenantry.ops import REGISTRY, Op, OpContext
+from tenantry.ops import REGISTRY, Op, OpContext, check_fields
 from tenantry.runner import LocalRunner
 from tenantry.sandbox.registry import SandboxRegistry
 from tenantry.service.runtime import Component, Runtime
@@ -78,7 +79,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
-MAX_BODY = 8 * 1024 * 1024
+REQUEST_ID_HEADER = "x-tenantry-request-id"
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -98,6 +99,12 @@ def make_backend(settings: Settings) -> Backend:
     raise UsageError(f"unknown backend {settings.backend!r}", hint="use local or slurm")
 
 
+def redact_secrets(text: str) -> str:
+    from tenantry.guard.secrets import find_secrets, redact
+
+    return redact(text, find_secrets(text)) if text else text
+
+
 def _load(target: str) -> Callable[[Runtime], Component]:
     module, _, attr = target.partition(":")
     fn: Callable[[Runtime], Component] = getattr(importlib.import_module(module), attr)
@@ -113,6 +120,7 @@ async def open_runtime(
         importlib.import_module(mod)
     async with AsyncExitStack() as stack:
         journal = Journal(settings.db_path)
+        journal.redact = redact_secrets
         await journal.start()
         stack.push_async_callback(journal.aclose)
         bus = Bus()
@@ -144,6 +152,24 @@ async def principal_of(request: Request) -> Principal:
     """The caller's principal: from the socket it came on (see ``gateway.identity``)."""
     rt: Runtime = request.app.state.runtime
     return await resolve(rt, request.scope, request.headers.get(PRINCIPAL_HEADER, "{}"))
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The request body, refused as soon as it passes ``cap`` bytes (never buffered whole)."""
+    too_big = UsageError(
+        f"request body over {cap} bytes", hint="send large data as a file path, not inline"
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise too_big
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise too_big
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def envelope(err: TenantryError) -> JSONResponse:
@@ -182,15 +208,17 @@ async def op_endpoint(request: Request) -> Response:
         op = REGISTRY.get(name)
         if op is None:
             raise NotFound(f"unknown operation {name!r}", hint="see facility.info for the list")
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            raise UsageError(f"request body over {MAX_BODY} bytes")
+        body = await read_body(request, int(rt.settings.max_body_bytes))
         try:
             params = json.loads(body or b"{}")
         except ValueError as exc:
             raise UsageError(f"request body is not valid JSON: {exc}") from exc
         if not isinstance(params, dict):
             raise UsageError("request body must be a JSON object of parameters")
+        edge.check_params(params)
+        if op.fields is not None:
+            check_fields(params, op.name, op.fields)
+        rid = edge.request_id(request.headers.get(REQUEST_ID_HEADER))
         if await rt.journal.touch_session(p):
             await rt.emit(
                 Event(
@@ -203,7 +231,7 @@ async def op_endpoint(request: Request) -> Response:
                 )
             )
         warnings = await _gate(rt, op, p, params)
-        ctx = OpContext(p, rt)
+        ctx = OpContext(p, rt, rid)
         if op.streaming:
             return await _stream(op, ctx, params, warnings)
         result = await op.fn(ctx, params)
@@ -268,6 +296,10 @@ async def _stream(op: Op, ctx: OpContext, params: dict[str, Any], warnings: list
 
 
 async def health(request: Request) -> Response:
+    try:
+        await principal_of(request)  # only the daemon's own callers learn its pid and parts
+    except TenantryError as err:
+        return envelope(err)
     rt: Runtime = request.app.state.runtime
     return JSONResponse(
         {

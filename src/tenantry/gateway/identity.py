@@ -23,9 +23,10 @@ from typing import Any
 
 from tenantry.errors import PermissionDenied, UsageError
 from tenantry.events import Event, EventType
+from tenantry.gateway import edge
 from tenantry.gateway.peercred import PEER_KEY, SOCKET_KEY
-from tenantry.gateway.runtime import Runtime
 from tenantry.models import AgentProduct, Principal
+from tenantry.service.runtime import Runtime
 
 CLAIM_MAX = 200
 _HOST = os.uname().nodename
@@ -43,6 +44,7 @@ def parse_claims(raw: str) -> dict[str, str]:
         value = data.get(key, "")
         if not isinstance(value, str) or len(value) > CLAIM_MAX:
             raise UsageError(f"principal field {key!r} must be a string of <= {CLAIM_MAX} chars")
+        edge.check_text(value, f"principal field {key!r}", strict="path")
         out[key] = value
     return out
 

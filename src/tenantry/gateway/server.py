@@ -22,7 +22,7 @@ import uvicorn
 from tenantry import __version__
 from tenantry.errors import Conflict, UsageError
 from tenantry.gateway.app import create_app
-from tenantry.gateway.peercred import PeerCredProtocol
+from tenantry.gateway.limits import protocol_with
 from tenantry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,16 @@ def take_lock(state: Path) -> IO[str]:
     lock.write(str(os.getpid()))
     lock.flush()
     return lock
+
+
+def record_backend(state: Path, backend: str) -> None:
+    """The backend is part of the state: later autostarts serve the same one."""
+    from tenantry.client import BACKEND_FILE
+
+    path = state / BACKEND_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(backend + "\n")
+    os.replace(tmp, path)
 
 
 def bind_socket(path: Path) -> socket.socket:
@@ -93,6 +103,7 @@ async def serve(settings: Settings) -> None:
     state = Path(settings.state_dir)
     _private_dir(state)
     lock = take_lock(state)
+    record_backend(state, settings.backend)
     sock_path = Path(settings.socket)
     if len(str(sock_path)) > 100:
         raise UsageError(f"socket path too long for a Unix socket: {sock_path}")
@@ -100,7 +111,9 @@ async def serve(settings: Settings) -> None:
     app = create_app(settings)
     config = uvicorn.Config(
         app,
-        http=PeerCredProtocol,
+        http=protocol_with(float(settings.header_timeout_s)),
+        limit_concurrency=int(settings.max_connections),
+        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
         lifespan="on",
         log_level="warning",
         access_log=False,

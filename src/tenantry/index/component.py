@@ -34,6 +34,7 @@ from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
 from tenantry.service.runtime import Runtime
 from tenantry.store.db import Database, load_migrations
+from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,7 +92,7 @@ class IndexService:
         self._pending: set[tuple[int, str]] = set()
         self._flush: asyncio.TimerHandle | None = None
         self._timers: set[asyncio.TimerHandle] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskGroup("index")  # failures logged and shown in info
         self._loop: asyncio.AbstractEventLoop | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -138,10 +139,7 @@ class IndexService:
         await self.db.aclose()
 
     def _spawn(self, coro: Awaitable[T]) -> asyncio.Task[T]:
-        task: asyncio.Task[T] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coro)
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None

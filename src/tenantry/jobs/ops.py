@@ -11,14 +11,34 @@ from tenantry.guard.adapters import guard_text_result
 from tenantry.jobs.request import JobRequest
 from tenantry.jobs.service import JobService
 from tenantry.models import JobSpec, JobState
-from tenantry.ops import OpContext, op, param
+from tenantry.ops import OpContext, Schema, op, param
+
+SUBMIT_FIELDS: Schema = {
+    "script": str,
+    "script_text": str,
+    "args": list,
+    "cwd": str,
+    "name": str,
+    "resources": dict,
+    "output": str,
+    "error": str,
+    "env": dict,
+    "array": str,
+    "extra": list,
+    "force": bool,
+}
 
 
 def _svc(ctx: OpContext) -> JobService:
     return ctx.runtime.component("jobs", JobService)
 
 
-@op("jobs.submit", "Submit a batch job (journaled, deduplicated)", action="submit_job")
+@op(
+    "jobs.submit",
+    "Submit a batch job (journaled, deduplicated)",
+    action="submit_job",
+    fields=SUBMIT_FIELDS,
+)
 async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     param(params, "script", str, required=True)
     if not isinstance(params.get("script_text"), str):
@@ -27,8 +47,15 @@ async def submit(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             hint="the CLI reads the file for you; over MCP pass the script text",
         )
     spec = JobSpec.from_dict(JobRequest.from_params(params).checked().spec_params())
-    job, dedup, note = await _svc(ctx).submit(ctx.principal, spec)
-    return {"job": _svc(ctx).view(job), "deduplicated": dedup, "note": note}
+    job, existing, note = await _svc(ctx).submit(ctx.principal, spec, ctx.request_id)
+    # "existing": this answer is a job that already existed (a retried request
+    # or a duplicate), not a new submission; "deduplicated" is its older name
+    return {
+        "job": _svc(ctx).view(job),
+        "existing": existing,
+        "deduplicated": existing,
+        "note": note,
+    }
 
 
 @op("jobs.status", "Status of jobs from the shared cache", action="query_jobs")
@@ -104,7 +131,8 @@ async def logs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     ref = str(param(params, "id", object, required=True))
     tail = param(params, "tail", int, 200)
     stream = param(params, "stream", str, "stdout")
-    out = await _svc(ctx).logs(ctx.principal, ref, tail, stream)
+    task = str(param(params, "task", object, ""))  # one task of an array; default: all
+    out = await _svc(ctx).logs(ctx.principal, ref, tail, stream, task)
     if ctx.principal.is_agent:
         out = guard_text_result(out, f"job:{out['job']}")
         _note_flagged(ctx, out)

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tenantry.backends.base import Recoverable, Submitted
 from tenantry.errors import (
     BackendError,
     NotFound,
@@ -26,7 +29,9 @@ from tenantry.errors import (
     UsageError,
 )
 from tenantry.events import Event, EventType
+from tenantry.jobs.environment import job_environment
 from tenantry.models import Job, JobSpec, JobState, Principal
+from tenantry.tasks import TaskGroup
 
 if TYPE_CHECKING:
     from tenantry.backends.base import JobUpdate
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOST_AFTER_MISSES = 3
+CANCEL_SETTLE_S = 5.0
 LOG_CAP = 65536
 
 
@@ -82,6 +88,10 @@ class JobService:
         self._changed: dict[str, asyncio.Event] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.tasks = TaskGroup("jobs")
+        self._requests: dict[tuple[int, str], asyncio.Lock] = {}
+        # journaled jobs whose recovery could not ask the backend yet
+        self._unrecovered: list[Job] = []
         self.last_ok: float = 0.0
         self.last_error: str = ""
         self.interval = runtime.settings.poll_fast_s
@@ -91,30 +101,56 @@ class JobService:
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
         journal = self.rt.journal
+        mine = self.backend.name
         for job in await journal.list_jobs(active_only=True, limit=100_000):
-            if job.backend_id:
+            # jobs of another backend are left alone (never polled, never LOST):
+            # the daemon serving their backend follows them
+            if job.backend_id and job.backend == mine:
                 self._remember(job)
         self.last_ok = time.time()
         if hasattr(self.backend, "notify"):
             self.backend.notify = self._wake.set
         for job in await journal.unhanded_jobs():
-            await self._resubmit(job)
-        self._task = asyncio.get_running_loop().create_task(self._poll_loop())
+            if job.backend == mine:
+                await self._resubmit(job)
+        # supervised: a poller that died would freeze every job's state unnoticed
+        self._task = self.tasks.supervise("status-poller", self._poll_loop)
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self.tasks.aclose()
+
+    async def _hand(self, spec: JobSpec, p: Principal, job_id: str, intent: str) -> Submitted:
+        spec = output_for(spec, job_id)  # named by Tenantry's id, on a first or a resubmission
+        if isinstance(self.backend, Recoverable):
+            return await self.backend.submit(spec, p, job_id, intent=intent)
+        return await self.backend.submit(spec, p, job_id)
 
     async def _resubmit(self, job: Job) -> None:
-        """A job journaled but never handed over (the daemon died in between)."""
+        """A job journaled but never marked handed (the daemon died in between).
+
+        The backend may have it already (the crash came after it acted): ask it
+        first, by the job's intent token, and submit only when it has none.
+        """
         found = await self.rt.journal.job_spec(job.id)
         if found is None:
             return
         spec, _ = found
+        p = self._principal_of(job)
+        intent = await self.rt.journal.job_intent(job.id)
         try:
-            sub = await self.backend.submit(spec, self._principal_of(job), job.id)
+            existing = None
+            if isinstance(self.backend, Recoverable):
+                existing = await self.backend.find(spec, p, job.id, intent)
+            if existing is not None:
+                await self._adopt(job, existing, "found at the backend after a daemon restart")
+                return
+            sub = await self._hand(spec, p, job.id, intent)
+        except Unavailable as exc:
+            # unknown whether the backend has it: try again on the next start
+            log.warning("job %s: cannot check the backend after a restart: %s", job.id, exc)
+            self.last_error = exc.message
+            self._unrecovered.append(job)
+            return
         except TenantryError as exc:
             job.state, job.reason = (
                 JobState.LOST,
@@ -124,11 +160,15 @@ class JobService:
             await self.rt.journal.update_job(job)
             await self.rt.journal.mark_handed(job.id, "", "", "")
             return
+        await self._adopt(job, sub, "resubmitted after a daemon restart")
+
+    async def _adopt(self, job: Job, sub: Submitted, reason: str) -> None:
         await self.rt.journal.mark_handed(job.id, sub.backend_id, sub.output, sub.error)
         job.backend_id, job.output, job.error = sub.backend_id, sub.output, sub.error
-        job.reason = "resubmitted after a daemon restart"
+        job.reason = reason
         self._remember(job)
-        await self.rt.emit(Event(EventType.JOB_RECOVERED, job.principal, job.id, "resubmitted"))
+        outcome = "resubmitted" if reason.startswith("resubmitted") else "found"
+        await self.rt.emit(Event(EventType.JOB_RECOVERED, job.principal, job.id, outcome))
 
     @staticmethod
     def _principal_of(job: Job) -> Principal:
@@ -162,6 +202,10 @@ class JobService:
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
             self._wake.clear()
+            if self._unrecovered:
+                retry, self._unrecovered = self._unrecovered, []
+                for job in retry:
+                    await self._resubmit(job)
             active = self._active()
             if not active:
                 self.last_ok = time.time()
@@ -224,7 +268,11 @@ class JobService:
         return (
             job.state is not upd.state
             or job.exit_code != upd.exit_code
-            or (upd.started_at is not None and job.started_at != upd.started_at)
+            or (
+                upd.started_at is not None
+                and upd.state is not JobState.PENDING
+                and job.started_at != upd.started_at
+            )
             or (upd.ended_at is not None and job.ended_at != upd.ended_at)
         )
 
@@ -234,7 +282,10 @@ class JobService:
         job.reason = reason or job.reason
         if upd is not None:
             job.exit_code = upd.exit_code
-            job.started_at = upd.started_at or job.started_at
+            # a pending Slurm job's start time is the scheduler's forecast, not
+            # a start: keeping it would show a negative elapsed time
+            if state is not JobState.PENDING:
+                job.started_at = upd.started_at or job.started_at
             job.ended_at = upd.ended_at or job.ended_at
         if state.terminal and job.ended_at is None:
             job.ended_at = time.time()
@@ -263,7 +314,39 @@ class JobService:
         self._changed[job.id] = asyncio.Event()
 
     # -- use cases --------------------------------------------------------------------
-    async def submit(self, p: Principal, spec: JobSpec) -> tuple[Job, bool, str]:
+    async def submit(
+        self, p: Principal, spec: JobSpec, request_id: str = ""
+    ) -> tuple[Job, bool, str]:
+        """Journal, then hand to the backend; returns (job, existing, note).
+
+        A retried request (same client ``request_id``) returns the job the first
+        attempt created; so does a duplicate within the dedup window unless the
+        earlier job ended in failure.
+        """
+        if not request_id:
+            return await self._submit(p, spec, "")
+        # one attempt per request id at a time: a retry that overtakes the first
+        # attempt waits for it and then returns its job
+        key = (p.uid, request_id)
+        lock = self._requests.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                return await self._submit(p, spec, request_id)
+        finally:
+            if not lock.locked():
+                self._requests.pop(key, None)
+
+    async def _submit(self, p: Principal, spec: JobSpec, request_id: str) -> tuple[Job, bool, str]:
+        if request_id:
+            first = await self.rt.journal.job_by_request(p.uid, request_id)
+            if first is not None:
+                job = self.cache.get(first.id, first)
+                note = (
+                    f"existing job {job.id}: this request ({request_id}) was already "
+                    "received; returning the job it created"
+                )
+                return job, True, note
+        spec = dataclasses.replace(spec, env=job_environment(spec.env))
         h = spec_hash(spec)
         now = time.time()
         if not spec.force:
@@ -274,7 +357,8 @@ class JobService:
                 job = self.cache.get(dup.id, dup)
                 await self.rt.emit(Event(EventType.JOB_DEDUPLICATED, p.key, job.id, "ok"))
                 note = (
-                    f"identical to job {job.id} submitted {now - job.submitted_at:.0f} s ago "
+                    f"existing job {job.id}: identical to the job submitted "
+                    f"{now - job.submitted_at:.0f} s ago "
                     "(same script, arguments, options and cwd); returning it. "
                     "Pass force=true (--force) to submit again."
                 )
@@ -291,10 +375,10 @@ class JobService:
             resources=spec.resources,
             updated_at=now,
         )
-        job = await self.rt.journal.journal_job(job, spec, h)
+        intent = secrets.token_hex(8)
+        job = await self.rt.journal.journal_job(job, spec, h, request_id=request_id, intent=intent)
         try:
-            spec = output_for(spec, job.id)
-            sub = await self.backend.submit(spec, p, job.id)
+            sub = await self._hand(spec, p, job.id, intent)
         except TenantryError as exc:
             await self.rt.journal.db.execute("DELETE FROM jobs WHERE id=?", (job.id,))
             if isinstance(exc, BackendError | UsageError):
@@ -440,12 +524,20 @@ class JobService:
             return job
         await self.backend.cancel(job.backend_id)
         await self.rt.emit(Event(EventType.JOB_CANCELLED, p.key, job.id, "ok"))
-        self._wake.set()
-        await self.poll_once([job])
-        return self.cache.get(job.id, job)
+        # answer with the state after the cancel (a scheduler takes a moment)
+        deadline = time.monotonic() + CANCEL_SETTLE_S
+        while True:
+            await self.poll_once([self.cache.get(job.id, job)])
+            job = self.cache.get(job.id, job)
+            if job.state.terminal or time.monotonic() >= deadline:
+                return job
+            ev = self._changed.setdefault(job.id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await ev.wait()
 
     async def logs(
-        self, p: Principal, ref: str, tail: int = 200, stream: str = "stdout"
+        self, p: Principal, ref: str, tail: int = 200, stream: str = "stdout", task: str = ""
     ) -> dict[str, Any]:
         job = await self.get(p, ref)
         if stream not in {"stdout", "stderr"}:
@@ -453,6 +545,56 @@ class JobService:
         path = job.output if stream == "stdout" or not job.error else job.error
         if not path:
             raise NotFound(f"job {job.id} has no {stream} file recorded")
+        if "%a" in path:
+            if task:
+                if not task.isdigit():
+                    raise UsageError(f"array task {task!r} is not a number")
+                path = path.replace("%a", task)
+            else:
+                return self._array_logs(job, path, tail)
+        out = self._read_tail(path, tail)
+        out["job"] = job.id
+        return out
+
+    def _array_logs(self, job: Job, pattern: str, tail: int) -> dict[str, Any]:
+        """Every task's output of an array job, in task order, each under a header."""
+        head, _, rest = pattern.partition("%a")
+        base = Path(head).parent
+        prefix, suffix = Path(head).name, rest
+        found: list[tuple[int, Path]] = []
+        with contextlib.suppress(OSError):
+            for f in base.iterdir():
+                name = f.name
+                if name.startswith(prefix) and name.endswith(suffix):
+                    middle = name[len(prefix) : len(name) - len(suffix)]
+                    if middle.isdigit():
+                        found.append((int(middle), f))
+        parts: list[str] = []
+        size = lines = 0
+        truncated = False
+        for n, f in sorted(found):
+            one = self._read_tail(str(f), tail)
+            parts.append(f"==> task {n}: {f} <==\n{one['text']}")
+            size += int(one["size"])
+            lines += int(one["lines"])
+            truncated = truncated or bool(one.get("truncated"))
+        out: dict[str, Any] = {
+            "job": job.id,
+            "path": pattern,
+            "tasks": [n for n, _ in sorted(found)],
+            "size": size,
+            "lines": lines,
+            "text": "\n".join(parts),
+            "truncated": truncated,
+            "origin": "job-output",
+            "untrusted": True,
+        }
+        if not found:
+            out["note"] = "no task has written output yet"
+        return out
+
+    @staticmethod
+    def _read_tail(path: str, tail: int) -> dict[str, Any]:
         try:
             with Path(path).open("rb") as f:
                 f.seek(0, 2)
@@ -461,7 +603,6 @@ class JobService:
                 data = f.read()
         except FileNotFoundError:
             return {
-                "job": job.id,
                 "path": path,
                 "text": "",
                 "lines": 0,
@@ -476,7 +617,6 @@ class JobService:
         if cut:
             lines = lines[-tail:]
         return {
-            "job": job.id,
             "path": path,
             "size": size,
             "lines": len(lines),

@@ -50,6 +50,7 @@ from tenantry.leases.store import LeaseStore
 from tenantry.models import CommandResult, CommandSpec, JobSpec, Principal
 from tenantry.pilot import protocol as p
 from tenantry.settings import Settings
+from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class LeaseManager(PilotLinks):
         self._live: dict[str, Live] = {}
         self._queues: dict[PoolKey, deque[Cmd]] = {}
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskGroup("leases")  # failures logged and shown in info
         self._reaper: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -534,9 +535,7 @@ class LeaseManager(PilotLinks):
         self._pump()
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)
 
     async def _emit(self, kind: EventType, lease: Lease, *, subject: str = "", **kw: Any) -> None:
         if self.bus is not None:

@@ -23,6 +23,7 @@ from tenantry.leases.state import EXIT_STATE, Cmd, Live, lease_ready
 from tenantry.leases.store import LeaseStore
 from tenantry.models import CommandResult
 from tenantry.pilot import protocol as p
+from tenantry.tasks import TaskGroup
 
 log = logging.getLogger("tenantry.leases.manager")
 
@@ -33,7 +34,7 @@ class PilotLinks:
     backend: Backend
     _live: dict[str, Live]
     _queues: dict[PoolKey, deque[Cmd]]
-    _tasks: set[asyncio.Task[Any]]
+    _tasks: TaskGroup
     _closing: bool
 
     # -- provided by LeaseManager ----------------------------------------------------------
@@ -61,8 +62,7 @@ class PilotLinks:
     ) -> None:
         task = asyncio.current_task()
         if task is not None:
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.adopt(task, "pilot-link")
         live: Live | None = None
         try:
             hello = await asyncio.wait_for(p.recv(reader), 10)

@@ -43,6 +43,7 @@ from tenantry.memory.store import LessonStore, new_id
 from tenantry.memory.verify import Outcome, check, unbound
 from tenantry.models import AgentProduct, Principal
 from tenantry.service.runtime import Runtime
+from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class MemoryService:
         self.expander = vocab.DEFAULT
         self._store: LessonStore | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskGroup("memory")  # failures logged and shown in info
         self._sweeper: asyncio.Task[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -132,9 +133,7 @@ class MemoryService:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)
 
     # -- who may do what -----------------------------------------------------------
     def is_staff(self, principal: Principal) -> bool:

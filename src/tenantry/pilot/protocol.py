@@ -359,6 +359,20 @@ def _exit(d: dict[str, Any], t: str = "exit") -> Exit:
 
 
 def _run(d: dict[str, Any]) -> Run:
+    """A ``run``; a well-framed one whose fields cannot be run (a NUL in argv...)
+    raises a PilotProtocolError naming the command (``details["command_id"]``):
+    the receiver fails that one command and keeps the link, so one bad request
+    never wedges a lease."""
+    cid = d.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise _bad("run", "id", "a non-empty string")
+    try:
+        return _run_fields(d, cid)
+    except PilotProtocolError as exc:
+        raise PilotProtocolError(exc.message, command_id=cid) from exc
+
+
+def _run_fields(d: dict[str, Any], cid: str) -> Run:
     timeout = _opt_float(d, "run", "timeout_s")
     if timeout is not None and timeout <= 0:
         raise _bad("run", "timeout_s", "a positive number")
@@ -366,7 +380,7 @@ def _run(d: dict[str, Any]) -> Run:
     if any("\0" in a for a in argv):
         raise _bad("run", "argv", "free of NUL bytes")
     return Run(
-        id=_str(d, "run", "id"),
+        id=cid,
         argv=argv,
         cwd=_str(d, "run", "cwd"),
         env=_env(d, "run", "env"),

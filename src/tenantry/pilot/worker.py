@@ -30,7 +30,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +98,34 @@ class _Offline:
         buf.extend(data)
 
 
+# What Slurm gives a step on this allocation: a lease command gets these from
+# the pilot's own environment over the client's (its GPUs, its job id, its CPUs)
+STEP_PREFIXES = ("SLURM_", "SLURMD_")
+STEP_NAMES = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "ROCR_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ZE_AFFINITY_MASK",
+        "OMP_NUM_THREADS",
+        "TMPDIR",
+    }
+)
+
+
+def step_environment(pilot_env: Mapping[str, str]) -> dict[str, str]:
+    """The allocation's step variables of the pilot's environment."""
+    return {k: v for k, v in pilot_env.items() if k in STEP_NAMES or k.startswith(STEP_PREFIXES)}
+
+
 class Pilot:
+    def command_env(self, requested: Mapping[str, str]) -> dict[str, str]:
+        """A command's environment: the caller's, with the allocation's step variables."""
+        if not requested:
+            return dict(self._env)
+        return {**requested, **step_environment(self._env)}
+
     def __init__(self, cfg: PilotConfig, env: dict[str, str] | None = None) -> None:
         self.cfg = cfg
         base = dict(os.environ if env is None else env)
@@ -278,7 +305,23 @@ class Pilot:
     async def _loop(self, reader: asyncio.StreamReader) -> None:
         self._settle()
         while True:
-            msg = await p.recv(reader)
+            try:
+                msg = await p.recv(reader)
+            except PilotProtocolError as exc:
+                cid = exc.details.get("command_id")
+                if not isinstance(cid, str):
+                    raise
+                # a command it cannot run: fail that command, keep the link
+                self._heard = time.monotonic()
+                self._finish(
+                    p.Exit(
+                        id=cid,
+                        state="error",
+                        code=None,
+                        reason=f"the pilot cannot run this command: {exc.message}",
+                    )
+                )
+                continue
             if msg is None:
                 return
             self._heard = time.monotonic()
@@ -384,7 +427,7 @@ class Pilot:
             proc = subprocess.Popen(  # noqa: ASYNC220
                 list(run.argv),
                 cwd=run.cwd,
-                env=dict(run.env) if run.env else self._env,
+                env=self.command_env(run.env),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

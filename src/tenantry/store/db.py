@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import queue
 import sqlite3
@@ -138,13 +139,14 @@ class Database:
             fn, fut = item
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = fn(conn)
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+                result = fn(conn)
                 conn.execute("COMMIT")
             except BaseException as exc:
+                # a failed COMMIT (disk full) leaves the transaction open: end it,
+                # or every later write would fail with "within a transaction"
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
                 fut.get_loop().call_soon_threadsafe(_set_exc, fut, exc)
             else:
                 fut.get_loop().call_soon_threadsafe(_set_result, fut, result)
@@ -158,7 +160,13 @@ class Database:
         try:
             return await fut
         except sqlite3.Error as exc:
-            raise StoreError(f"database write failed: {exc}") from exc
+            full = "full" in str(exc).lower()
+            raise StoreError(
+                f"database write failed: {exc}",
+                hint=f"free space on the file system of {self.path}; nothing was written"
+                if full
+                else "see the daemon log",
+            ) from exc
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on a read-only connection from the pool."""

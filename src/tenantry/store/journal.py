@@ -8,20 +8,54 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tenantry.errors import StoreError
 from tenantry.events import Event
 from tenantry.models import Job, JobSpec, JobState, Principal, Resources
 from tenantry.store.db import Database, load_migrations
+
+log = logging.getLogger(__name__)
+MAX_PENDING_EVENTS = 100_000
 
 _JOB_COLS = (
     "id, backend, backend_id, phase, state, principal, uid, name, submitted_at, started_at,"
     " ended_at, exit_code, reason, output, error, resources_json, updated_at"
 )
+
+
+# A duplicate submission may return a job still going or one that succeeded,
+# never one that ended in failure (the fixed script must run).
+_REUSABLE = ",".join(f"'{s.value}'" for s in JobState if not s.terminal or s is JobState.COMPLETED)
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _redacted(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v, fn) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v, fn) for v in value]
+    return value
+
+
+def _clean(text: str) -> str:
+    """Text SQLite can store as UTF-8 (a lone surrogate would fail the whole batch)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _dumps(data: Any) -> str:
+    """JSON for a text column: lone surrogates escaped, so every row reads back."""
+    return json.dumps(data, default=str, ensure_ascii=True)
 
 
 def _job(row: sqlite3.Row) -> Job:
@@ -63,6 +97,9 @@ class Journal:
         self._known: set[str] = set()
         self._flush_task: asyncio.Task[None] | None = None
         self._flush_lock = asyncio.Lock()
+        # applied to every text stored from a request (argv, output tails, event
+        # data): the daemon wires the secret redactor in (nothing in clear at rest)
+        self.redact: Callable[[str], str] = _same
 
     async def start(self) -> None:
         await self.db.start()
@@ -77,7 +114,11 @@ class Journal:
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self.FLUSH_S)
-        await self.flush()
+        try:
+            await self.flush()
+        except StoreError as exc:
+            # telemetry waits in memory (bounded) until the disk has room again
+            log.warning("events not written yet: %s", exc.message)
 
     async def flush(self) -> None:
         """Write buffered events and session counters now."""
@@ -95,11 +136,11 @@ class Journal:
                         (
                             e.ts,
                             e.type.value,
-                            e.principal,
-                            e.subject,
-                            e.outcome,
+                            _clean(e.principal),
+                            _clean(self.redact(e.subject)),
+                            _clean(e.outcome),
                             e.duration_s,
-                            json.dumps(e.data, default=str),
+                            _dumps(_redacted(e.data, self.redact)),
                         )
                         for e in events
                     ],
@@ -110,7 +151,14 @@ class Journal:
                     [(last, n, key) for key, (n, last) in touches.items()],
                 )
 
-            await self.db.write(fn)
+            try:
+                await self.db.write(fn)
+            except StoreError:
+                self._events = (events + self._events)[-MAX_PENDING_EVENTS:]
+                for key, (n, last) in touches.items():
+                    n0, last0 = self._touches.get(key, (0, last))
+                    self._touches[key] = (n + n0, max(last, last0))
+                raise
 
     # -- sessions ---------------------------------------------------------------------
     async def touch_session(self, p: Principal, now: float | None = None) -> bool:
@@ -149,8 +197,14 @@ class Journal:
         return [dict(r) for r in rows]
 
     # -- jobs -------------------------------------------------------------------------
-    async def journal_job(self, job: Job, spec: JobSpec, spec_hash: str) -> Job:
-        """Insert a job before it is handed to a backend; assigns the next id."""
+    async def journal_job(
+        self, job: Job, spec: JobSpec, spec_hash: str, *, request_id: str = "", intent: str = ""
+    ) -> Job:
+        """Insert a job before it is handed to a backend; assigns the next id.
+
+        ``request_id`` is the client's idempotency key (unique per uid);
+        ``intent`` the token the backend carries so recovery can find the job.
+        """
 
         def fn(c: sqlite3.Connection) -> Job:
             # ids grow with insertion order, so the newest row holds the largest
@@ -159,8 +213,8 @@ class Journal:
             job.id = f"t{int(row[0][1:]) + 1 if row else 1}"
             c.execute(
                 "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, name,"
-                " spec_json, spec_hash, submitted_at, resources_json, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " spec_json, spec_hash, submitted_at, resources_json, updated_at,"
+                " request_id, intent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job.id,
                     job.backend,
@@ -175,6 +229,8 @@ class Journal:
                     job.submitted_at,
                     json.dumps(job.resources.to_dict()),
                     job.updated_at,
+                    request_id,
+                    intent,
                 ),
             )
             return job
@@ -211,6 +267,17 @@ class Journal:
             (ref, ref),
         )
         return _job(row) if row else None
+
+    async def job_by_request(self, uid: int, request_id: str) -> Job | None:
+        """The job a client request id created, if any (the first result of a retry)."""
+        row = await self.db.fetchone(
+            f"SELECT {_JOB_COLS} FROM jobs WHERE uid=? AND request_id=?", (uid, request_id)
+        )
+        return _job(row) if row else None
+
+    async def job_intent(self, job_id: str) -> str:
+        row = await self.db.fetchone("SELECT intent FROM jobs WHERE id=?", (job_id,))
+        return str(row["intent"]) if row else ""
 
     async def job_spec(self, job_id: str) -> tuple[JobSpec, str] | None:
         row = await self.db.fetchone("SELECT spec_json, phase FROM jobs WHERE id=?", (job_id,))
@@ -251,7 +318,8 @@ class Journal:
     async def find_duplicate(self, principal: str, spec_hash: str, since: float) -> Job | None:
         row = await self.db.fetchone(
             f"SELECT {_JOB_COLS} FROM jobs WHERE principal=? AND spec_hash=?"
-            " AND submitted_at>=? AND phase='handed' ORDER BY submitted_at DESC LIMIT 1",
+            f" AND submitted_at>=? AND phase='handed' AND state IN ({_REUSABLE})"
+            " ORDER BY submitted_at DESC LIMIT 1",
             (principal, spec_hash, since),
         )
         return _job(row) if row else None
@@ -267,7 +335,15 @@ class Journal:
         await self.db.execute(
             "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at)"
             " VALUES (?,?,?,?,?,?,?)",
-            (cid, p.key, p.uid, json.dumps(list(argv)), cwd, where, time.time()),
+            (
+                cid,
+                p.key,
+                p.uid,
+                json.dumps([self.redact(a) for a in argv]),
+                self.redact(cwd),
+                where,
+                time.time(),
+            ),
         )
 
     async def command_finished(
@@ -284,13 +360,25 @@ class Journal:
         await self.db.execute(
             "UPDATE commands SET ended_at=?, exit_code=?, state=?, reason=?, cpu_s=?,"
             " max_rss_kb=?, where_run=? WHERE id=?",
-            (time.time(), exit_code, state, reason, cpu_s, max_rss_kb, where, cid),
+            (time.time(), exit_code, state, self.redact(reason), cpu_s, max_rss_kb, where, cid),
         )
+
+    async def command_pid(self, cid: str, pid: int, start: int | None) -> None:
+        await self.db.execute(
+            "UPDATE commands SET pid=?, pid_start=? WHERE id=?", (pid, start, cid)
+        )
+
+    async def running_commands(self) -> list[tuple[str, int | None, int | None]]:
+        """(id, pid, pid start time) of commands recorded as running."""
+        rows = await self.db.fetchall(
+            "SELECT id, pid, pid_start FROM commands WHERE state='running'"
+        )
+        return [(r["id"], r["pid"], r["pid_start"]) for r in rows]
 
     async def abandon_running_commands(self) -> int:
         """Commands still 'running' after a restart ended with the old daemon."""
         return await self.db.execute(
-            "UPDATE commands SET state='lost', reason='the daemon stopped while it ran',"
+            "UPDATE commands SET state='lost', reason='ended: the daemon stopped while it ran',"
             " ended_at=? WHERE state='running'",
             (time.time(),),
         )
@@ -306,17 +394,22 @@ class Journal:
         since: float = 0.0,
         types: Sequence[str] = (),
         principal: str | None = None,
+        exact: bool = False,
         limit: int = 1000,
     ) -> list[dict[str, Any]]:
+        """Events, oldest first; ``principal`` is a prefix unless ``exact``."""
         await self.flush()
         where = ["ts>=?"]
         args: list[Any] = [since]
         if types:
             where.append(f"type IN ({','.join('?' * len(types))})")
             args.extend(types)
-        if principal:
-            where.append("principal LIKE ?")
-            args.append(principal + "%")
+        if principal and exact:
+            where.append("principal=?")
+            args.append(principal)
+        elif principal:
+            where.append("substr(principal, 1, ?)=?")
+            args.extend([len(principal), principal])
         sql = "SELECT * FROM events WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC LIMIT ?"
         args.append(limit)

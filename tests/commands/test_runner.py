@@ -1,0 +1,59 @@
+"""The local runner: each command's own rusage; a slow sink slows the command."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from tenantry.models import CommandSpec, Principal
+from tenantry.runner import LocalRunner
+
+ME = Principal(1000, "alice")
+BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<{s}: pass\n"
+BIG = "b=bytearray({mb}*1024*1024)\nfor i in range(0,len(b),4096): b[i]=1\n"
+
+
+def _spec(tmp: Path, code: str) -> CommandSpec:
+    return CommandSpec(argv=(sys.executable, "-c", code), cwd=str(tmp))
+
+
+async def _drop(stream: str, data: bytes) -> None:
+    return None
+
+
+async def test_concurrent_commands_are_billed_their_own_usage(tmp_path: Path) -> None:
+    runner = LocalRunner()
+    sleeper = runner.run(_spec(tmp_path, "import time; time.sleep(1.5)"), ME, _drop)
+    burner = runner.run(_spec(tmp_path, BURN.format(s=0.8) + BIG.format(mb=200)), ME, _drop)
+    quiet, busy = await asyncio.gather(sleeper, burner)
+    assert busy.cpu_s >= 0.7 and busy.max_rss_kb >= 200 * 1024, busy
+    # the sleeper was not charged the burner's CPU or memory (RUSAGE_CHILDREN
+    # did); bounds relative to the burner, so a loaded machine cannot flip them
+    assert quiet.cpu_s < busy.cpu_s / 2, (quiet, busy)
+    assert quiet.max_rss_kb < busy.max_rss_kb / 2, (quiet, busy)
+
+
+async def test_a_slow_sink_applies_backpressure(tmp_path: Path) -> None:
+    """The runner stops reading while the sink blocks, so the command waits on its pipe."""
+    runner = LocalRunner()
+    gate = asyncio.Event()
+    got = 0
+
+    async def slow(stream: str, data: bytes) -> None:
+        nonlocal got
+        got += len(data)
+        if got > 1_000_000:
+            await gate.wait()
+
+    done = tmp_path / "wrote-all"
+    code = f"import sys\nsys.stdout.buffer.write(b'x'*50_000_000)\nopen({str(done)!r},'w')"
+    task = asyncio.create_task(runner.run(_spec(tmp_path, code), ME, slow))
+    async with asyncio.timeout(20):
+        while got <= 1_000_000:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # give a command that ignores backpressure time to finish
+    assert not done.exists() and got < 5_000_000, got
+    gate.set()
+    result = await asyncio.wait_for(task, 60)
+    assert result.exit_code == 0 and done.exists()

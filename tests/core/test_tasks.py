@@ -1,0 +1,51 @@
+"""Background tasks: failures are logged, recorded and shown; loops restart."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tenantry import tasks
+from tenantry.tasks import TaskGroup
+
+
+async def test_a_failed_task_makes_its_component_unhealthy(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    group = TaskGroup("unit-a")
+
+    async def boom() -> None:
+        raise OSError(24, "Too many open files")
+
+    task = group.spawn(boom(), "opener")
+    with pytest.raises(OSError):
+        await task
+    await asyncio.sleep(0)  # the done callback runs on the next loop turn
+    h = group.health()
+    assert not h["healthy"] and h["failures"][0]["task"] == "opener"
+    assert "Too many open files" in h["failures"][0]["error"]
+    assert "Traceback" in caplog.text
+    assert any(r["component"] == "unit-a" and not r["healthy"] for r in tasks.health())
+    await group.aclose()
+
+
+async def test_a_supervised_loop_is_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks, "RESTART_MIN_S", 0.01)
+    group = TaskGroup("unit-b")
+    runs = 0
+    again = asyncio.Event()
+
+    async def loop() -> None:
+        nonlocal runs
+        runs += 1
+        if runs < 3:
+            raise RuntimeError("poll failed")
+        again.set()
+        await asyncio.Event().wait()
+
+    group.supervise("poller", loop)
+    await asyncio.wait_for(again.wait(), 10)
+    assert group.restarts["poller"] == 2 and len(group.failures) == 2
+    await group.aclose()
+    assert len(group) == 0
