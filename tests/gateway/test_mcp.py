@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 from mcp_types import TextContent
 
@@ -222,6 +223,7 @@ async def test_too_big_for_exec_is_the_callers_error_not_a_bug(
     assert "Tenantry bug" not in text and "E2BIG" in text, text
 
 
+@pytest.mark.own_daemon  # counts every job of its daemon
 async def test_job_output_is_named_by_tenantrys_id_and_refused_when_unwritable(
     daemon: Daemon, tmp_path: Path
 ) -> None:
