@@ -35,7 +35,7 @@ from tenantry.errors import (
 )
 from tenantry.events import Bus, Event, EventType
 from tenantry.gateway import edge
-from tenantry.gateway.identity import resolve
+from tenantry.gateway.identity import own_peer, resolve
 from tenantry.jobs.service import JobService
 from tenantry.models import Principal
 from tenantry.ops import REGISTRY, Op, OpContext, check_fields
@@ -297,7 +297,7 @@ async def _stream(op: Op, ctx: OpContext, params: dict[str, Any], warnings: list
 
 async def health(request: Request) -> Response:
     try:
-        await principal_of(request)  # only the daemon's own callers learn its pid and parts
+        own_peer(request.scope)  # only the daemon's own callers learn its pid and parts
     except TenantryError as err:
         return envelope(err)
     rt: Runtime = request.app.state.runtime

@@ -56,16 +56,22 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
-async def resolve(rt: Runtime, scope: MutableMapping[str, Any], raw_claims: str) -> Principal:
+def own_peer(scope: MutableMapping[str, Any]) -> tuple[int, int, int]:
+    """The caller's (pid, uid, gid) from the socket, refused unless it is this daemon's uid."""
     peer = scope.get(PEER_KEY)
     if peer is None:
         raise PermissionDenied("the caller's identity cannot be read from this connection")
-    pid, uid, _gid = peer
+    pid, uid, gid = peer
     if uid != os.getuid():
         raise PermissionDenied(
             f"this daemon serves uid {os.getuid()} only (user mode); you are uid {uid}",
             hint="use your own daemon: unset TENANTRY_SOCKET or point it at your own socket",
         )
+    return int(pid), int(uid), int(gid)
+
+
+async def resolve(rt: Runtime, scope: MutableMapping[str, Any], raw_claims: str) -> Principal:
+    pid, uid, _gid = own_peer(scope)
     claims = parse_claims(raw_claims)
     from tenantry.sandbox.registry import SandboxRegistry
 
