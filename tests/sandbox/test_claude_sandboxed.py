@@ -23,14 +23,9 @@ fake_model: Any = pytest.importorskip(
 )
 AGENTS_BIN = Path(os.environ.get("TENANTRY_AGENTS_DIR", "/opt/tenantry-agents")) / "node_modules"
 CLAUDE = AGENTS_BIN / ".bin" / "claude"
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.agents]
 
 
-@pytest.mark.skipif(
-    os.environ.get("TENANTRY_SANDBOX_AGENT_TEST") != "1",
-    reason="opt-in (TENANTRY_SANDBOX_AGENT_TEST=1) until the MCP fast start of tests/agents"
-    " is merged: without it Claude Code's first request goes out before the MCP server is up",
-)
 def test_claude_code_in_a_sandboxed_session(tmp_path: Path) -> None:
     from tenantry.errors import SandboxUnavailable
     from tenantry.sandbox.bwrap import find_bwrap
