@@ -120,9 +120,10 @@ class Sandbox:
         return out
 
 
-def reap(state: Path) -> None:
+def reap(state: str | Path) -> None:
+    """Stop a daemon that a test started on demand in ``state`` (by its pid)."""
     try:
-        pid = int((state / "daemon.lock").read_text().strip() or 0)
+        pid = int((Path(state) / "daemon.lock").read_text().strip() or 0)
     except (FileNotFoundError, ValueError):
         return
     if not pid:

@@ -44,28 +44,6 @@ class Daemon:
         )
 
 
-def reap(state_dir: str | Path) -> None:
-    """Stop a daemon that a test started on demand in ``state_dir`` (by its pid)."""
-    lock = Path(state_dir) / "daemon.lock"
-    try:
-        pid = int(lock.read_text().strip() or 0)
-    except (FileNotFoundError, ValueError):
-        return
-    if not pid:
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-
-
 def _wait(pred: object, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     delay = 0.02

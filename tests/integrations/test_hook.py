@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.agents.harness import reap
 
 from tenantry import errors
 from tenantry.integrations import hook, steer
-
-from .conftest import reap
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.agents.harness import reap
 
 from tenantry.integrations import files, installer
 from tenantry.integrations.agents.common import Target
-
-from .conftest import reap
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
