@@ -13,6 +13,7 @@ FTS5 query parser.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), r)
@@ -84,6 +85,7 @@ _NUMERIC = re.compile(r"^[0-9]+$")
 MAX_TERM = 40
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A light English suffix stripper (deliberately conservative)."""
     if len(word) <= 4 or word[-1].isdigit() or word.endswith(("ss", "fs", "us", "is")):
