@@ -6,8 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.memory import Kind, Lesson, LessonStore, Scope, Source, Status, Trust, retrieval
-from tenantry.memory import signature, terms
+from tenantry.memory import (
+    Kind,
+    Lesson,
+    LessonStore,
+    Scope,
+    Source,
+    Status,
+    Trust,
+    retrieval,
+    signature,
+    terms,
+)
 from tenantry.memory.store import new_id
 
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
