@@ -30,6 +30,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from tenantry.memory import signature, terms, vocab
@@ -42,8 +43,8 @@ _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
 
 MAX_TERMS = 16  # rarest query terms kept
 POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
-POOL = 40  # candidates ranked per source
-PREFETCH = 120  # BM25 hits fetched before visibility filtering
+POOL = 25  # candidates ranked per source
+PREFETCH = 60  # BM25 hits fetched before visibility filtering
 W_TIER = 1.0  # weight of the trusted tier's ranking when the budget starved the query
 W_EXPANDED = 1.0  # weight of the expanded query's ranking
 TIER_TERMS = 32  # query terms asked of the trusted tier
@@ -148,6 +149,16 @@ def _statuses(include_history: bool) -> list[str]:
     return live
 
 
+_SUBJECT_SPLIT = re.compile(r"[/@=]")
+
+
+@lru_cache(maxsize=1 << 14)
+def _subject_base(value: str) -> str:
+    """The stemmed name part of a lower-cased subject value ("cuda/12.1" -> "cuda"; "" if short)."""
+    base = _SUBJECT_SPLIT.split(value, maxsplit=1)[0]
+    return terms.stem(base) if len(base) >= 3 else ""
+
+
 def _subject_hits(les: Lesson, text_low: str, qset: set[str], want: dict[str, str]) -> list[str]:
     out = []
     for key, value in les.subject.items():
@@ -159,8 +170,8 @@ def _subject_hits(les: Lesson, text_low: str, qset: set[str], want: dict[str, st
             continue
         if key == "error":
             continue  # error subjects are matched through the signature
-        base = re.split(r"[/@=]", v, maxsplit=1)[0]
-        if (len(v) >= 3 and v in text_low) or (len(base) >= 3 and terms.stem(base) in qset):
+        base = _subject_base(v)
+        if (len(v) >= 3 and v in text_low) or (base and base in qset):
             out.append(f"subject:{key}")
     return out
 
@@ -303,6 +314,7 @@ def rank(
         pool.setdefault(les.id, (les, 0.0))
     text_low = text.lower()
     qset = qset | set(terms.query_terms(text))
+    sig_sets = [set(s.split()) for s in sig_lines]
     hits: list[Hit] = []
     for les, base in pool.values():
         score = base
@@ -311,7 +323,7 @@ def rank(
             score += W_SIG_EXACT
             matched.append("signature")
         elif les.error_signature and sig_lines:
-            near = max(signature.similarity(les.error_signature, s) for s in sig_lines)
+            near = signature.best_similarity(les.error_signature, sig_sets)
             if near >= 0.5:
                 score += W_SIG_NEAR * near
                 matched.append("signature~")

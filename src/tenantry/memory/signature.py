@@ -99,7 +99,12 @@ def signature_hash(signature: str) -> str:
 
 def similarity(a: str, b: str) -> float:
     """Jaccard similarity of the word sets of two normalized signatures."""
-    wa, wb = set(a.split()), set(b.split())
-    if not wa or not wb:
+    return best_similarity(a, [set(b.split())])
+
+
+def best_similarity(a: str, others: list[set[str]]) -> float:
+    """The highest ``similarity`` of ``a`` to signatures given as word sets (split once)."""
+    wa = set(a.split())
+    if not wa:
         return 0.0
-    return len(wa & wb) / len(wa | wb)
+    return max((len(wa & wb) / len(wa | wb) for wb in others if wb), default=0.0)

@@ -13,12 +13,14 @@ FTS5 query parser.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), r)
     for p, r in (
-        (r"out[ -]of[ -](?:[a-z]+[ -])?memory|oom[-_ ]?kill(?:ed|er)?|oom_kill", " oom "),
-        (r"wall[ -]?time|wall[ -]?clock|time[ -]?limit|timelimit|time_limit", " timelimit "),
+        # separators include "_": Slurm prints states as OUT_OF_MEMORY, TIME_LIMIT, NODE_FAIL
+        (r"out[ _-]of[ _-](?:[a-z]+[ _-])?memory|oom[-_ ]?kill(?:ed|er)?|oom_kill", " oom "),
+        (r"wall[ _-]?time|wall[ _-]?clock|time[ _-]?limit|timelimit", " timelimit "),
         (r"no space left on device|enospc|disk quota|quota exceeded|over quota", " quota "),
         (r"command not found|no such file or directory|not found", " notfound "),
         (r"permission denied|access denied|not permitted|eacces", " denied "),
@@ -84,6 +86,7 @@ _NUMERIC = re.compile(r"^[0-9]+$")
 MAX_TERM = 40
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A light English suffix stripper (deliberately conservative)."""
     if len(word) <= 4 or word[-1].isdigit() or word.endswith(("ss", "fs", "us", "is")):
