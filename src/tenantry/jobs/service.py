@@ -65,14 +65,16 @@ def spec_hash(spec: JobSpec) -> str:
 def output_for(spec: JobSpec, job_id: str) -> JobSpec:
     """The spec with its output named by Tenantry's id by default, refused if unwritable.
 
-    No ``--output``: ``<cwd>/tenantry-<id>.out`` (``tenantry-t11.out``). A pattern
-    keeps the scheduler's meaning of ``%j`` and friends.
+    No ``--output``: ``<cwd>/tenantry-<id>.out`` (``tenantry-t11.out``), for an
+    array one file per task (``tenantry-t11_%a.out``). A pattern keeps the
+    scheduler's meaning of ``%j`` and friends.
     """
     import dataclasses
     import os
 
     if not spec.output:
-        spec = dataclasses.replace(spec, output=f"tenantry-{job_id}.out")
+        name = f"tenantry-{job_id}_%a.out" if spec.array else f"tenantry-{job_id}.out"
+        spec = dataclasses.replace(spec, output=name)
     if not os.path.isdir(spec.cwd):
         return spec  # not on this machine's file system: the backend judges the paths
     for pattern in (spec.output, spec.error):
@@ -568,6 +570,11 @@ class JobService:
                 path = path.replace("%a", task)
             else:
                 return self._array_logs(job, path, tail)
+        elif task:
+            raise UsageError(
+                f"job {job.id} has one {stream} file for all its tasks ({path})",
+                hint="read it without --task; submit with --output 'name_%a.out' for one per task",
+            )
         out = self._read_tail(path, tail)
         out["job"] = job.id
         return out
