@@ -21,7 +21,7 @@ def tenantry(env: Env, *argv: str) -> str:
 
 def test_logs_of_one_array_task(env: Env) -> None:
     script = env.work / "arr.sh"
-    script.write_text("#!/bin/bash\necho \"task $SLURM_ARRAY_TASK_ID says hi\"\n")
+    script.write_text('#!/bin/bash\necho "task $SLURM_ARRAY_TASK_ID says hi"\n')
     job = json.loads(tenantry(env, "submit", "--json", "-a", "0-2", "-t", "2", str(script)))
     jid = job["job"]["id"]
     deadline = time.monotonic() + 90
