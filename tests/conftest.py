@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -49,10 +48,9 @@ def slurm() -> Iterator[None]:
 @pytest.fixture
 def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # short path: Unix socket paths are limited to 107 bytes
-    d = tempfile.mkdtemp(prefix="tnt-")
-    os.chmod(d, 0o700)
+    d = gw.state_tempdir()
     yield d
-    shutil.rmtree(d, ignore_errors=True)
+    gw.remove_state(d)
 
 
 # -- a real daemon per test (helpers live in tests/gateway/conftest.py) ---------
@@ -80,8 +78,7 @@ def start_daemon() -> Iterator[Callable[..., Any]]:
     started: list[Any] = []
 
     def start(files: dict[str, str] | None = None, **env: str) -> Any:
-        state = tempfile.mkdtemp(prefix="tnt-")
-        os.chmod(state, 0o700)
+        state = gw.state_tempdir()
         for name, text in (files or {}).items():
             (Path(state) / name).write_text(text)
         env = {k: v.replace("{state}", state) for k, v in env.items()}
@@ -101,4 +98,4 @@ def start_daemon() -> Iterator[Callable[..., Any]]:
         d.stop()
         if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
             sys.stderr.write(d.log())
-        shutil.rmtree(d.state, ignore_errors=True)
+        gw.remove_state(d.state)

@@ -216,10 +216,18 @@ def _register_jobs(sub: Any) -> None:
     add_json(p)
     p.set_defaults(handler=_cancel)
 
-    p = sub.add_parser("logs", help="print the tail of a job's output")
+    p = sub.add_parser(
+        "logs",
+        help="print the tail of a job's output",
+        description="Print the tail of a job's output. For an array job: every task's,"
+        " each under a header, or one task's with --task.",
+        epilog="examples:\n  tenantry logs t12 --tail 50\n  tenantry logs t13 --task 4 --stderr",
+        formatter_class=_FMT,
+    )
     p.add_argument("id", metavar="JOBID")
     p.add_argument("--tail", type=int, default=200, help="last N lines (0 = all kept)")
     p.add_argument("--stderr", action="store_true", help="the error file instead of output")
+    p.add_argument("--task", type=int, help="one task of an array job (default: every task)")
     add_json(p)
     p.set_defaults(handler=_logs)
 
@@ -325,10 +333,14 @@ def _cancel(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    res = client_from(args).call(
-        "jobs.logs",
-        {"id": args.id, "tail": args.tail, "stream": "stderr" if args.stderr else "stdout"},
-    )
+    params: dict[str, Any] = {
+        "id": args.id,
+        "tail": args.tail,
+        "stream": "stderr" if args.stderr else "stdout",
+    }
+    if args.task is not None:
+        params["task"] = str(args.task)
+    res = client_from(args).call("jobs.logs", params)
     emit(args, res, lambda r: r["text"] or f"({r.get('note', 'empty')})")
     return 0
 

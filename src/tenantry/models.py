@@ -183,6 +183,8 @@ class Job:
     error: str = ""
     resources: Resources = field(default_factory=Resources)
     updated_at: float = 0.0
+    cwd: str = ""  # the working directory it was submitted from
+    nodes: str = ""  # the node list the scheduler reports once it runs
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -209,6 +211,8 @@ class Job:
             error=str(d.get("error", "")),
             resources=Resources.from_dict(d.get("resources")),
             updated_at=float(d.get("updated_at") or 0.0),
+            cwd=str(d.get("cwd") or ""),
+            nodes=str(d.get("nodes") or ""),
         )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -39,6 +41,36 @@ def wait_for(cond: Any, timeout: float = 15.0, what: str = "condition") -> Any:
         time.sleep(delay)
         delay = min(delay * 1.5, 0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def state_tempdir(prefix: str = "tnt-") -> str:
+    """A short 0700 directory for a daemon's state (Unix socket paths are short)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(d, 0o700)
+    return d
+
+
+def remove_state(state: str, timeout: float = 10.0) -> None:
+    """Remove a test's state directory and everything it left running.
+
+    Local jobs outlive their daemon by design (re-attached on restart), so
+    their wrappers are ended first; then the directory is removed until it
+    stays gone.
+    """
+    for status in Path(state).glob("local/jobs/*/status.json"):
+        try:
+            pid = int(json.loads(status.read_text()).get("pid") or 0)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if pid > 1:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while os.path.lexists(state):
+        shutil.rmtree(state, ignore_errors=True)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{state} could not be removed")
+        time.sleep(0.05)
 
 
 @dataclass
@@ -119,8 +151,7 @@ def clean_env(state: str, **extra: str) -> dict[str, str]:
 
 
 def _daemon() -> Iterator[Daemon]:
-    state = tempfile.mkdtemp(prefix="tnt-")
-    os.chmod(state, 0o700)
+    state = state_tempdir()
     d = Daemon(state, clean_env(state, TENANTRY_LOCAL_SLOTS="2", TENANTRY_POLL_SLOW_S="1"))
     d.start()
     try:
@@ -129,7 +160,7 @@ def _daemon() -> Iterator[Daemon]:
         d.stop()
         if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
             sys.stderr.write(d.log())
-        shutil.rmtree(state, ignore_errors=True)
+        remove_state(state)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +22,8 @@ from tenantry.models import AgentProduct, CommandSpec, JobSpec, JobState, Princi
 from tenantry.ops import REGISTRY, OpContext
 from tenantry.runner import LocalRunner
 from tenantry.settings import Settings, load
+
+from ..gateway.conftest import remove_state, state_tempdir
 
 AGENT = Principal(uid=1000, user="alice", agent=AgentProduct.CODEX, session="s1")
 SIBLING = Principal(uid=1000, user="alice", agent=AgentProduct.CLAUDE_CODE, session="s2")
@@ -100,11 +101,14 @@ async def test_stop_persists_across_restart_and_resume(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def runtime() -> AsyncIterator[Runtime]:
-    state = tempfile.mkdtemp(prefix="tnt-")
-    async with open_runtime(
-        settings(state, poll_fast_s=0.05, poll_slow_s=0.1), FakeBackend()
-    ) as rt:
-        yield rt
+    state = state_tempdir()
+    try:
+        async with open_runtime(
+            settings(state, poll_fast_s=0.05, poll_slow_s=0.1), FakeBackend()
+        ) as rt:
+            yield rt
+    finally:
+        remove_state(state)
 
 
 async def test_admin_ops_are_for_humans_and_staff(runtime: Runtime) -> None:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.models import CommandSpec, Principal
+from tenantry.models import CommandSpec, Principal, Resources
 from tenantry.settings import Settings
 
 from .conftest import Collect, Stack, Until
@@ -126,3 +126,34 @@ async def test_walltime_drain_on_slurm(
     ended = {x["id"]: x for x in mgr.leases(include_ended=True)}
     assert ended[first["id"]]["state"] in {"draining", "ended"}
     assert sbatches(slurm_backend) == 2
+
+
+def allocated_gpus(jid: str) -> int:
+    out = subprocess.run(
+        ["squeue", "-h", "-j", jid, "-O", "tres-alloc:200"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    for item in out.strip().split(","):
+        name, _, value = item.partition("=")
+        if name == "gres/gpu":
+            return int(value)
+    return 0
+
+
+async def test_a_gpu_lease_holds_only_what_a_command_uses_and_is_released_idle(
+    stack: Stack, slurm_backend: SlurmBackend, alice: Principal, collect: type[Collect], wait: Until
+) -> None:
+    mgr = await stack.manager(slurm_backend, start_timeout_s=START, idle_s=2.0)
+    code = "import os, time; print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); time.sleep(3)"
+    spec = CommandSpec(argv=(PY, "-c", code), resources=Resources(gpus=1))
+    sink = collect()
+    task = asyncio.create_task(mgr.run(spec, alice, sink))
+    await wait(lambda: sink.text(), START, "the GPU command to start")
+    (lease,) = mgr.leases()
+    assert len(sink.text().strip().split(",")) == 1, "a 1-GPU command sees one GPU"
+    assert allocated_gpus(lease["backend_id"]) == 1, "no spare GPU held beside the busy one"
+    assert (await task).state == "completed"
+    await wait(lambda: not mgr.leases(), 30, "idle release of the GPU lease")
+    await wait(lambda: allocated_gpus(lease["backend_id"]) == 0, 60, "the GPU to be freed")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,14 +35,14 @@ class Daemon(_gw.Daemon):  # type: ignore[misc]
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    state = tempfile.mkdtemp(prefix="tnt-")
-    os.chmod(state, 0o700)
+    state = _gw.state_tempdir()
     d = Daemon(state, _gw.clean_env(state))
     d.start()
     try:
         yield d
     finally:
         d.stop()
+        _gw.remove_state(state)
 
 
 def test_failing_run_gets_the_matching_lesson(daemon: Daemon) -> None:

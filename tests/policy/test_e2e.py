@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,15 +11,14 @@ from mcp import Client
 
 from tenantry.gateway.mcp import build_server
 
-from ..gateway.conftest import Daemon, clean_env, mcp_text
+from ..gateway.conftest import Daemon, clean_env, mcp_text, remove_state, state_tempdir
 
 CLAUDE = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "sess-e2e"}
 
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    state = tempfile.mkdtemp(prefix="tnt-")
-    os.chmod(state, 0o700)
+    state = state_tempdir()
     # a user policy in the state directory narrows the baseline
     (Path(state) / "policy.cedar").write_text(
         '@id("user-no-make-install")\n@message("install targets are for the human")\n'
@@ -34,6 +31,7 @@ def daemon() -> Iterator[Daemon]:
         yield d
     finally:
         d.stop()
+        remove_state(state)
 
 
 async def test_mcp_call_denied_with_rule(

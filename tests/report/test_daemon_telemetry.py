@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from tenantry.client import socket_answers
+
+from ..gateway.conftest import remove_state, state_tempdir
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -45,8 +46,7 @@ def _until(cond: object, timeout: float = 20.0) -> None:
 
 @pytest.fixture
 def state() -> Iterator[str]:
-    d = tempfile.mkdtemp(prefix="tnt-")
-    os.chmod(d, 0o700)
+    d = state_tempdir()
     log = (Path(d) / "daemon.log").open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tenantry", "serve"],
@@ -61,6 +61,8 @@ def state() -> Iterator[str]:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
+        log.close()
+        remove_state(d)
 
 
 def _commands(db: Path) -> int:

@@ -35,8 +35,25 @@ PRINCIPAL = Principal(
 )
 
 
+_MADE: list[str] = []  # directories the fixtures made, removed after the session
+
+
+def _tempdir(prefix: str) -> str:
+    d = tempfile.mkdtemp(prefix=prefix)
+    _MADE.append(d)
+    return d
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_made() -> Iterator[None]:
+    yield
+    remove_state: Callable[[str], None] = sys.modules["_tenantry_gateway_test_helpers"].remove_state
+    for d in _MADE:
+        remove_state(d)
+
+
 def settings(**over: object):  # type: ignore[no-untyped-def]
-    base = tempfile.mkdtemp(prefix="tnt-slurm-")
+    base = _tempdir("tnt-slurm-")
     return load(env={}, overrides={"state_dir": base, "backend": "slurm", **over})
 
 
@@ -51,7 +68,7 @@ async def backend(slurm: None) -> AsyncIterator[SlurmBackend]:
 @pytest.fixture
 def workdir() -> Path:
     # /tmp is shared by the job (same host); keep each test's files apart
-    return Path(tempfile.mkdtemp(prefix="tnt-sj-"))
+    return Path(_tempdir("tnt-sj-"))
 
 
 def spec(workdir: Path, body: str, **kw: object) -> JobSpec:
@@ -147,9 +164,9 @@ class Env:
 @pytest.fixture
 def env(slurm: None) -> Iterator[Env]:
     """A real daemon (slurm backend) and installed shims in a fresh work directory."""
-    state = tempfile.mkdtemp(prefix="tnt-")
+    state = _tempdir("tnt-")
     os.chmod(state, 0o700)
-    work = Path(tempfile.mkdtemp(prefix="tnt-shw-"))
+    work = Path(_tempdir("tnt-shw-"))
     shims = work / "shims"
     install(shims)
     e = Env(state, shims, work)
@@ -186,7 +203,7 @@ def timeout_job(slurm: None) -> str:
         b = SlurmBackend(settings())
         await b.start()
         s = spec(
-            Path(tempfile.mkdtemp(prefix="tnt-to-")),
+            Path(_tempdir("tnt-to-")),
             "sleep 600",
             name="tnt-timeout",
             resources=Resources(time_s=60),

@@ -73,3 +73,35 @@ def test_human_commands_run_the_real_slurm(env: Env) -> None:
     # a job Tenantry never saw is unknown to the agent's shim
     r = env.run("scontrol", "show", "job", job)
     assert r.returncode == 1 and "Invalid job id" in r.stderr
+
+
+def test_squeue_and_sacct_show_partition_nodes_and_work_dir(env: Env) -> None:
+    script = env.work / "place.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --time=2\nsleep 30\n")
+    r = env.run("sbatch", "--parsable", str(script))
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip()
+    try:
+        wait_state(env, job, {"RUNNING"}, 60)
+        real = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%P|%N|%Z"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        partition, nodes, cwd = real.split("|")
+        assert partition and nodes and cwd == str(env.work)
+        deadline = time.monotonic() + 30
+        shown = ""
+        while time.monotonic() < deadline:  # the daemon's cache learns the node list
+            shown = env.run("squeue", "-h", "-j", job, "-o", "%P|%N|%Z").stdout.strip()
+            if shown == real:
+                break
+            time.sleep(0.2)
+        assert shown == real, "the shim's squeue shows what Slurm's does"
+        r = env.run("sacct", "-P", "-n", "-j", job, "--format=Partition,NodeList,WorkDir")
+        assert r.stdout.strip() == real
+        r = env.run("squeue", "-h", "-j", job)  # default columns: partition, node list
+        assert partition in r.stdout.split() and nodes in r.stdout.split()
+    finally:
+        env.run("scancel", job)

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +49,11 @@ class _Entry:
             started_at=self.started_at,
             ended_at=self.ended_at,
             reason=self.reason,
+            # what squeue/sacct show: the one partition (see ``info``) and this host
+            extra={
+                "partition": "local",
+                "nodes": socket.gethostname().split(".")[0] if self.started_at else "",
+            },
         )
 
 

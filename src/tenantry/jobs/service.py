@@ -44,6 +44,16 @@ CANCEL_SETTLE_S = 5.0
 LOG_CAP = 65536
 
 
+def _placement(job: Job, upd: JobUpdate) -> tuple[str, str]:
+    """Node list and partition as the backend reports them (kept once known)."""
+    extra = upd.extra or {}
+    nodes = str(extra.get("nodes") or "") or job.nodes
+    if nodes in {"None assigned", "(null)"}:
+        nodes = job.nodes
+    partition = job.resources.partition or str(extra.get("partition") or "")
+    return nodes, partition
+
+
 def spec_hash(spec: JobSpec) -> str:
     """What dedup compares: script content, arguments, options and cwd (not env)."""
     d = spec.to_dict()
@@ -55,14 +65,16 @@ def spec_hash(spec: JobSpec) -> str:
 def output_for(spec: JobSpec, job_id: str) -> JobSpec:
     """The spec with its output named by Tenantry's id by default, refused if unwritable.
 
-    No ``--output``: ``<cwd>/tenantry-<id>.out`` (``tenantry-t11.out``). A pattern
-    keeps the scheduler's meaning of ``%j`` and friends.
+    No ``--output``: ``<cwd>/tenantry-<id>.out`` (``tenantry-t11.out``), for an
+    array one file per task (``tenantry-t11_%a.out``). A pattern keeps the
+    scheduler's meaning of ``%j`` and friends.
     """
     import dataclasses
     import os
 
     if not spec.output:
-        spec = dataclasses.replace(spec, output=f"tenantry-{job_id}.out")
+        name = f"tenantry-{job_id}_%a.out" if spec.array else f"tenantry-{job_id}.out"
+        spec = dataclasses.replace(spec, output=name)
     if not os.path.isdir(spec.cwd):
         return spec  # not on this machine's file system: the backend judges the paths
     for pattern in (spec.output, spec.error):
@@ -274,6 +286,7 @@ class JobService:
                 and job.started_at != upd.started_at
             )
             or (upd.ended_at is not None and job.ended_at != upd.ended_at)
+            or _placement(job, upd) != (job.nodes, job.resources.partition)
         )
 
     async def _apply(self, job: Job, upd: JobUpdate | None, state: JobState, reason: str) -> None:
@@ -287,6 +300,10 @@ class JobService:
             if state is not JobState.PENDING:
                 job.started_at = upd.started_at or job.started_at
             job.ended_at = upd.ended_at or job.ended_at
+            nodes, partition = _placement(job, upd)
+            job.nodes = nodes
+            if partition != job.resources.partition:
+                job.resources = dataclasses.replace(job.resources, partition=partition)
         if state.terminal and job.ended_at is None:
             job.ended_at = time.time()
         job.updated_at = time.time()
@@ -374,6 +391,7 @@ class JobService:
             submitted_at=now,
             resources=spec.resources,
             updated_at=now,
+            cwd=spec.cwd,
         )
         intent = secrets.token_hex(8)
         job = await self.rt.journal.journal_job(job, spec, h, request_id=request_id, intent=intent)
@@ -552,6 +570,11 @@ class JobService:
                 path = path.replace("%a", task)
             else:
                 return self._array_logs(job, path, tail)
+        elif task:
+            raise UsageError(
+                f"job {job.id} has one {stream} file for all its tasks ({path})",
+                hint="read it without --task; submit with --output 'name_%a.out' for one per task",
+            )
         out = self._read_tail(path, tail)
         out["job"] = job.id
         return out

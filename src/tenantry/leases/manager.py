@@ -280,7 +280,7 @@ class LeaseManager(PilotLinks):
                 return
             need = max(c.need_s for c in waiting)
             self._acquire(key, owner, need)
-            coming += self.cfg.slots
+            coming += self.slots_for(key)
 
     def _make_room(
         self, key: PoolKey, waiting: list[Cmd], pool: list[Live], user_n: int, sess_n: int
@@ -308,6 +308,16 @@ class LeaseManager(PilotLinks):
         for cmd in waiting:
             fail(cmd, err)
 
+    def slots_for(self, key: PoolKey) -> int:
+        """Command slots of a new lease of this pool.
+
+        A GPU pool gets one slot per lease: a lease holds slots x GPUs, so a
+        spare slot would keep a GPU allocated and unused for as long as the
+        other slot is busy, out of reach of the idle release. With one slot
+        each lease holds what one command needs and is released once idle.
+        """
+        return 1 if key.gpus else self.cfg.slots
+
     def _acquire(self, key: PoolKey, owner: Principal, need_s: float) -> None:
         secret = secrets.token_urlsafe(32)
         lease = Lease(
@@ -317,7 +327,7 @@ class LeaseManager(PilotLinks):
             owner=owner.key,
             secret_hash=key_hex(secret),
             backend=self.backend.name,
-            slots=self.cfg.slots,
+            slots=self.slots_for(key),
         )
         live = Live(lease, secret=secret)
         self._live[lease.id] = live

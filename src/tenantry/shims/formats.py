@@ -119,7 +119,7 @@ class ShimJob:
             account=str(res.get("account") or ""),
             cpus=int(res.get("cpus") or 1),
             mem_mb=res.get("mem_mb"),
-            nodes=str(extra.get("nodes") or ""),
+            nodes=str(d.get("nodes") or extra.get("nodes") or ""),
             cwd=str(d.get("cwd") or ""),
             stdout=str(d.get("output") or ""),
             stderr=str(d.get("error") or d.get("output") or ""),

@@ -25,7 +25,7 @@ MAX_PENDING_EVENTS = 100_000
 
 _JOB_COLS = (
     "id, backend, backend_id, phase, state, principal, uid, name, submitted_at, started_at,"
-    " ended_at, exit_code, reason, output, error, resources_json, updated_at"
+    " ended_at, exit_code, reason, output, error, resources_json, updated_at, cwd, nodes"
 )
 
 
@@ -76,6 +76,8 @@ def _job(row: sqlite3.Row) -> Job:
         error=row["error"],
         resources=Resources.from_dict(json.loads(row["resources_json"])),
         updated_at=row["updated_at"],
+        cwd=row["cwd"],
+        nodes=row["nodes"],
     )
 
 
@@ -214,7 +216,7 @@ class Journal:
             c.execute(
                 "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, name,"
                 " spec_json, spec_hash, submitted_at, resources_json, updated_at,"
-                " request_id, intent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " request_id, intent, cwd) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job.id,
                     job.backend,
@@ -231,6 +233,7 @@ class Journal:
                     job.updated_at,
                     request_id,
                     intent,
+                    job.cwd,
                 ),
             )
             return job
@@ -247,7 +250,7 @@ class Journal:
     async def update_job(self, job: Job) -> None:
         await self.db.execute(
             "UPDATE jobs SET state=?, started_at=?, ended_at=?, exit_code=?, reason=?,"
-            " updated_at=? WHERE id=?",
+            " updated_at=?, nodes=?, resources_json=? WHERE id=?",
             (
                 job.state.value,
                 job.started_at,
@@ -255,6 +258,8 @@ class Journal:
                 job.exit_code,
                 job.reason,
                 job.updated_at,
+                job.nodes,
+                json.dumps(job.resources.to_dict()),
                 job.id,
             ),
         )
