@@ -22,6 +22,7 @@ from tenantry.models import AgentProduct, CommandSpec, JobSpec, JobState, Princi
 from tenantry.ops import REGISTRY, OpContext
 from tenantry.runner import LocalRunner
 from tenantry.settings import Settings, load
+from tenantry.store.journal import Journal
 
 from ..gateway.conftest import remove_state, state_tempdir
 
@@ -63,7 +64,9 @@ def test_stop_matching_never_touches_humans() -> None:
 
 
 async def test_stop_persists_across_restart_and_resume(tmp_path: Path) -> None:
-    rt = Runtime(settings(str(tmp_path)), journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
+    journal = Journal(tmp_path / "tenantry.sqlite3")
+    await journal.start()
+    rt = Runtime(settings(str(tmp_path)), journal=journal, bus=Bus(), backend=None)  # type: ignore[arg-type]
     ks = KillSwitch(rt)
     await ks.start()
     summary = await ks.stop("session", "s1", by=HUMAN, owner="alice", reason="runaway")
@@ -97,6 +100,7 @@ async def test_stop_persists_across_restart_and_resume(tmp_path: Path) -> None:
             await ks2.resume("session", "s2", by=HUMAN, owner="alice")
     finally:
         await ks2.aclose()
+        await journal.aclose()
 
 
 @pytest.fixture

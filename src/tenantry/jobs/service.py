@@ -398,7 +398,7 @@ class JobService:
         try:
             sub = await self._hand(spec, p, job.id, intent)
         except TenantryError as exc:
-            await self.rt.journal.db.execute("DELETE FROM jobs WHERE id=?", (job.id,))
+            await self.rt.journal.forget_job(job.id)
             if isinstance(exc, BackendError | UsageError):
                 await self.rt.emit(
                     Event(

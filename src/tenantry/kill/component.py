@@ -11,7 +11,6 @@ skipped and the summary says so.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sqlite3
@@ -22,7 +21,7 @@ from typing import Any
 
 from tenantry.errors import Conflict, NotFound, PermissionDenied, SessionStopped
 from tenantry.events import Event, EventType
-from tenantry.models import AgentProduct, JobState, Principal
+from tenantry.models import AgentProduct, Principal
 from tenantry.service.runtime import Runtime
 from tenantry.store.db import Database, load_migrations
 
@@ -248,7 +247,7 @@ class KillSwitch:
     async def _principals(self, kind: str, target: str, owner: str) -> dict[str, int]:
         probe = Stop(0, kind, target, owner, "", "", 0.0)
         known = dict(self._seen)
-        for key, uid in await asyncio.to_thread(self._store_principals):
+        for key, uid in await self.runtime.journal.principals_seen():
             known.setdefault(key, uid)
         out: dict[str, int] = {}
         for key, uid in known.items():
@@ -256,27 +255,6 @@ class KillSwitch:
             if p is not None and probe.matches(p):
                 out[key] = uid
         return out
-
-    def _store_rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        path = self.runtime.settings.db_path
-        if not path.is_file():
-            return []
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        conn.row_factory = sqlite3.Row
-        try:
-            conn.execute("PRAGMA busy_timeout=5000")
-            return list(conn.execute(sql, args))
-        except sqlite3.Error as exc:
-            log.warning("kill switch cannot read the main store: %s", exc)
-            return []
-        finally:
-            conn.close()
-
-    def _store_principals(self) -> list[tuple[str, int]]:
-        rows = self._store_rows(
-            "SELECT principal, uid FROM jobs UNION SELECT principal, uid FROM sessions"
-        )
-        return [(str(r[0]), int(r[1])) for r in rows]
 
     async def _sweep(self, principals: dict[str, int]) -> dict[str, Any]:
         summary: dict[str, Any] = {
@@ -304,21 +282,13 @@ class KillSwitch:
                     summary[field] += int(await stop(key))
                 except Exception as exc:
                     summary["errors"].append(f"{comp_name} {key}: {exc}")
-        marks = ",".join("?" * len(keys))
-        active = [s.value for s in JobState if not s.terminal]
-        sql = (
-            f"SELECT id, backend_id, principal, uid FROM jobs WHERE principal IN ({marks})"
-            f" AND state IN ({','.join('?' * len(active))})"
-        )
-        rows = await asyncio.to_thread(self._store_rows, sql, (*keys, *active)) if keys else []
-        for row in rows:
+        rows = await self.runtime.journal.active_jobs_of(keys)
+        for job_id, backend_id, key, uid in rows:
             try:
-                await self._cancel_job(
-                    str(row["id"]), str(row["backend_id"]), str(row["principal"]), int(row["uid"])
-                )
-                summary["jobs_cancelled"].append(str(row["id"]))
+                await self._cancel_job(job_id, backend_id, key, uid)
+                summary["jobs_cancelled"].append(job_id)
             except Exception as exc:  # report and go on: the other parts still have to stop
-                summary["errors"].append(f"job {row['id']}: {exc}")
+                summary["errors"].append(f"job {job_id}: {exc}")
         return summary
 
     async def _cancel_job(self, job_id: str, backend_id: str, key: str, uid: int) -> None:

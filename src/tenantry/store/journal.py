@@ -333,6 +333,30 @@ class Journal:
         rows = await self.db.fetchall(f"SELECT {_JOB_COLS} FROM jobs WHERE phase='journaled'")
         return [_job(r) for r in rows]
 
+    async def forget_job(self, job_id: str) -> None:
+        """Drop a journaled job that the backend refused (it never existed there)."""
+        await self.db.execute("DELETE FROM jobs WHERE id=? AND phase='journaled'", (job_id,))
+
+    async def principals_seen(self) -> list[tuple[str, int]]:
+        """Every (principal key, uid) that has a job or a session in this store."""
+        rows = await self.db.fetchall(
+            "SELECT principal, uid FROM jobs UNION SELECT principal, uid FROM sessions"
+        )
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    async def active_jobs_of(self, principals: Sequence[str]) -> list[tuple[str, str, str, int]]:
+        """(id, backend id, principal key, uid) of the principals' jobs not yet ended."""
+        if not principals:
+            return []
+        active = [s.value for s in JobState if not s.terminal]
+        rows = await self.db.fetchall(
+            "SELECT id, backend_id, principal, uid FROM jobs"
+            f" WHERE principal IN ({','.join('?' * len(principals))})"
+            f" AND state IN ({','.join('?' * len(active))})",
+            (*principals, *active),
+        )
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
     # -- commands ---------------------------------------------------------------------
     async def command_started(
         self, cid: str, p: Principal, argv: Sequence[str], cwd: str, where: str
