@@ -34,10 +34,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tenantry.gateway import dashboard_data as data
 from tenantry.gateway.svg import bars, hbars
 from tenantry.models import AgentProduct, Principal
 from tenantry.service.runtime import Runtime
+from tenantry.store import telemetry as data
 
 COOKIE = "tenantry_dashboard"
 WIDE = 1120  # SVG width of a chart that spans the page (text keeps its size)
@@ -505,9 +505,7 @@ async def budgets_in_force(rt: Runtime, limit: int = 12, shown: int = 10) -> str
     budgets = rt.budgets
     if budgets is None:
         return '<p class="empty">The budgets service is not running in this daemon.</p>'
-    rows = await rt.journal.db.fetchall(
-        "SELECT * FROM sessions ORDER BY last_seen DESC LIMIT ?", (limit,)
-    )
+    rows = await data.recent_sessions(rt.journal.db, limit)
     usages: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in rows:
         try:

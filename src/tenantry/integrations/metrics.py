@@ -24,6 +24,7 @@ from prometheus_client import (
 )
 
 from tenantry.events import Event, EventType
+from tenantry.store import telemetry
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -144,15 +145,12 @@ class Metrics:
         journal = self.runtime.journal
         if journal is None:  # a runtime without a store (unit tests)
             return
-        rows = await journal.db.fetchall(
-            "SELECT state, COUNT(*) AS n FROM jobs"
-            " WHERE state IN ('PENDING','RUNNING','CONFIGURING','SUSPENDED') GROUP BY state"
-        )
+        counts = await telemetry.active_job_counts(journal.db)
         self.queue_depth.clear()
         for state in ("PENDING", "RUNNING"):
             self.queue_depth.labels(state).set(0)
-        for row in rows:
-            self.queue_depth.labels(row["state"]).set(row["n"])
+        for state, n in counts.items():
+            self.queue_depth.labels(state).set(n)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,4 +1,5 @@
-"""Read-only queries behind the dashboard, over the main store.
+"""Read-only queries over the main store's telemetry tables (events, sessions,
+commands, jobs): the repository the dashboard and the metrics exporter read through.
 
 Every function takes the store's ``Database`` and a time window and returns
 plain data; nothing here writes. Capabilities that other components add
@@ -88,15 +89,30 @@ def series(
     return [(k, acc[k]) for k in keys]
 
 
+# --- small reads ------------------------------------------------------------------------
+
+
+async def recent_sessions(db: Database, limit: int) -> list[dict[str, Any]]:
+    """The most recently seen sessions, newest first."""
+    rows = await db.fetchall("SELECT * FROM sessions ORDER BY last_seen DESC LIMIT ?", (limit,))
+    return [dict(r) for r in rows]
+
+
+async def active_job_counts(db: Database) -> dict[str, int]:
+    """How many jobs are in each not-yet-ended state."""
+    rows = await db.fetchall(
+        "SELECT state, COUNT(*) AS n FROM jobs"
+        " WHERE state IN ('PENDING','RUNNING','CONFIGURING','SUSPENDED') GROUP BY state"
+    )
+    return {str(r["state"]): int(r["n"]) for r in rows}
+
+
 # --- pages ------------------------------------------------------------------------------
 
 
 async def sessions(db: Database, now: float | None = None) -> dict[str, Any]:
     now = now or time.time()
-    rows = [
-        dict(r)
-        for r in await db.fetchall("SELECT * FROM sessions ORDER BY last_seen DESC LIMIT 200")
-    ]
+    rows = await recent_sessions(db, 200)
     live = [r for r in rows if r["last_seen"] >= now - LIVE_S and r["agent"] != "human"]
     by_agent = Counter(r["agent"] for r in live)
     humans = sum(1 for r in rows if r["agent"] == "human" and r["last_seen"] >= now - LIVE_S)
