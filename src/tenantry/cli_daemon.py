@@ -162,18 +162,20 @@ def _agents() -> list[dict[str, Any]]:
     for scope in ("user", "project"):
         t = target(scope)
         for agent in ("claude-code", "codex", "gemini-cli", "opencode", "cursor"):
-            try:
-                pending = plan(agent, t).pending
+            try:  # what install would change: a config that differs from ours, or is unreadable
+                p = plan(agent, t)
             except errors.TenantryError as err:
                 out.append(_check(f"agent {agent} ({scope})", False, err.message))
                 continue
-            if len(pending) < len(plan(agent, t).changes):  # something of ours is there
+            pending = p.pending
+            if len(pending) < len(p.changes):  # something of ours is there
+                stale = ", ".join(f"{c.path} ({c.action})" for c in pending)
                 out.append(
                     _check(
                         f"agent {agent} ({scope})",
                         not pending,
-                        "installed" if not pending else "partly installed or outdated",
-                        f"tenantry install --agent {agent} {_FLAG[scope]}",
+                        "installed" if not pending else f"partly installed or outdated: {stale}",
+                        f"tenantry install --agent {agent} {_FLAG[scope]} (review with --dry-run)",
                     )
                 )
     if not out:

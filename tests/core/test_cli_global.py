@@ -111,6 +111,23 @@ def test_doctor_names_what_to_fix(tmp_path: Path) -> None:
     assert {"daemon", "backend", "sandbox"} <= set(rows)
 
 
+def test_doctor_names_the_agent_config_that_drifted(tmp_path: Path) -> None:
+    """An installed agent whose config lost Tenantry's entry is named, file and all."""
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    env = _env(tmp_path / "state") | {"HOME": str(home)}
+    assert cli("install", "--agent", "claude-code", "--yes", env=env, cwd=proj).returncode == 0
+    rows = {r["check"]: r for r in json.loads(cli("doctor", "--json", env=env, cwd=proj).stdout)}
+    assert rows["agent claude-code (project)"]["ok"] is True
+    mcp = proj / ".mcp.json"
+    mcp.write_text('{"mcpServers": {}}\n')  # the user (or an agent) dropped Tenantry's server
+    r = cli("doctor", "--json", env=env, cwd=proj)
+    row = {r["check"]: r for r in json.loads(r.stdout)}["agent claude-code (project)"]
+    assert r.returncode == 1 and row["ok"] is False
+    assert str(mcp) in row["detail"] and "tenantry install --agent claude-code" in row["fix"]
+
+
 def test_serve_http_takes_over_from_a_daemon_started_on_demand(state: Path, tmp_path: Path) -> None:
     env = _env(state)
     assert cli("jobs", env=env, cwd=tmp_path).returncode == 0  # a daemon without HTTP
