@@ -157,3 +157,21 @@ async def test_a_gpu_lease_holds_only_what_a_command_uses_and_is_released_idle(
     assert (await task).state == "completed"
     await wait(lambda: not mgr.leases(), 30, "idle release of the GPU lease")
     await wait(lambda: allocated_gpus(lease["backend_id"]) == 0, 60, "the GPU to be freed")
+
+
+async def test_a_lease_on_a_short_partition_asks_for_no_more_than_its_max_time(
+    stack: Stack, slurm_backend: SlurmBackend, alice: Principal, collect: type[Collect]
+) -> None:
+    """The dev Slurm's `gpu` partition allows 30 min; a 1-hour lease pilot would be refused."""
+    mgr = await stack.manager(slurm_backend, start_timeout_s=START, time_s=3600)
+    spec = CommandSpec(argv=(PY, "-c", "print('on gpu')"), resources=Resources(partition="gpu"))
+    res = await mgr.run(spec, alice, collect())
+    assert res.state == "completed" and "on gpu" in res.stdout_tail, res
+    (lease,) = mgr.leases()
+    out = subprocess.run(
+        ["scontrol", "show", "job", str(lease["backend_id"]), "--oneliner"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "TimeLimit=00:30:00" in out and "Partition=gpu" in out, out

@@ -42,7 +42,14 @@ from tenantry.errors import (
     Unavailable,
 )
 from tenantry.events import Bus, Event, EventType
-from tenantry.leases.model import Lease, LeaseConfig, PoolKey, pilot_script, pythonpath_of_package
+from tenantry.leases.model import (
+    Lease,
+    LeaseConfig,
+    PoolKey,
+    fit_time,
+    pilot_script,
+    pythonpath_of_package,
+)
 from tenantry.leases.pilots import PilotLinks
 from tenantry.leases.routing import route
 from tenantry.leases.state import Cmd, Live, Sink, Tail, fail, key_hex
@@ -335,7 +342,13 @@ class LeaseManager(PilotLinks):
 
     async def _submit(self, live: Live, owner: Principal, need_s: float) -> None:
         lease = live.lease
-        time_s = int(max(self.cfg.time_s, need_s + self.cfg.drain_s + 1))
+        need = need_s + self.cfg.drain_s + 1
+        time_s = int(max(self.cfg.time_s, need))
+        try:  # within the partition's MaxTime, or sbatch refuses the pilot job
+            partitions = (await self.backend.info()).get("partitions") or []
+            time_s = fit_time(time_s, need, lease.key.partition, partitions)
+        except TenantryError as exc:
+            log.info("lease %s: partition limits unknown (%s); asking %d s", lease.id, exc, time_s)
         secret_file = self.dir / f"{lease.id}.secret"
         fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:

@@ -110,6 +110,24 @@ class LeaseConfig:
         return base.__class__(**{**_fields(base), **overrides})
 
 
+def fit_time(want_s: int, need_s: float, partition: str, partitions: list[dict[str, Any]]) -> int:
+    """A lease's walltime within its partition's MaxTime (the default partition for "").
+
+    ``want_s`` is the configured lease time; it is cut to the partition's limit,
+    but never below what the command that asked needs (``need_s``): then the
+    submission is left to be refused with Slurm's own message.
+    """
+
+    def chosen(p: dict[str, Any]) -> bool:
+        return p.get("name") == partition if partition else bool(p.get("default"))
+
+    part = next((p for p in partitions if chosen(p)), None)
+    limit = part.get("max_time_s") if part else None
+    if not isinstance(limit, int | float) or limit <= 0:  # unknown or UNLIMITED
+        return want_s
+    return int(max(min(want_s, limit), need_s))
+
+
 def _fields(obj: Any) -> dict[str, Any]:
     return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
 
