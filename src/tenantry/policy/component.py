@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from tenantry.errors import ApprovalRequired, PolicyDenied, TenantryError
 from tenantry.events import Event, EventType
-from tenantry.models import Principal
+from tenantry.models import CommandSpec, Principal
 from tenantry.policy.approvals import Approvals
 from tenantry.policy.approvals import now as _now
 from tenantry.policy.engine import Engine
 from tenantry.policy.facts import Facts, local_user, partitions_from_info
 from tenantry.policy.judge import Decision, Judge
+from tenantry.service.placement import place
 
 if TYPE_CHECKING:
     from tenantry.service.runtime import Runtime
@@ -86,6 +87,7 @@ class PolicyService:
                 facts,
                 protected=self.protected_paths(),
                 owner_of=self.owner_of,
+                where_of=self.where_of,
             )
             self.load_error = None
         except TenantryError as err:
@@ -173,6 +175,19 @@ class PolicyService:
             return None
         principal = str(row[0])
         return principal.split("/")[0], principal
+
+    def where_of(self, principal: Principal, params: dict[str, Any]) -> str:
+        """Where the daemon would run this command: ``login`` or ``lease`` (context.where)."""
+        spec = CommandSpec.from_dict(params)
+        rt = self.runtime
+        placed = place(
+            spec,
+            agent=principal.is_agent,
+            settings=self.settings,
+            backend=rt.backend.name,
+            leases=rt.leases is not None,
+        )
+        return placed.location
 
     # --- decisions ------------------------------------------------------------------
 
