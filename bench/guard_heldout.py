@@ -69,8 +69,8 @@ def payloads(wheels: str) -> tuple[list[Row], list[Row]]:
     seeds = "datasets/seeds-cybersec-2026-01/"
     jbs = [json.loads(x) for x in _member(wheels, "spikee", seeds + "jailbreaks.jsonl").splitlines()
            if x.strip()]  # fmt: skip
-    ins = [json.loads(x) for x in
-           _member(wheels, "spikee", seeds + "instructions.jsonl").splitlines() if x.strip()]  # fmt: skip
+    raw_ins = _member(wheels, "spikee", seeds + "instructions.jsonl")
+    ins = [json.loads(x) for x in raw_ins.splitlines() if x.strip()]
     for i, jb in enumerate(jbs):
         text = jb["text"].replace("<INSTRUCTION>", ins[i % len(ins)]["instruction"])
         attacks.append(("held-out", "spikee", jb["jailbreak_type"], text))
@@ -114,8 +114,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("wheels", help="directory the wheels were downloaded to")
     ap.add_argument("--json", help="also write the numbers here")
-    ap.add_argument("--misses", choices=["dev", "held-out", "none"], default="none",
-                    help="print the missed payloads of one split (read only dev while tuning)")  # fmt: skip
+    ap.add_argument(
+        "--misses",
+        choices=["dev", "held-out", "none"],
+        default="none",
+        help="print the missed payloads of one split (read only dev while tuning)",
+    )
     args = ap.parse_args()
     repo = str(Path(__file__).resolve().parents[1])
     attacks, benign = payloads(args.wheels)
