@@ -258,8 +258,8 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
         (
             "persist_memory",
             1.0,
-            r"\b(?:save|store|write|add|keep) (?:this|the following|it|these)[^.\n]{0,40}\b(?:your )?"
-            r"(?:long[- ]term )?memory\b|\bremember for (?:all )?(?:future|later)\b",
+            r"\b(?:save|store|write|add|keep) (?:this|the following|it|these)[^.\n]{0,40}\b"
+            r"(?:your )?(?:long[- ]term )?memory\b|\bremember for (?:all )?(?:future|later)\b",
         ),
         (
             "every_future",
@@ -302,7 +302,8 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
             r"\b(?:ignorez|oubliez|ignora|ignore|olvida|ignoriere|vergiss|ignorar|esque[cç]a)\s+"
             r"(?:toutes |todas |tutte |alle |all )?(?:les |las |le |as |os |die |deine |tus |vos )?"
             r"(?:instructions|instrucciones|istruzioni|instru[cç][oõ]es|anweisungen|vorgaben)\b"
-            r"|\b(?:du bist jetzt|vous [eê]tes d[eé]sormais|ahora eres|ora sei|agora voc[eê] [eé])\b"
+            r"|\b(?:du bist jetzt|vous [eê]tes d[eé]sormais|ahora eres|ora sei|"
+            r"agora voc[eê] [eé])\b"
             r"|\b(?:prompt (?:du |del |de |di )?(?:syst[eè]me|sistema)|systemanweisungen|"
             r"instrucciones del sistema|istruzioni di sistema|instructions syst[eè]me)\b",
         ),
