@@ -355,21 +355,27 @@ NEEDLES: dict[str, tuple[str, ...]] = {
     "script_payload": ("<script", "javascript:"),
     "decode_and_follow": ("decode", "decipher", "translate", "unscramble"),
     "answer_override": ("just ", "only "),
-    "fake_notice": ("system", "operator", "admin", "security", "root", "developer", "platform",
-                    "tenantry", "slurm", "end of", "nota d", "systemhinweis"),
-    "fake_notice_weak": ("system", "operator", "admin", "security", "developer", "platform"),
+    "fake_notice": ("notice", "note", "override", "alert", "message", "update", "instruction",
+                    "directive", "announcement", "hinweis", "end of", "nota d"),
+    "fake_notice_weak": ("notice", "note", "alert", "message", "update", "instruction",
+                         "directive"),
     "supersede": ("supersede", "safety", "given"),
-    "chat_tag": ("<",),
+    "chat_tag": ("<assistant", "<human", "<thinking", "<reasoning", "<tool_result", "<function_r"),
     "chat_tag_close": ("</", "reasoning", "assistant, i"),
-    "comment_to_model": ("<!--", " to ", " for "),
+    "comment_to_model": ("<!--", " ai", "assistant", "agent", "llm", "model", "copilot", "claude",
+                         "codex", "gemini"),
     "comment_addressed": ("<!--",),
     "persist_memory": ("memory", "remember for"),
-    "every_future": ("every", "all", "any", "in your"),
-    "when_you_read": (" you ", "before", "also ", "then ", "quietly", "silently", "secretly"),
-    "tool_call": ("_",),
+    "every_future": ("every ", " future", "subsequent", "in your", "all repl", "all respon",
+                     "all summar", "all report", "all answer", "all output", "all messag"),
+    "when_you_read": ("when you", "once you", "after you", "soon as you", "while you", "reading th",
+                      "processing th", "parsing th", "opening th", "before", "also ", "then ",
+                      "quietly", "silently", "secretly"),
+    "tool_call": ("call ", "invoke ", "use ", "run ", "trigger "),
     "comply_unrestricted": ("comply", "question", "restriction", "limit", "filter",
                             "unrestricted"),
-    "encoding_name": ("rot", "base", "hex", "binary", "morse", "revers", "backwards"),
+    "encoding_name": ("rot13", "rot-13", "base64", "base-64", "base32", "base-32", "hex",
+                      "binary", "morse", "revers", "backwards"),
     "foreign_override": ("ignor", "oubli", "olvida", "vergiss", "esque", "du bist", "tes d",
                          "ahora eres", "ora sei", "agora", "sistema", "syst"),
     "role_label": ("System", "SYSTEM", "Assistant", "ASSISTANT", "User", "USER", "Human", "HUMAN"),
@@ -412,8 +418,9 @@ def _paragraph_index(text: str) -> tuple[list[int], list[int]]:
     return offsets or [0], lines or [1]
 
 
+_REVERSED_CUES = ("erongi", "dragersid", "snoitcurtsni", "tpmorp", "metsys", "uoy era")
 _SPACED = re.compile(r"(?<![\w])(?:[A-Za-z][ .\-_*]){3,}[A-Za-z](?![\w])")
-_BINARY = re.compile(r"(?:\b[01]{8}\b[ ,]?){6,}")
+_BINARY = re.compile(r"\b0[01]{7}(?:[ ,]?[01]{8}){5,}\b")
 _UESC = re.compile(r"(?:\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}){6,}")
 _A85 = re.compile(r"<~[!-u\s]{10,}~>")
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
@@ -439,7 +446,7 @@ def _decoded_views(text: str) -> list[str]:
     for m in _BINARY.finditer(text):
         bits = re.findall(r"[01]{8}", m.group(0))
         views.append(bytes(int(b, 2) for b in bits).decode("utf-8", "replace"))
-    for m in _UESC.finditer(text):
+    for m in _UESC.finditer(text) if "\\" in text else ():
         codes = re.findall(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2}))", m.group(0))
         views.append("".join(chr(int(u or x, 16)) for u, x in codes))
     for m in _A85.finditer(text):
@@ -521,8 +528,10 @@ def find_injections(text: str) -> list[InjectionHit]:
     if not hits and len(norm) <= 65_536:
         for h in _scan(codecs.decode(norm, "rot13"), strong_only=True):
             hits.append(InjectionHit("rot13:" + h.rule, h.line, h.score, h.excerpt))
-        # reversed text, line by line (a line read right to left)
-        back = "\n".join(line[::-1] for line in norm.split("\n"))
-        for h in _scan(back, strong_only=True):
-            hits.append(InjectionHit("reversed:" + h.rule, h.line, h.score, h.excerpt))
+        # reversed text, line by line (a line read right to left), when a reversed cue shows
+        low = norm.lower()
+        if any(cue in low for cue in _REVERSED_CUES):
+            back = "\n".join(line[::-1] for line in norm.split("\n"))
+            for h in _scan(back, strong_only=True):
+                hits.append(InjectionHit("reversed:" + h.rule, h.line, h.score, h.excerpt))
     return hits
