@@ -74,6 +74,12 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
     Setting(
+        "policy_facts_refresh_s",
+        600.0,
+        "Re-read the policy facts (sacctmgr associations and QoS, partitions) this often on the"
+        " Slurm backend (0: only at start).",
+    ),
+    Setting(
         "guard_hold_s",
         600.0,
         "After an agent session receives instruction-like content, hold its submits, cancels,"
@@ -165,6 +171,7 @@ class Settings:
     login_node_commands: str
     login_node_policy: str
     policy_file: str
+    policy_facts_refresh_s: float
     guard_hold_s: float
     http: str
     hook_on_unreachable: str
