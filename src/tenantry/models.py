@@ -271,6 +271,7 @@ class CommandResult:
     cpu_s: float = 0.0
     max_rss_kb: int = 0
     lessons: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""  # why it ran elsewhere than asked (an agent's where is a preference)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

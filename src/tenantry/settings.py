@@ -59,9 +59,26 @@ DECLARED: tuple[Setting, ...] = (
     Setting("lease_time_s", 3600, "Walltime asked for a lease's allocation."),
     Setting("lease_drain_s", 120.0, "Stop sending commands this long before a lease's walltime."),
     Setting(
-        "login_node_commands", "", "Comma-separated programs allowed to run on the login node."
+        "login_node_commands",
+        "ls,cat,head,tail,wc,pwd,echo,printf,true,false,stat,file,which,env,printenv,date,id,"
+        "whoami,hostname,uname,basename,dirname,realpath,readlink,diff,cmp,grep,sort,uniq,cut,"
+        "tr,mkdir,cp,mv,rm,touch,ln,git,tenantry,module",
+        "Comma-separated programs (basenames, * for all) cheap enough for the login node; with"
+        " login_node_policy enforced, agent commands off this list run on a lease.",
+    ),
+    Setting(
+        "login_node_policy",
+        "auto",
+        "Does login_node_commands bind agents? enforce | off | auto (enforce with a scheduler,"
+        " off on the embedded local backend, whose leases are local processes).",
     ),
     Setting("policy_file", "/etc/tenantry/policy.cedar", "Facility policy (Cedar)."),
+    Setting(
+        "policy_facts_refresh_s",
+        600.0,
+        "Re-read the policy facts (sacctmgr associations and QoS, partitions) this often on the"
+        " Slurm backend (0: only at start).",
+    ),
     Setting(
         "guard_hold_s",
         600.0,
@@ -152,7 +169,9 @@ class Settings:
     lease_time_s: int
     lease_drain_s: float
     login_node_commands: str
+    login_node_policy: str
     policy_file: str
+    policy_facts_refresh_s: float
     guard_hold_s: float
     http: str
     hook_on_unreachable: str

@@ -1,8 +1,9 @@
 """Run one short command for a principal: route, journal, stream, record.
 
-Routing: ``where=local`` runs on this host; ``lease`` on a warm lease (the
-``leases`` component); ``auto`` asks the lease router when leases exist and
-runs locally otherwise. On failure, lessons from the facility memory that
+Routing is Tenantry's (``tenantry.service.placement``): the login node runs
+only the facility's cheap commands; an agent's ``where`` is a preference, and
+its other commands go to a warm lease (the ``leases`` component) or are
+refused. On failure, lessons from the facility memory that
 match the error are attached to the result as data with provenance.
 """
 
@@ -14,10 +15,11 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tenantry.errors import Unavailable, UsageError
+from tenantry.errors import Unavailable
 from tenantry.events import Event, EventType
 from tenantry.models import CommandResult, CommandSpec, Principal
 from tenantry.runner import LocalRunner, Sink, end_leftover, proc_start_time
+from tenantry.service.placement import Placement, place
 
 if TYPE_CHECKING:
     from tenantry.service.runtime import Runtime
@@ -53,26 +55,19 @@ class CommandService:
     async def aclose(self) -> None:
         return None
 
-    def _where(self, spec: CommandSpec) -> str:
-        if spec.where not in {"auto", "local", "lease"}:
-            raise UsageError("where must be auto, local or lease")
-        leases = self.rt.leases
-        if spec.where == "lease":
-            if leases is None:
-                raise UsageError(
-                    "no lease manager runs in this daemon", hint="use where=local or auto"
-                )
-            return "lease"
-        if spec.where == "local" or leases is None:
-            return "local"
-        if self.rt.backend.name in {"local", "fake"}:
-            # embedded default: a lease would be a local process too, so auto
-            # runs the command directly; where=lease still uses a pilot
-            return "local"
-        return leases.route(spec)
+    def placement(self, p: Principal, spec: CommandSpec) -> Placement:
+        """Where ``spec`` runs for ``p`` (an agent's ``where`` is only a preference)."""
+        return place(
+            spec,
+            agent=p.is_agent,
+            settings=self.rt.settings,
+            backend=self.rt.backend.name,
+            leases=self.rt.leases is not None,
+        )
 
     async def run(self, p: Principal, spec: CommandSpec, sink: Sink) -> CommandResult:
-        where = self._where(spec)
+        placed = self.placement(p, spec)
+        where = placed.where
         if self.rt.sandboxes is not None:  # a sandboxed session's commands run under its profile
             spec = self.rt.sandboxes.confine(spec, p, where)
         cid = uuid.uuid4().hex[:12]
@@ -125,6 +120,7 @@ class CommandService:
             )
             raise
         result.id = cid
+        result.note = placed.note
         await self.rt.journal.command_finished(
             cid,
             exit_code=result.exit_code,

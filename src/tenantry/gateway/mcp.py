@@ -251,8 +251,9 @@ def build_server(settings: Settings) -> MCPServer:
         where: Annotated[
             Literal["auto", "local", "lease"],
             Field(
-                description="auto: Tenantry picks; local: on this node; lease: on a warm"
-                " allocation (compute node)"
+                description="auto: Tenantry picks; local: prefer this node (a facility may"
+                " send commands that are not cheap to a lease); lease: on a warm allocation"
+                " (compute node)"
             ),
         ] = "auto",
         idempotent: Annotated[

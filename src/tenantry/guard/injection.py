@@ -5,7 +5,8 @@ of the text (NFKC, zero-width characters removed, whitespace folded). A rule
 with weight 1.0 flags on its own (``ignore previous instructions``, chat
 template tokens, ``do not tell the user``); weaker cues (an e-mail address
 after ``send``, ``IMPORTANT!!!``) flag only when they add up to 1.0 inside one
-paragraph. Base64, hex and ROT13 encoded runs are decoded and scanned too.
+paragraph. Base64, hex, binary, ``\\u`` escapes, Ascii85, ROT13, reversed
+lines and spaced-out letters (``I g n o r e``) are decoded and scanned too.
 It is a heuristic: its detection and false-positive rates are measured in
 ``bench/guard.py`` and reported in ``bench/guard.md``.
 """
@@ -205,6 +206,108 @@ RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = tuple(
             r"\b",
         ),
         (
+            "fake_notice",
+            1.0,
+            r"[\[(<{]\s*(?:system|operator|admin(?:istrator)?|security|sysadmin|root|developer|"
+            r"platform|tenantry|slurm)\s+(?:notice|note|override|alert|message|update|instruction|"
+            r"directive|announcement|hinweis)s?\s*[\])>}]"
+            r"|\b(?:operator|admin|developer|system|sysadmin)[ -]override\b"
+            r"|\bend of (?:the )?(?:user )?(?:input|prompt|document|data)\b[^\n]{0,8}\n[^\n]{0,5}"
+            r"(?:system|assistant|admin)\b|\bnota (?:del|di) sistema\b|\bsystemhinweis\b",
+        ),
+        (
+            "fake_notice_weak",
+            0.5,
+            r"(?m:^[\s#*=>|-]*(?:system|operator|admin(?:istrator)?|security|sysadmin|developer|"
+            r"platform)\s+(?:notice|note|alert|message|update|instruction|directive)s?\s*[:!-])",
+        ),
+        (
+            "supersede",
+            1.0,
+            r"\bsupersedes? (?:all |any |every )?(?:prior|previous|earlier|other|existing)\b"
+            r"|\bsafety (?:protocols?|filters?|guidelines|guardrails|checks) (?:are )?(?:now )?"
+            r"(?:disabled|off|lifted|suspended)\b"
+            r"|\b(?:instructions|prompt|rules) (?:you were|you've been|you have been) given\b",
+        ),
+        (
+            "chat_tag",
+            0.5,
+            r"<(?:assistant|human|thinking|reasoning|tool_result|function_results)>",
+        ),
+        (
+            "chat_tag_close",
+            1.0,
+            r"</(?:user|assistant|human|thinking|reasoning|tool_result|function_results)>"
+            r"|\breasoning(?: trace)? \((?:assistant|ai|model)\)|\bas (?:the|an|your) (?:ai )?"
+            r"assistant, i\b",
+        ),
+        (
+            "comment_to_model",
+            0.5,
+            r"<!--[^>]{0,400}?\b(?:ai|assistant|agent|llm|model|you must|you should|ignore|"
+            r"instructions?|do not tell)\b"
+            r"|(?m:^\s*(?:#|//|/\*|\*|--|;)\s*(?:note|attention|important|todo)?[:!]?\s*(?:to|for)"
+            r" (?:the )?(?:ai|assistant|agent|llm|model|copilot|claude|codex|gemini)\b)",
+        ),
+        (
+            "comment_addressed",
+            1.0,
+            r"<!--\s*(?:note (?:to|for) )?(?:the )?(?:ai|assistant|agent|llm|model|claude|codex|"
+            r"copilot|gemini)\b\s*[:,]",
+        ),
+        (
+            "persist_memory",
+            1.0,
+            r"\b(?:save|store|write|add|keep) (?:this|the following|it|these)[^.\n]{0,40}\b"
+            r"(?:your )?(?:long[- ]term )?memory\b|\bremember for (?:all )?(?:future|later)\b",
+        ),
+        (
+            "every_future",
+            0.5,
+            r"\b(?:in|to|at the end of) (?:every|all|any) (?:future |subsequent )?(?:replies|reply|"
+            r"responses?|summar(?:y|ies)|reports?|answers?|outputs?|messages?)\b"
+            r"|\bin your (?:summary|report)\b",
+        ),
+        (
+            "when_you_read",
+            0.5,
+            r"\b(?:when|once|after|as soon as|while) you (?:read|process|see|parse|summari[sz]e|"
+            r"open|load|review|handle) (?:this|these|the (?:file|ticket|document|page|output))\b"
+            r"|\b(?:after|when|once) (?:reading|processing|parsing|opening) (?:this|these)\b"
+            r"|\bbefore (?:you )?(?:reply|respond|answer|continue|proceed|finish|summari[sz]e)"
+            r"(?:ing)?\b|\b(?:also|then|quietly|silently|secretly) (?:email|send|forward|upload|"
+            r"delete|remove|post|run|execute|copy)\b",
+        ),
+        (
+            "tool_call",
+            0.5,
+            r"\b(?:call|invoke|use|run|trigger) (?:the )?`?[a-z]+_[a-z_]+`?(?:\(\))? "
+            r"(?:tool |function )?(?:on|to|with|for|and)\b",
+        ),
+        (
+            "comply_unrestricted",
+            0.5,
+            r"\bcomply (?:fully |with (?:every|all|any) (?:request|instruction|command)s?)"
+            r"|\b(?:without|no) (?:questions?|restrictions|limits|limitations|filters)\b"
+            r"|\bunrestricted (?:response|mode|assistant|answer|output)\b",
+        ),
+        (
+            "encoding_name",
+            0.5,
+            r"\b(?:rot-?13|base-?64|base-?32|hex(?:adecimal)?|binary|morse|reversed?|backwards)\b",
+        ),
+        (
+            "foreign_override",
+            1.0,
+            r"\b(?:ignorez|oubliez|ignora|ignore|olvida|ignoriere|vergiss|ignorar|esque[cç]a)\s+"
+            r"(?:toutes |todas |tutte |alle |all )?(?:les |las |le |as |os |die |deine |tus |vos )?"
+            r"(?:instructions|instrucciones|istruzioni|instru[cç][oõ]es|anweisungen|vorgaben)\b"
+            r"|\b(?:du bist jetzt|vous [eê]tes d[eé]sormais|ahora eres|ora sei|"
+            r"agora voc[eê] [eé])\b"
+            r"|\b(?:prompt (?:du |del |de |di )?(?:syst[eè]me|sistema)|systemanweisungen|"
+            r"instrucciones del sistema|istruzioni di sistema|instructions syst[eè]me)\b",
+        ),
+        (
             "answer_override",
             0.5,
             r"\b(?:just|only) (?:print|say|output|respond with|reply with|answer)\b"
@@ -252,6 +355,29 @@ NEEDLES: dict[str, tuple[str, ...]] = {
     "script_payload": ("<script", "javascript:"),
     "decode_and_follow": ("decode", "decipher", "translate", "unscramble"),
     "answer_override": ("just ", "only "),
+    "fake_notice": ("notice", "note", "override", "alert", "message", "update", "instruction",
+                    "directive", "announcement", "hinweis", "end of", "nota d"),
+    "fake_notice_weak": ("notice", "note", "alert", "message", "update", "instruction",
+                         "directive"),
+    "supersede": ("supersede", "safety", "given"),
+    "chat_tag": ("<assistant", "<human", "<thinking", "<reasoning", "<tool_result", "<function_r"),
+    "chat_tag_close": ("</", "reasoning", "assistant, i"),
+    "comment_to_model": ("<!--", " ai", "assistant", "agent", "llm", "model", "copilot", "claude",
+                         "codex", "gemini"),
+    "comment_addressed": ("<!--",),
+    "persist_memory": ("memory", "remember for"),
+    "every_future": ("every ", " future", "subsequent", "in your", "all repl", "all respon",
+                     "all summar", "all report", "all answer", "all output", "all messag"),
+    "when_you_read": ("when you", "once you", "after you", "soon as you", "while you", "reading th",
+                      "processing th", "parsing th", "opening th", "before", "also ", "then ",
+                      "quietly", "silently", "secretly"),
+    "tool_call": ("call ", "invoke ", "use ", "run ", "trigger "),
+    "comply_unrestricted": ("comply", "question", "restriction", "limit", "filter",
+                            "unrestricted"),
+    "encoding_name": ("rot13", "rot-13", "base64", "base-64", "base32", "base-32", "hex",
+                      "binary", "morse", "revers", "backwards"),
+    "foreign_override": ("ignor", "oubli", "olvida", "vergiss", "esque", "du bist", "tes d",
+                         "ahora eres", "ora sei", "agora", "sistema", "syst"),
     "role_label": ("System", "SYSTEM", "Assistant", "ASSISTANT", "User", "USER", "Human", "HUMAN"),
     "role_label_strong": ("SYSTEM",),
 }  # fmt: skip
@@ -292,6 +418,11 @@ def _paragraph_index(text: str) -> tuple[list[int], list[int]]:
     return offsets or [0], lines or [1]
 
 
+_REVERSED_CUES = ("erongi", "dragersid", "snoitcurtsni", "tpmorp", "metsys", "uoy era")
+_SPACED = re.compile(r"(?<![\w])(?:[A-Za-z][ .\-_*]){3,}[A-Za-z](?![\w])")
+_BINARY = re.compile(r"\b0[01]{7}(?:[ ,]?[01]{8}){5,}\b")
+_UESC = re.compile(r"(?:\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}){6,}")
+_A85 = re.compile(r"<~[!-u\s]{10,}~>")
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 _HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}[ :]?){16,}\b")
 
@@ -312,9 +443,25 @@ def _decoded_views(text: str) -> list[str]:
         except ValueError:
             continue
         views.append(raw.decode("utf-8", "replace"))
+    for m in _BINARY.finditer(text):
+        bits = re.findall(r"[01]{8}", m.group(0))
+        views.append(bytes(int(b, 2) for b in bits).decode("utf-8", "replace"))
+    for m in _UESC.finditer(text) if "\\" in text else ():
+        codes = re.findall(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2}))", m.group(0))
+        views.append("".join(chr(int(u or x, 16)) for u, x in codes))
+    for m in _A85.finditer(text):
+        try:
+            views.append(base64.a85decode(m.group(0), adobe=True).decode("utf-8", "replace"))
+        except ValueError:
+            continue
     return [
         v for v in views if v and sum(c.isprintable() or c.isspace() for c in v) > 0.95 * len(v)
     ]
+
+
+def _despaced(text: str) -> str:
+    """``I g n o r e`` and ``i.g.n.o.r.e`` folded back into words (spaced-letter evasion)."""
+    return _SPACED.sub(lambda m: re.sub(r"[ .\-_*]", "", m.group(0)), text)
 
 
 def _scan(cased: str, strong_only: bool = False) -> list[InjectionHit]:
@@ -375,7 +522,16 @@ def find_injections(text: str) -> list[InjectionHit]:
     for view in _decoded_views(text):
         for h in _scan(normalise(view)):
             hits.append(InjectionHit("encoded:" + h.rule, 0, h.score, h.excerpt))
+    if not hits and _SPACED.search(norm):
+        for h in _scan(_despaced(norm), strong_only=True):
+            hits.append(InjectionHit("spaced:" + h.rule, h.line, h.score, h.excerpt))
     if not hits and len(norm) <= 65_536:
         for h in _scan(codecs.decode(norm, "rot13"), strong_only=True):
             hits.append(InjectionHit("rot13:" + h.rule, h.line, h.score, h.excerpt))
+        # reversed text, line by line (a line read right to left), when a reversed cue shows
+        low = norm.lower()
+        if any(cue in low for cue in _REVERSED_CUES):
+            back = "\n".join(line[::-1] for line in norm.split("\n"))
+            for h in _scan(back, strong_only=True):
+                hits.append(InjectionHit("reversed:" + h.rule, h.line, h.score, h.excerpt))
     return hits

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from tenantry.errors import ApprovalRequired, PolicyDenied, TenantryError
 from tenantry.events import Event, EventType
-from tenantry.models import Principal
+from tenantry.models import CommandSpec, Principal
 from tenantry.policy.approvals import Approvals
 from tenantry.policy.approvals import now as _now
 from tenantry.policy.engine import Engine
 from tenantry.policy.facts import Facts, local_user, partitions_from_info
 from tenantry.policy.judge import Decision, Judge
+from tenantry.service.placement import place
+from tenantry.tasks import TaskGroup
 
 if TYPE_CHECKING:
     from tenantry.service.runtime import Runtime
@@ -49,6 +51,8 @@ class PolicyService:
         self._db: sqlite3.Connection | None = None
         self.approvals = Approvals()
         self.flagged: dict[str, float] = {}  # principal key -> when it last got flagged content
+        self._tasks = TaskGroup("policy")  # the facts refresh loop; failures shown in info
+        self.facts_refreshed_at = 0.0
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -57,16 +61,32 @@ class PolicyService:
         self.approvals.load()
         self.reload()
         if self.settings.backend == "slurm" and not (self.state / FACTS_FILE).exists():
-            try:
-                await self.refresh_partitions()
-            except Exception as exc:  # facts are best effort; decisions still work
-                log.warning("policy: cannot read partitions from the backend: %s", exc)
-            try:
-                await self.refresh_accounting()
-            except Exception as exc:  # no accounting (or no sacctmgr): decisions still work
-                log.warning("policy: cannot read associations from sacctmgr: %s", exc)
+            await self.refresh_facts()
+            if self.settings.policy_facts_refresh_s > 0:
+                # associations, QoS and partitions change while the daemon runs
+                self._tasks.supervise("facts-refresh", self._refresh_loop)
+
+    async def refresh_facts(self) -> None:
+        """Partitions from the backend and associations from ``sacctmgr``, best effort."""
+        try:
+            await self.refresh_partitions()
+        except Exception as exc:  # facts are best effort; decisions still work
+            log.warning("policy: cannot read partitions from the backend: %s", exc)
+        try:
+            await self.refresh_accounting()
+        except Exception as exc:  # no accounting (or no sacctmgr): decisions still work
+            log.warning("policy: cannot read associations from sacctmgr: %s", exc)
+        self.facts_refreshed_at = _now()
+
+    async def _refresh_loop(self) -> None:
+        import asyncio
+
+        while True:
+            await asyncio.sleep(self.settings.policy_facts_refresh_s)
+            await self.refresh_facts()
 
     async def aclose(self) -> None:
+        await self._tasks.aclose()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -86,6 +106,7 @@ class PolicyService:
                 facts,
                 protected=self.protected_paths(),
                 owner_of=self.owner_of,
+                where_of=self.where_of,
             )
             self.load_error = None
         except TenantryError as err:
@@ -173,6 +194,19 @@ class PolicyService:
             return None
         principal = str(row[0])
         return principal.split("/")[0], principal
+
+    def where_of(self, principal: Principal, params: dict[str, Any]) -> str:
+        """Where the daemon would run this command: ``login`` or ``lease`` (context.where)."""
+        spec = CommandSpec.from_dict(params)
+        rt = self.runtime
+        placed = place(
+            spec,
+            agent=principal.is_agent,
+            settings=self.settings,
+            backend=rt.backend.name,
+            leases=rt.leases is not None,
+        )
+        return placed.location
 
     # --- decisions ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from tenantry.errors import TenantryError
 from tenantry.models import Principal
 from tenantry.policy.engine import Engine, Outcome, Request
 from tenantry.policy.facts import Facts
-from tenantry.policy.normalize import Env, OwnerLookup, build
+from tenantry.policy.normalize import Env, OwnerLookup, WhereOf, build
 
 
 @dataclass(slots=True)
@@ -59,9 +59,10 @@ class Judge:
         owner_of: OwnerLookup | None = None,
         read_files: bool = True,
         hour: int | None = None,
+        where_of: WhereOf | None = None,
     ) -> None:
         self.engine = engine
-        self.env = Env(facts, owner_of, protected, read_files, hour)
+        self.env = Env(facts, owner_of, protected, read_files, hour, where_of)
         self._principals: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
 
     @property

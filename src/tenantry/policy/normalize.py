@@ -28,6 +28,8 @@ from tenantry.policy.schema import ACTIONS
 from tenantry.policy.unwrap import Analysis, Effective, analyze_argv, analyze_shell
 
 OwnerLookup = Callable[[str], "tuple[str, str] | None"]
+# where a run_command would really run ("login" | "lease"; "" unknown), as the daemon decides it
+WhereOf = Callable[[Principal, "dict[str, Any]"], str]
 
 _WRITE_ALL = frozenset({"rm", "rmdir", "unlink", "shred", "touch", "truncate", "mkdir", "chmod",
                         "chown", "chgrp", "tee", "setfacl", "chattr", "mv", "mkfifo"})  # fmt: skip
@@ -65,6 +67,7 @@ class Env:
     protected: tuple[str, ...] = ()
     read_files: bool = True
     hour: int | None = None
+    where_of: WhereOf | None = None
 
 
 @dataclass(slots=True)
@@ -102,6 +105,7 @@ class Builder:
             "reason": "",
             "limits": dict(env.facts.limits),
             "hour": hour,
+            "where": "",
         }
         self.vars = {"HOME": self.user.home, "USER": principal.user, "PWD": self.cwd}
         self._computed: set[str] = set()
@@ -381,6 +385,7 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
     cwd = str(params.get("cwd") or "")
     b = Builder(principal, env, cwd)
     if action == "run_command":
+        b.base_ctx["where"] = _where(principal, params, env)
         forwarded = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
         spec_env = ambient_env(forwarded)
         # an inherited PATH is the human's environment, not the agent's choice:
@@ -417,6 +422,17 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
         name = str(params.get("name") or params.get("op") or params.get("query") or action)
         b.target(action, name[:200], b.ctx())
     return b.out
+
+
+def _where(principal: Principal, params: dict[str, Any], env: Env) -> str:
+    """The real location of a command: the daemon's placement, or what was asked offline."""
+    if env.where_of is not None:
+        try:
+            return env.where_of(principal, params)
+        except Exception:  # the op refuses it with its own message; policy sees "unknown"
+            return ""
+    asked = str(params.get("where") or "auto").strip().lower()
+    return {"local": "login", "lease": "lease"}.get(asked, "")
 
 
 def unsafe_entries(path: str) -> tuple[str, ...]:

@@ -45,7 +45,7 @@ type Limits = {
 };
 type Ctx = {
   source: String, uncertain: Bool, uncertain_kind: String, reason: String,
-  limits: Limits, hour: Long,
+  limits: Limits, hour: Long, where: String,
 };
 entity User = { name: String, groups: Set<String>, accounts: Set<String>, admin: Bool };
 entity Agent in [User] = {
