@@ -28,6 +28,10 @@ class AgentProduct(enum.StrEnum):
         return self is not AgentProduct.HUMAN
 
 
+# session tiers, strictest first: what a session may do beyond its agent rules
+TIERS: tuple[str, ...] = ("read-only", "standard", "trusted")
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who acts. ``uid`` is filled in by the daemon from the socket, never the client."""
@@ -42,6 +46,9 @@ class Principal:
     # claimed), "claimed" (the user's socket, an agent by its own word) or
     # "sandboxed" (a session socket of `tenantry agent`: verified)
     origin: str = "user"
+    # the tier the user chose when launching the session ("" = the facility's);
+    # it can only make the session stricter than the facility's assignment
+    tier: str = ""
 
     @property
     def is_agent(self) -> bool:
@@ -67,6 +74,7 @@ class Principal:
             host=str(d.get("host", "")),
             project=str(d.get("project", "")),
             origin=str(d.get("origin", "user")),
+            tier=str(d.get("tier", "")),
         )
 
 

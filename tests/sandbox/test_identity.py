@@ -78,3 +78,31 @@ def test_syslog_shipping_calls_logger_with_the_anchor(
     w.close()
     line = out.read_text()
     assert "-t tenantry-audit" in line and f"seq=1 hash={rec['hash']} mac=" in line
+
+
+def test_a_tier_chosen_at_launch_restricts_the_session_and_never_raises_it(
+    start_daemon: Any, tmp_path: Path
+) -> None:
+    """`tenantry agent --tier read-only`: the session may query but not submit, on its socket."""
+
+    from tenantry.client import Client
+    from tenantry.errors import PolicyDenied
+
+    d = start_daemon()
+    human = d.client()
+    job = {"script": "j.sh", "script_text": "#!/bin/sh\ntrue\n", "cwd": str(tmp_path)}
+
+    def session(tier: str) -> Client:
+        reg = human.call("sandbox.register", {"agent": "codex", "tier": tier, "cwd": str(tmp_path)})
+        assert reg["tier"] == tier
+        box = d.settings.replace(socket=reg["socket"])
+        return Client(box, autostart=False, claims={"agent": "human", "session": "forged"})
+
+    ro = session("read-only")
+    assert ro.call("jobs.list", {}) is not None  # it may look
+    with pytest.raises(PolicyDenied, match="read-only"):
+        ro.call("jobs.submit", job)
+    std = session("trusted")  # the facility's default tier is standard: asking more is ignored
+    assert std.call("jobs.submit", job)["job"]["id"]
+    with pytest.raises(Exception, match="unknown tier"):
+        human.call("sandbox.register", {"agent": "codex", "tier": "root"})

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.errors import UsageError
+from tenantry.models import TIERS
 
 DEFAULT_LIMITS: dict[str, int] = {
     "agent_max_gpus": 8,  # GPUs one agent job may ask for
@@ -82,13 +83,15 @@ class Facts:
     qos_wall: dict[str, int] = field(default_factory=dict)  # QoS -> MaxWall seconds
     job_options: frozenset[str] = frozenset()  # options the facility adds to the allow-list
 
-    def tier_of(self, key: str) -> str:
+    def tier_of(self, key: str, chosen: str = "") -> str:
+        """The facility's tier for principal ``key``; a tier the user ``chosen`` for the
+        session applies only when it is stricter (the user can restrict, never raise)."""
         import fnmatch
 
-        for pattern, tier in self.tiers:
-            if fnmatch.fnmatchcase(key, pattern):
-                return tier
-        return "standard"
+        tier = next((t for p, t in self.tiers if fnmatch.fnmatchcase(key, p)), "standard")
+        if chosen in TIERS and TIERS.index(chosen) < TIERS.index(tier):
+            return chosen
+        return tier
 
     def user(self, name: str) -> UserFacts:
         found = self.users.get(name)
@@ -172,9 +175,6 @@ class Facts:
 
     def with_partitions(self, parts: dict[str, PartitionFacts]) -> Facts:
         return dataclasses.replace(self, partitions=parts)
-
-
-TIERS = ("read-only", "standard", "trusted")
 
 
 def parse_tiers(d: Any) -> tuple[tuple[str, str], ...]:

@@ -106,7 +106,7 @@ class Judge:
                         "product": p.agent.value,
                         "session": p.session,
                         "project": p.project,
-                        "tier": self.env.facts.tier_of(p.key),
+                        "tier": self.env.facts.tier_of(p.key, p.tier),
                     },
                     "parents": [user_uid],
                 }

@@ -37,6 +37,13 @@ def register(sub: Any) -> None:
         " default: guessed from the command",
     )
     p.add_argument("--project", default="", help="project/account the session works for")
+    p.add_argument(
+        "--tier",
+        choices=("read-only", "standard", "trusted"),
+        default="",
+        help="the session's tier; it can only be stricter than the facility's (e.g. read-only:"
+        " look and query, never submit, cancel or write)",
+    )
     p.add_argument("--quiet", action="store_true", help="do not print the session banner")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     p.set_defaults(handler=_agent)
@@ -65,4 +72,6 @@ def _agent(args: argparse.Namespace) -> int:
         raise UsageError("no command to run", hint="tenantry agent -- claude")
     agent = args.agent or GUESS.get(os.path.basename(command[0]), "agent")
     client = client_from(args, claims={"agent": "human", "session": "", "host": "", "project": ""})
-    return launch(client, command, agent=agent, project=args.project, quiet=args.quiet)
+    return launch(
+        client, command, agent=agent, project=args.project, tier=args.tier, quiet=args.quiet
+    )

@@ -100,11 +100,23 @@ def _agent_state(agent: str, home: str) -> None:
 
 
 def launch(
-    client: Client, command: Sequence[str], *, agent: str, project: str, quiet: bool = False
+    client: Client,
+    command: Sequence[str],
+    *,
+    agent: str,
+    project: str,
+    tier: str = "",
+    quiet: bool = False,
 ) -> int:
     reg = client.call(
         "sandbox.register",
-        {"agent": agent, "project": project, "cwd": os.getcwd(), "argv": list(command)},
+        {
+            "agent": agent,
+            "project": project,
+            "tier": tier,
+            "cwd": os.getcwd(),
+            "argv": list(command),
+        },
     )
     sid = reg["session"]
     r, w = os.pipe()

@@ -32,6 +32,7 @@ async def register(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         project=param(params, "project", str, ""),
         cwd=os.path.realpath(param(params, "cwd", str, os.getcwd())),
         argv=[str(a) for a in argv][:64],
+        tier=param(params, "tier", str, ""),
     )
     reg = _registry(ctx)
     await ctx.runtime.emit(
@@ -40,7 +41,7 @@ async def register(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             s.principal(ctx.principal.host).key,
             s.id,
             "sandboxed",
-            data={"agent": s.agent, "project": s.project, "cwd": s.cwd},
+            data={"agent": s.agent, "project": s.project, "cwd": s.cwd, "tier": s.tier},
         )
     )
     paths = reg.paths(s)
@@ -48,6 +49,7 @@ async def register(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         "session": s.id,
         "agent": s.agent,
         "project": s.project,
+        "tier": s.tier,
         "socket": s.socket,
         "session_dir": paths.session_dir,
         "inside_runtime": inside_runtime(),

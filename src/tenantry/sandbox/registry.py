@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.errors import Conflict, NotFound, PermissionDenied, UsageError
-from tenantry.models import AgentProduct, CommandSpec, Principal
+from tenantry.models import TIERS, AgentProduct, CommandSpec, Principal
 from tenantry.sandbox import profile
 from tenantry.service.runtime import Runtime
 
@@ -60,6 +60,7 @@ class SandboxSession:
     state: str = "starting"  # starting | running | stopped | ended
     ended: float = 0.0
     claims: list[dict[str, str]] = field(default_factory=list)
+    tier: str = ""  # chosen by the user at launch: only ever stricter than the facility's
 
     def principal(self, host: str) -> Principal:
         try:
@@ -74,6 +75,7 @@ class SandboxSession:
             host=host,
             project=self.project,
             origin="sandboxed",
+            tier=self.tier,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,13 +170,22 @@ class SandboxRegistry:
 
     # -- registering and ending ------------------------------------------------------
     async def register(
-        self, by: Principal, *, agent: str, project: str, cwd: str, argv: list[str]
+        self,
+        by: Principal,
+        *,
+        agent: str,
+        project: str,
+        cwd: str,
+        argv: list[str],
+        tier: str = "",
     ) -> SandboxSession:
         if by.origin != "user":
             raise PermissionDenied(
                 "only the user's own socket, outside any sandbox, may start agent sessions",
                 hint="run `tenantry agent` from your own shell",
             )
+        if tier and tier not in TIERS:
+            raise UsageError(f"unknown tier {tier!r}", hint=f"tiers are {', '.join(TIERS)}")
         sid = "sb-" + secrets.token_hex(6)
         directory = self.base / sid
         directory.mkdir(parents=True, mode=0o700)
@@ -188,6 +199,7 @@ class SandboxRegistry:
             argv=argv,
             socket=str(directory / "sock"),
             created=time.time(),
+            tier=tier,
         )
         self._sessions[sid] = s
         self._by_socket[s.socket] = sid
