@@ -377,3 +377,41 @@ async def test_budgets_in_force_from_the_component(rt: Runtime) -> None:
     assert "user alice" in body and "45.5 / 100" in body and "46 %" in body
     assert ALICE.key in asked and BOB.key in asked
     await c.aclose()
+
+
+async def test_a_held_action_is_approved_from_the_dashboard(state_dir: str) -> None:
+    """The policy page lists what waits for the human; approving needs login and the form key."""
+    import os
+    import pwd
+
+    from tenantry.gateway.app import open_runtime
+    from tenantry.policy.component import PolicyService
+
+    settings = load(env={}, overrides={"state_dir": state_dir, "socket": f"{state_dir}/sock"})
+    async with open_runtime(settings, FakeBackend()) as full:
+        me = pwd.getpwuid(os.getuid()).pw_name
+        desk = full.component("policy", PolicyService).approvals
+        label = "cp x .git/hooks/pre-commit"
+        held = desk.hold(
+            f"{me}/codex/s1", "", "write_file", "agent-control-files", "d", label, time.time()
+        )
+        c = await client(full)
+        page = (await c.get("/policy")).text
+        assert "Waiting for approval" in page and ".git/hooks/pre-commit" in page
+        key = re.search(r'name="key" value="([0-9a-f]+)"', page)
+        assert key is not None
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        body = f"id={held.id}&scope=session&decision=approve"
+        stale = await c.post("/approvals", content=body + "&key=0", headers=form)
+        assert stale.status_code == 403 and desk.items[held.id].status == "pending"
+        anon = await client(full, login=False)
+        assert (await anon.post("/approvals", content=body, headers=form)).status_code == 401
+        ok = await c.post("/approvals", content=f"{body}&key={key.group(1)}", headers=form)
+        assert ok.status_code == 303
+        assert (desk.items[held.id].status, desk.items[held.id].scope) == ("approved", "session")
+        assert "nothing waiting for you" in (await c.get("/policy")).text
+        await full.journal.flush()
+        events = await full.journal.events(types=["policy.decision"])
+        assert "approval.approved" in {ev["subject"] for ev in events}
+        await c.aclose()
+        await anon.aclose()

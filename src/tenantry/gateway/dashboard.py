@@ -87,6 +87,59 @@ def _cookie_value(token: str) -> str:
     return hmac.new(token.encode(), b"tenantry-dashboard-v1", hashlib.sha256).hexdigest()
 
 
+def _form_key(token: str) -> str:
+    """The hidden field every state-changing form carries (on top of the SameSite cookie)."""
+    return hmac.new(token.encode(), b"tenantry-dashboard-form-v1", hashlib.sha256).hexdigest()
+
+
+def _owner() -> Principal:
+    """Who acts from the dashboard: the daemon's own user, a human (the token holder)."""
+    import pwd
+
+    uid = os.getuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    return Principal(uid, user, AgentProduct.HUMAN, "dashboard")
+
+
+SCOPE_CHOICES = ("once", "session", "project", "always")
+
+
+async def approvals_card(rt: Runtime) -> str:
+    """Held actions waiting for the human, each with approve/refuse and a scope."""
+    from tenantry.ops import REGISTRY, OpContext
+
+    op = REGISTRY.get("approvals.list")
+    if op is None or "policy" not in rt.components:
+        return '<p class="empty">The policy service is not running in this daemon.</p>'
+    listed = await op.fn(OpContext(_owner(), rt), {})
+    pending = [a for a in listed["approvals"] if a["status"] == "pending"]
+    key = _form_key(ensure_token(rt.settings.state_dir))
+    now = time.time()
+    scopes = "".join(f'<option value="{s}">{s}</option>' for s in SCOPE_CHOICES)
+    rows = [
+        [
+            e(ago(a["created"], now)),
+            who(a["principal"]),
+            e(a["action"]),
+            e(a["rule"]),
+            e(a["label"]),
+            '<form method="post" action="/approvals">'
+            f'<input type="hidden" name="id" value="{e(a["id"])}">'
+            f'<input type="hidden" name="key" value="{key}">'
+            f'<select name="scope" aria-label="scope">{scopes}</select> '
+            '<button name="decision" value="approve">approve</button> '
+            '<button name="decision" value="refuse">refuse</button></form>',
+        ]
+        for a in pending
+    ]
+    return table(
+        ["when", "who", "action", "rule", "what", "decide"], rows, "nothing waiting for you"
+    )
+
+
 class _Auth:
     def __init__(self, source: RuntimeSource) -> None:
         self.source = source
@@ -567,7 +620,12 @@ async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
         title="Core-hours by principal",
     )
     return (
-        '<div class="grid2">'
+        card(
+            "Waiting for approval",
+            await approvals_card(rt),
+            "an agent's held action runs only once you approve it here or with `tenantry approve`",
+        )
+        + '<div class="grid2">'
         + card("Denials over time", bars(w.labels(), pol["series"], title="Denials over time"))
         + card(
             "Denials by rule",
@@ -821,6 +879,32 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
         resp.delete_cookie(COOKIE, path="/")
         return resp
 
+    async def decide(request: Request) -> Response:
+        from tenantry.errors import TenantryError
+        from tenantry.ops import REGISTRY, OpContext
+
+        rt = auth.runtime()
+        token = auth.token()
+        if rt is None or token is None or not auth.ok(request):
+            return PlainTextResponse("log in first\n", status_code=401)
+        form = parse_qs((await request.body())[:4096].decode(errors="replace"))
+
+        def field(name: str) -> str:
+            return (form.get(name) or [""])[0]
+
+        if not hmac.compare_digest(field("key"), _form_key(token)):
+            return PlainTextResponse("this form is stale: reload the page\n", status_code=403)
+        scope = field("scope") if field("scope") in SCOPE_CHOICES else "once"
+        op = REGISTRY.get("approvals.decide")
+        if op is None:
+            return PlainTextResponse("the policy service is not running\n", status_code=503)
+        params = {"id": field("id"), "scope": scope, "refuse": field("decision") == "refuse"}
+        try:
+            await op.fn(OpContext(_owner(), rt), params)
+        except TenantryError as err:
+            return PlainTextResponse(f"{err.message}\n", status_code=err.http_status)
+        return RedirectResponse("/policy", status_code=303)
+
     async def css(request: Request) -> Response:
         text = (
             resources.files("tenantry.gateway")
@@ -865,6 +949,7 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
         Route("/login", login_form, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["GET"]),
+        Route("/approvals", decide, methods=["POST"]),
         Route("/static/dashboard.css", css, methods=["GET"]),
         Route("/report/raw", report_raw, methods=["GET"]),
     ]
