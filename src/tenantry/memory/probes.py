@@ -21,6 +21,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tenantry.jobs.request import api_argv
+
 
 class ProbeUnavailable(Exception):
     """The probe's tool is missing, timed out, or answered nonsense."""
@@ -155,22 +157,15 @@ def parse_scontrol_partition(text: str) -> PartitionInfo | None:
 
 
 def sbatch_test_argv(resources: dict[str, Any]) -> list[str]:
-    """``sbatch --test-only`` argv for a resource shape (script comes on stdin)."""
-    argv = ["sbatch", "--test-only"]
-    if resources.get("partition"):
-        argv.append(f"--partition={resources['partition']}")
-    if resources.get("account"):
-        argv.append(f"--account={resources['account']}")
-    if resources.get("cpus"):
-        argv.append(f"--cpus-per-task={int(resources['cpus'])}")
+    """``sbatch --test-only`` argv for a resource shape (script comes on stdin).
+
+    The options are the ones a submission of that shape sends (the job request
+    model's translation), so a probe tests exactly what Tenantry would submit.
+    """
+    shape = {k: v for k, v in resources.items() if k != "nodes" and (k != "time_s" or v)}
+    argv = ["sbatch", "--test-only", *api_argv({"resources": shape})]
     if resources.get("nodes"):
         argv.append(f"--nodes={int(resources['nodes'])}")
-    if resources.get("mem_mb"):
-        argv.append(f"--mem={int(resources['mem_mb'])}M")
-    if resources.get("gpus"):
-        argv.append(f"--gres=gpu:{int(resources['gpus'])}")
-    if resources.get("time_s"):
-        argv.append(f"--time={max(1, int(resources['time_s']) // 60)}")
     return argv
 
 
