@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from tenantry.cli_common import add_json, client_from, emit, table
+from tenantry.cli.common import add_json, client_from, emit, table
 
 RAW = argparse.RawDescriptionHelpFormatter
 PAGES_MAX = 1000

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from tenantry.cli_common import add_json, client_from, emit, table
+from tenantry.cli.common import add_json, client_from, emit, table
 
 LEASES_EPILOG = """\
 examples:
@@ -112,8 +112,8 @@ def _result(args: argparse.Namespace) -> int:
 def _pilot(args: argparse.Namespace) -> int:
     import logging
 
-    from tenantry.errors import UsageError
-    from tenantry.pilot.worker import SECRET_ENV, PilotConfig, run_pilot, walltime_end
+    from tenantry.core.errors import UsageError
+    from tenantry.leases.pilot.worker import SECRET_ENV, PilotConfig, run_pilot, walltime_end
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s pilot %(levelname)s %(message)s", stream=sys.stderr
