@@ -232,14 +232,6 @@ async def page_activity(request: Request, rt: Runtime, w: data.Window) -> str:
     )
 
 
-def _argv(raw: str) -> list[str]:
-    try:
-        v = json.loads(raw)
-    except ValueError:
-        return [raw]
-    return [str(x) for x in v] if isinstance(v, list) else [str(v)]
-
-
 async def page_scheduler(request: Request, rt: Runtime, w: data.Window) -> str:
     sch = await data.scheduler(rt.journal.db, w)
     total = sch["cached"] + sch["backend"]
