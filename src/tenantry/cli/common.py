@@ -23,7 +23,66 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    if "--json" not in p._option_string_actions:
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+class _Declaring:
+    def __init__(self, parser: argparse.ArgumentParser, json: bool) -> None:
+        self.parser, self.json = parser, json
+
+    def __enter__(self) -> argparse.ArgumentParser:
+        return self.parser
+
+    def __exit__(self, *exc: object) -> None:
+        if self.json:
+            add_json(self.parser)
+
+
+def command(
+    sub: Any,
+    name: str,
+    handler: Handler | None,
+    help: str,
+    *,
+    json: bool = True,
+    **kw: Any,
+) -> _Declaring:
+    """Declare one subcommand: ``with command(sub, "scan", _scan, "scan a file") as p:``
+    then its arguments in the block; ``--json`` (unless ``json=False``) comes after them.
+    An ``epilog`` (examples) is printed as written."""
+    if "epilog" in kw:
+        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kw)
+    if handler is not None:
+        p.set_defaults(handler=handler)
+    return _Declaring(p, json)
+
+
+def group(
+    sub: Any, name: str, help: str, *, dest: str = "", **kw: Any
+) -> tuple[argparse.ArgumentParser, Any]:
+    """A command with verbs (``tenantry audit verify``): the parser and its subparsers
+    (``dest`` default ``<name>_command``). Without a verb it prints its help (exit 2),
+    unless a handler of its own is set."""
+    if "epilog" in kw:
+        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    metavar = kw.pop("metavar", "VERB")
+    extra = {"required": kw.pop("required")} if "required" in kw else {}
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kw)
+    verbs = p.add_subparsers(dest=dest or f"{name}_command", metavar=metavar, **extra)
+    p.set_defaults(handler=print_help_of(p))
+    return p, verbs
+
+
+def print_help_of(p: argparse.ArgumentParser) -> Handler:
+    """A handler that prints ``p``'s help and exits 2 (a command given without its verb)."""
+
+    def show(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    return show
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from tenantry.cli.common import add_json, client_from, emit, settings_from, table
+from tenantry.cli.common import add_json, client_from, command, emit, settings_from, table
 from tenantry.core import errors
 from tenantry.core.units import format_duration, parse_mem_mb, parse_time_s
 
@@ -23,57 +23,50 @@ _FMT = argparse.RawDescriptionHelpFormatter
 def register(sub: Any) -> None:
     _register_run(sub)
     _register_jobs(sub)
-    p = sub.add_parser("sessions", help="principals (agents and humans) and their activity")
-    add_json(p)
-    p.set_defaults(handler=_sessions)
-
-    p = sub.add_parser(
+    with command(sub, "sessions", _sessions, "principals (agents and humans) and their activity"):
+        pass
+    with command(
+        sub,
         "events",
-        help="telemetry events recorded by the daemon",
-        formatter_class=_FMT,
+        _events,
+        "telemetry events recorded by the daemon",
         epilog="examples:\n  tenantry events --since 600 --type job.state --json",
-    )
-    p.add_argument("--since", type=float, default=3600.0, help="seconds back (default 3600)")
-    p.add_argument("--type", action="append", default=[], help="event type (repeatable)")
-    p.add_argument("--limit", type=int, default=1000)
-    add_json(p)
-    p.set_defaults(handler=_events)
-
-    p = sub.add_parser("info", help="facility facts: backend, partitions, services")
-    add_json(p)
-    p.set_defaults(handler=_info)
-
-    p = sub.add_parser("settings", help="list every setting with its value and help")
-    add_json(p)
-    p.set_defaults(handler=_settings)
-
-    p = sub.add_parser(
+    ) as p:
+        p.add_argument("--since", type=float, default=3600.0, help="seconds back (default 3600)")
+        p.add_argument("--type", action="append", default=[], help="event type (repeatable)")
+        p.add_argument("--limit", type=int, default=1000)
+    with command(sub, "info", _info, "facility facts: backend, partitions, services"):
+        pass
+    with command(sub, "settings", _settings, "list every setting with its value and help"):
+        pass
+    with command(
+        sub,
         "serve",
-        help="run the daemon in the foreground",
+        _serve,
+        "run the daemon in the foreground",
+        json=False,
         formatter_class=_FMT,
         description="Run the Tenantry daemon on a private Unix socket. The CLI and the MCP"
         " shim start one on demand, so you rarely need this yourself.",
-    )
-    p.add_argument("--backend", choices=["local", "slurm"], help="job backend (default local)")
-    p.add_argument(
-        "--http",
-        help="also serve the dashboard and /metrics on HOST:PORT (a daemon already running"
-        " for this state directory is stopped first; jobs keep running)",
-    )
-    p.set_defaults(handler=_serve)
-
-    p = sub.add_parser(
+    ) as p:
+        p.add_argument("--backend", choices=["local", "slurm"], help="job backend (default local)")
+        p.add_argument(
+            "--http",
+            help="also serve the dashboard and /metrics on HOST:PORT (a daemon already running"
+            " for this state directory is stopped first; jobs keep running)",
+        )
+    with command(
+        sub,
         "mcp",
-        help="serve MCP on stdio (point your coding agent here)",
-        formatter_class=_FMT,
+        _mcp,
+        "serve MCP on stdio (point your coding agent here)",
+        json=False,
         epilog="examples:\n  claude mcp add tenantry -- tenantry mcp\n"
         "  codex mcp add tenantry -- tenantry mcp",
-    )
-    p.set_defaults(handler=_mcp)
-
-    p = sub.add_parser("version", help="print the version")
-    add_json(p)
-    p.set_defaults(handler=_version)
+    ):
+        pass
+    with command(sub, "version", _version, "print the version"):
+        pass
 
 
 # -- run ----------------------------------------------------------------------------------
@@ -96,26 +89,26 @@ def _resources(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _register_run(sub: Any) -> None:
-    p = sub.add_parser(
+    with command(
+        sub,
         "run",
-        help="run a short command (streams output, exits with its code)",
-        formatter_class=_FMT,
+        _run,
+        "run a short command (streams output, exits with its code)",
         description="Run a short command through Tenantry: on a warm lease when one fits,"
         " else locally. Output streams as it comes; the exit code is the command's.",
         epilog="examples:\n  tenantry run -- pytest -x tests/test_io.py\n"
         "  tenantry run --cpus 4 --mem 8G --where lease -- make -j4\n"
         "  tenantry run --json -- python -c 'print(1)'",
-    )
-    p.add_argument("--cpus", type=int, help="CPUs the command needs (default 1)")
-    p.add_argument("--mem", help="memory, e.g. 4G (also the address-space limit locally)")
-    p.add_argument("--gpus", type=int, default=0, help="GPUs the command needs")
-    p.add_argument("--time", help="walltime of a lease to run on (Slurm format)")
-    p.add_argument("--timeout", type=float, help="kill the command after this many seconds")
-    p.add_argument("--where", choices=["auto", "local", "lease"], default="auto")
-    p.add_argument("--idempotent", action="store_true", help="safe to retry if a lease is lost")
-    add_json(p)
-    p.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
-    p.set_defaults(handler=_run)
+    ) as p:
+        p.add_argument("--cpus", type=int, help="CPUs the command needs (default 1)")
+        p.add_argument("--mem", help="memory, e.g. 4G (also the address-space limit locally)")
+        p.add_argument("--gpus", type=int, default=0, help="GPUs the command needs")
+        p.add_argument("--time", help="walltime of a lease to run on (Slurm format)")
+        p.add_argument("--timeout", type=float, help="kill the command after this many seconds")
+        p.add_argument("--where", choices=["auto", "local", "lease"], default="auto")
+        p.add_argument("--idempotent", action="store_true", help="safe to retry if a lease is lost")
+        add_json(p)
+        p.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -161,75 +154,70 @@ def _run(args: argparse.Namespace) -> int:
 
 # -- jobs ---------------------------------------------------------------------------------
 def _register_jobs(sub: Any) -> None:
-    p = sub.add_parser(
+    with command(
+        sub,
         "submit",
-        help="submit a batch job (prints its id)",
-        formatter_class=_FMT,
+        _submit,
+        "submit a batch job (prints its id)",
         description="Submit a batch script, sbatch-style (#SBATCH lines in the script are"
         " read; options given here win). Identical submissions (same"
         " script, arguments, options and cwd) within the dedup window return the"
         " existing job unless --force is given.",
         epilog="examples:\n  tenantry submit --time 10 --cpus 2 train.sh --epochs 3\n"
         "  tenantry submit --json -J sweep -o logs/%j.out sweep.sh",
-    )
-    p.add_argument("-J", "--job-name", default="", help="job name")
-    p.add_argument("-c", "--cpus", "--cpus-per-task", type=int, dest="cpus", help="CPUs")
-    p.add_argument("--mem", help="memory, e.g. 4G")
-    p.add_argument("-G", "--gpus", type=int, default=0, help="GPUs")
-    p.add_argument("-t", "--time", help="time limit (minutes, H:M:S or D-H:M:S)")
-    p.add_argument("-p", "--partition")
-    p.add_argument("-A", "--account")
-    p.add_argument("-o", "--output", default="", help="stdout file (%%j = job id)")
-    p.add_argument("-e", "--error", default="", help="stderr file (default: with stdout)")
-    p.add_argument("-a", "--array", default="", help="array spec, e.g. 1-10%%2 (Slurm only)")
-    p.add_argument("--force", action="store_true", help="submit even if an identical job exists")
-    add_json(p)
-    p.add_argument("script", help="the batch script (must start with #!)")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
-    p.set_defaults(handler=_submit)
+    ) as p:
+        p.add_argument("-J", "--job-name", default="", help="job name")
+        p.add_argument("-c", "--cpus", "--cpus-per-task", type=int, dest="cpus", help="CPUs")
+        p.add_argument("--mem", help="memory, e.g. 4G")
+        p.add_argument("-G", "--gpus", type=int, default=0, help="GPUs")
+        p.add_argument("-t", "--time", help="time limit (minutes, H:M:S or D-H:M:S)")
+        p.add_argument("-p", "--partition")
+        p.add_argument("-A", "--account")
+        p.add_argument("-o", "--output", default="", help="stdout file (%%j = job id)")
+        p.add_argument("-e", "--error", default="", help="stderr file (default: with stdout)")
+        p.add_argument("-a", "--array", default="", help="array spec, e.g. 1-10%%2 (Slurm only)")
+        p.add_argument(
+            "--force", action="store_true", help="submit even if an identical job exists"
+        )
+        add_json(p)
+        p.add_argument("script", help="the batch script (must start with #!)")
+        p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
-    p = sub.add_parser("status", help="status of jobs (from the shared cache)")
-    p.add_argument("ids", nargs="+", metavar="JOBID")
-    add_json(p)
-    p.set_defaults(handler=_status)
+    with command(sub, "status", _status, "status of jobs (from the shared cache)") as p:
+        p.add_argument("ids", nargs="+", metavar="JOBID")
 
-    p = sub.add_parser("jobs", help="list your jobs (from the shared cache)")
-    p.add_argument("--state", action="append", default=[], help="filter by state (repeatable)")
-    p.add_argument("--session", action="store_true", help="only this agent session's jobs")
-    p.add_argument("--limit", type=int, default=200)
-    add_json(p)
-    p.set_defaults(handler=_jobs)
+    with command(sub, "jobs", _jobs, "list your jobs (from the shared cache)") as p:
+        p.add_argument("--state", action="append", default=[], help="filter by state (repeatable)")
+        p.add_argument("--session", action="store_true", help="only this agent session's jobs")
+        p.add_argument("--limit", type=int, default=200)
 
-    p = sub.add_parser(
+    with command(
+        sub,
         "wait",
-        help="block until a job ends (no polling loop on your side)",
+        _wait,
+        "block until a job ends (no polling loop on your side)",
         description="Block until the job reaches a terminal state. Exit 0 when it"
         " COMPLETED, 1 for any other end state, 124 when --timeout passed first.",
-    )
-    p.add_argument("id", metavar="JOBID")
-    p.add_argument("--timeout", type=float, help="give up after this many seconds")
-    add_json(p)
-    p.set_defaults(handler=_wait)
+    ) as p:
+        p.add_argument("id", metavar="JOBID")
+        p.add_argument("--timeout", type=float, help="give up after this many seconds")
 
-    p = sub.add_parser("cancel", help="cancel a job")
-    p.add_argument("id", metavar="JOBID")
-    add_json(p)
-    p.set_defaults(handler=_cancel)
+    with command(sub, "cancel", _cancel, "cancel a job") as p:
+        p.add_argument("id", metavar="JOBID")
 
-    p = sub.add_parser(
+    with command(
+        sub,
         "logs",
-        help="print the tail of a job's output",
+        _logs,
+        "print the tail of a job's output",
         description="Print the tail of a job's output. For an array job: every task's,"
         " each under a header, or one task's with --task.",
         epilog="examples:\n  tenantry logs t12 --tail 50\n  tenantry logs t13 --task 4 --stderr",
-        formatter_class=_FMT,
-    )
-    p.add_argument("id", metavar="JOBID")
-    p.add_argument("--tail", type=int, default=200, help="last N lines (0 = all kept)")
-    p.add_argument("--stderr", action="store_true", help="the error file instead of output")
-    p.add_argument("--task", type=int, help="one task of an array job (default: every task)")
-    add_json(p)
-    p.set_defaults(handler=_logs)
+    ) as p:
+        p.add_argument("id", metavar="JOBID")
+        p.add_argument("--tail", type=int, default=200, help="last N lines (0 = all kept)")
+        p.add_argument("--stderr", action="store_true", help="the error file instead of output")
+        p.add_argument("--task", type=int, help="one task of an array job (default: every task)")
 
 
 def _submit(args: argparse.Namespace) -> int:

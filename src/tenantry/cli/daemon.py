@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from tenantry.cli.common import add_json, emit, settings_from
+from tenantry.cli.common import command, emit, settings_from
 from tenantry.core import errors
 
 TYPE_CHECKING = False
@@ -25,29 +25,26 @@ if TYPE_CHECKING:
 
     from tenantry.core.settings import Settings
 
-_FMT = argparse.RawDescriptionHelpFormatter
-
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    with command(
+        sub,
         "stop",
-        help="stop the running daemon",
-        formatter_class=_FMT,
+        _stop,
+        "stop the running daemon",
         description="Stop the daemon of this state directory (SIGTERM, then wait). Jobs keep"
         " running; the next command starts a daemon again and picks them up.",
         epilog="examples:\n  tenantry stop\n  tenantry stop --timeout 60 --json",
-    )
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
-    add_json(p)
-    p.set_defaults(handler=_stop)
-    p = sub.add_parser(
+    ) as p:
+        p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
+    with command(
+        sub,
         "doctor",
-        help="check the socket, state, backend, Slurm, agents and sandbox; say what to fix",
-        formatter_class=_FMT,
+        _doctor,
+        "check the socket, state, backend, Slurm, agents and sandbox; say what to fix",
         epilog="examples:\n  tenantry doctor\n  tenantry doctor --json",
-    )
-    add_json(p)
-    p.set_defaults(handler=_doctor)
+    ):
+        pass
 
 
 def daemon_pid(settings: Settings) -> int:

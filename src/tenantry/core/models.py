@@ -28,6 +28,12 @@ class AgentProduct(enum.StrEnum):
         return self is not AgentProduct.HUMAN
 
 
+def field_values(obj: Any) -> dict[str, Any]:
+    """A dataclass instance's fields by name, in declaration order, each value as it is
+    (shallow, unlike ``dataclasses.asdict``): the body of a plain ``to_dict``."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
 # session tiers, strictest first: what a session may do beyond its agent rules
 TIERS: tuple[str, ...] = ("read-only", "standard", "trusted")
 

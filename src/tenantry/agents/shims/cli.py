@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tenantry.cli.common import add_json, emit
+from tenantry.cli.common import command, emit, group
 
 EPILOG = """\
 examples:
@@ -18,28 +18,17 @@ in the real command's format; for people they run the real Slurm command.
 """
 
 
+HELP = "install PATH shims for Slurm commands"
+
+
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "shims",
-        help="install PATH shims for Slurm commands",
-        description="Route agents' Slurm commands through Tenantry's shared status cache.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    verbs = p.add_subparsers(dest="shims_verb", metavar="VERB")
-    inst = verbs.add_parser(
-        "install",
-        help="write the wrappers into DIR",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    inst.add_argument(
-        "dir", help="directory to write squeue, sacct, sbatch, scancel, scontrol into"
-    )
-    inst.add_argument("--force", action="store_true", help="replace files that are not shims")
-    add_json(inst)
-    inst.set_defaults(handler=_install)
-    p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+    about = "Route agents' Slurm commands through Tenantry's shared status cache."
+    _, verbs = group(sub, "shims", HELP, dest="shims_verb", description=about, epilog=EPILOG)
+    with command(verbs, "install", _install, "write the wrappers into DIR", epilog=EPILOG) as inst:
+        inst.add_argument(
+            "dir", help="directory to write squeue, sacct, sbatch, scancel, scontrol into"
+        )
+        inst.add_argument("--force", action="store_true", help="replace files that are not shims")
 
 
 def _install(args: argparse.Namespace) -> int:

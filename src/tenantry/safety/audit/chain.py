@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenantry.core.models import field_values
+
 GENESIS = "0" * 64
 LOG_NAME = "audit.jsonl"
 HEAD_NAME = "audit.head"
@@ -243,14 +245,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "records": self.records,
-            "alg": self.alg,
-            "head_seq": self.head_seq,
-            "problems": self.problems,
-            "warnings": self.warnings,
-        }
+        return field_values(self)
 
 
 def verify(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from tenantry.cli.common import add_json, emit, settings_from, table
+from tenantry.cli.common import command, emit, group, settings_from, table
 
 VERIFY_EPILOG = """\
 examples:
@@ -28,39 +27,27 @@ examples:
 
 
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "audit", help="verify and read the tamper-evident audit log"
-    )
-    asub = p.add_subparsers(dest="audit_command", metavar="VERB")
-    v = asub.add_parser(
+    _, asub = group(sub, "audit", "verify and read the tamper-evident audit log")
+    with command(
+        asub,
         "verify",
-        help="detect edits, deletions, reordering or truncation",
+        _verify,
+        "detect edits, deletions, reordering or truncation",
         epilog=VERIFY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _location(v)
-    v.add_argument(
-        "--anchor",
-        metavar="SEQ:HASH",
-        help="an anchor kept elsewhere (from syslog/journald: `journalctl -t tenantry-audit`)"
-        " that record SEQ must still match",
-    )
-    add_json(v)
-    v.set_defaults(handler=_verify)
-    s = asub.add_parser(
-        "show",
-        help="print audit records",
-        epilog=SHOW_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _location(s)
-    s.add_argument("--since", help="age (30m, 2h, 1d), ISO time or epoch seconds")
-    s.add_argument("--principal", help="only this principal key (user/agent/session)")
-    s.add_argument("--action", help="only this action (e.g. command.finished)")
-    s.add_argument("--limit", type=int, default=200, help="most records printed (default 200)")
-    add_json(s)
-    s.set_defaults(handler=_show)
-    p.set_defaults(handler=_help(p))
+    ) as v:
+        _location(v)
+        v.add_argument(
+            "--anchor",
+            metavar="SEQ:HASH",
+            help="an anchor kept elsewhere (from syslog/journald: `journalctl -t tenantry-audit`)"
+            " that record SEQ must still match",
+        )
+    with command(asub, "show", _show, "print audit records", epilog=SHOW_EPILOG) as s:
+        _location(s)
+        s.add_argument("--since", help="age (30m, 2h, 1d), ISO time or epoch seconds")
+        s.add_argument("--principal", help="only this principal key (user/agent/session)")
+        s.add_argument("--action", help="only this action (e.g. command.finished)")
+        s.add_argument("--limit", type=int, default=200, help="most records printed (default 200)")
 
 
 def _location(p: argparse.ArgumentParser) -> None:
@@ -168,11 +155,3 @@ def _show(args: argparse.Namespace) -> int:
 
     emit(args, out, human)
     return 0
-
-
-def _help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    def show(args: argparse.Namespace) -> int:
-        p.print_help()
-        return 2
-
-    return show

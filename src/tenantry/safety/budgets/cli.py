@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tenantry.cli.common import add_json, client_from, emit, table
+from tenantry.cli.common import client_from, command, emit, table
 
 EPILOG = """\
 examples:
@@ -17,14 +17,8 @@ Budgets are configured in the file named by the budgets_file setting; see docs/g
 
 
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "budgets",
-        help="show your budgets and rate limits",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_json(p)
-    p.set_defaults(handler=_show)
+    with command(sub, "budgets", _show, "show your budgets and rate limits", epilog=EPILOG):
+        pass
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
-from tenantry.cli.common import add_json, emit
+from tenantry.cli.common import command, emit, group
 
 EPILOG = """\
 examples:
@@ -20,22 +19,11 @@ exit status: 0 clean, 3 when secrets or instruction-like text were found
 
 
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "guard", help="scan text for secrets and prompt injection"
-    )
-    gsub = p.add_subparsers(dest="guard_command", metavar="VERB")
-    s = gsub.add_parser(
-        "scan",
-        help="guard a file (or - for stdin)",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    s.add_argument("path", help="file to scan, - for standard input")
-    s.add_argument("--origin", default="", help="origin label, e.g. job:12 (default file:PATH)")
-    s.add_argument("--mode", choices=("mark", "flag", "redact"), default="mark")
-    add_json(s)
-    s.set_defaults(handler=_scan)
-    p.set_defaults(handler=_help(p))
+    _, gsub = group(sub, "guard", "scan text for secrets and prompt injection")
+    with command(gsub, "scan", _scan, "guard a file (or - for stdin)", epilog=EPILOG) as s:
+        s.add_argument("path", help="file to scan, - for standard input")
+        s.add_argument("--origin", default="", help="origin label, e.g. job:12 (default file:PATH)")
+        s.add_argument("--mode", choices=("mark", "flag", "redact"), default="mark")
 
 
 def _scan(args: argparse.Namespace) -> int:
@@ -61,11 +49,3 @@ def _scan(args: argparse.Namespace) -> int:
 
     emit(args, g.to_dict(), human)
     return 3 if g.findings else 0
-
-
-def _help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    def show(args: argparse.Namespace) -> int:
-        p.print_help()
-        return 2
-
-    return show

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tenantry.core.models import field_values
 from tenantry.safety.guard.injection import InjectionHit, find_injections
 from tenantry.safety.guard.secrets import find_secrets, redact
 
@@ -33,13 +34,7 @@ class Finding:
     excerpt: str = ""  # never contains a secret
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "rule": self.rule,
-            "line": self.line,
-            "action": self.action,
-            "excerpt": self.excerpt,
-        }
+        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)

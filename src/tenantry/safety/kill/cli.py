@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from typing import Any
 
-from tenantry.cli.common import add_json, client_from, emit, table
+from tenantry.cli.common import client_from, command, emit, group, table
 
 EPILOG = """\
 examples:
@@ -22,13 +21,7 @@ its leases and ends its running commands. Human shells are never touched.
 
 
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "admin",
-        help="kill switch: stop or resume agent sessions",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    asub = p.add_subparsers(dest="admin_command", metavar="VERB")
+    _, asub = group(sub, "admin", "kill switch: stop or resume agent sessions", epilog=EPILOG)
     for verb, arg, op_name, help_ in (
         (
             "stop-session",
@@ -40,20 +33,15 @@ def register(sub: Any) -> None:
         ("resume-session", "session", "admin.resume_session", "resume a stopped session"),
         ("resume-user", "user", "admin.resume_user", "resume a stopped user's agents"),
     ):
-        v = asub.add_parser(
-            verb, help=help_, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
-        )
-        v.add_argument(arg.upper(), help=f"the {arg} to act on")
-        if verb.startswith("stop"):
-            v.add_argument(
-                "--reason", default="", help="shown to the agent and kept in the audit log"
-            )
-        add_json(v)
-        v.set_defaults(handler=_act, op_name=op_name, arg=arg)
-    s = asub.add_parser("stopped", help="list active stops")
-    add_json(s)
-    s.set_defaults(handler=_stopped)
-    p.set_defaults(handler=_help(p))
+        with command(asub, verb, _act, help_, epilog=EPILOG) as v:
+            v.add_argument(arg.upper(), help=f"the {arg} to act on")
+            if verb.startswith("stop"):
+                v.add_argument(
+                    "--reason", default="", help="shown to the agent and kept in the audit log"
+                )
+            v.set_defaults(op_name=op_name, arg=arg)
+    with command(asub, "stopped", _stopped, "list active stops"):
+        pass
 
 
 def _act(args: argparse.Namespace) -> int:
@@ -102,11 +90,3 @@ def _stopped(args: argparse.Namespace) -> int:
 
     emit(args, data, human)
     return 0
-
-
-def _help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    def show(args: argparse.Namespace) -> int:
-        p.print_help()
-        return 2
-
-    return show

@@ -21,7 +21,7 @@ from typing import Any
 
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied, SessionStopped
 from tenantry.core.events import Event, EventType
-from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.models import AgentProduct, Principal, field_values
 from tenantry.service.runtime import Runtime
 from tenantry.store.db import Database, load_migrations
 
@@ -50,15 +50,7 @@ class Stop:
         return self.target in (p.session, p.key)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "target": self.target,
-            "owner": self.owner,
-            "by": self.by,
-            "reason": self.reason,
-            "stopped_at": self.stopped_at,
-        }
+        return field_values(self)
 
 
 def principal_from_key(key: str, uid: int = -1) -> Principal | None:

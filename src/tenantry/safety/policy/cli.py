@@ -62,31 +62,31 @@ def _seconds(text: str) -> float:
 
 
 def _register_approvals(sub: Any) -> None:
-    a = sub.add_parser(
+    from tenantry.cli.common import command
+
+    with command(
+        sub,
         "approve",
-        help="approve (or refuse) an agent's held action",
+        _approve,
+        "approve (or refuse) an agent's held action",
         description="Approve or refuse an action a policy rule held for your approval.",
         epilog=_APPROVE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    a.add_argument("id", help="the approval id the agent was given (ap-...)")
-    a.add_argument("--scope", choices=("once", "session", "project", "always"), default="once")
-    a.add_argument("--for", dest="for_s", type=_seconds, default=8 * 3600.0,
-                   help="how long the grant lasts (default 8h)")  # fmt: skip
-    a.add_argument("--refuse", action="store_true", help="refuse instead of approving")
-    a.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    a.set_defaults(handler=_approve)
-    ls = sub.add_parser(
+    ) as a:
+        a.add_argument("id", help="the approval id the agent was given (ap-...)")
+        a.add_argument("--scope", choices=("once", "session", "project", "always"), default="once")
+        a.add_argument("--for", dest="for_s", type=_seconds, default=8 * 3600.0,
+                       help="how long the grant lasts (default 8h)")  # fmt: skip
+        a.add_argument("--refuse", action="store_true", help="refuse instead of approving")
+    with command(
+        sub,
         "approvals",
-        help="list held actions, or wait for one to be decided",
+        _approvals,
+        "list held actions, or wait for one to be decided",
         epilog=_APPROVE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ls.add_argument("wait", nargs="?", choices=("wait",), help="wait for ID to be decided")
-    ls.add_argument("id", nargs="?", help="approval id (with wait)")
-    ls.add_argument("--timeout", type=_seconds, default=300.0, help="with wait (default 5m)")
-    ls.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    ls.set_defaults(handler=_approvals)
+    ) as ls:
+        ls.add_argument("wait", nargs="?", choices=("wait",), help="wait for ID to be decided")
+        ls.add_argument("id", nargs="?", help="approval id (with wait)")
+        ls.add_argument("--timeout", type=_seconds, default=300.0, help="with wait (default 5m)")
 
 
 def _approval_line(a: dict[str, Any]) -> str:
@@ -118,54 +118,51 @@ def _approvals(args: argparse.Namespace) -> int:
     return 0
 
 
+POLICY_HELP = "dry-run policy decisions and test a policy against a corpus"
+POLICY_ABOUT = "Dry-run policy decisions and test policies against a case corpus."
+
+
 def register(sub: Any) -> None:
+    from tenantry.cli.common import command, group
+
     _register_approvals(sub)
-    p: argparse.ArgumentParser = sub.add_parser(
-        "policy",
-        help="dry-run policy decisions and test a policy against a corpus",
-        description="Dry-run policy decisions and test policies against a case corpus.",
-    )
-    psub = p.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
-    c = psub.add_parser(
+    _, psub = group(sub, "policy", POLICY_HELP, metavar="SUBCOMMAND", description=POLICY_ABOUT)
+    with command(
+        psub,
         "check",
-        help="judge one request (dry run) and name the deciding rule",
+        _check,
+        "judge one request (dry run) and name the deciding rule",
         epilog=CHECK_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    c.add_argument("--action", required=True, help="policy action, e.g. run_command")
-    what = c.add_mutually_exclusive_group()
-    what.add_argument("--command", help="a shell command string")
-    what.add_argument("--argv", nargs=argparse.REMAINDER, help="an argv list (rest of the line)")
-    what.add_argument("--script", help="a batch script to submit (submit_job)")
-    what.add_argument("--path", help="a path (read_path/write_path)")
-    what.add_argument("--job", help="a job id (cancel_job/read_job_output/modify_job)")
-    what.add_argument("--params", help="the op params as a JSON object")
-    c.add_argument("--cwd", help="working directory the request is judged in")
-    c.add_argument("--agent", default="", help="judge as this agent product (default: detected)")
-    c.add_argument("--session", default="", help="judge as this agent session id")
-    c.add_argument("--local", action="store_true", help="judge in-process, without the daemon")
-    c.add_argument("--facts", help="facts JSON for --local (users, partitions, qos, jobs)")
-    c.add_argument("--policy", help="facility policy file for --local")
-    c.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    c.set_defaults(handler=_check)
-    t = psub.add_parser(
+    ) as c:
+        c.add_argument("--action", required=True, help="policy action, e.g. run_command")
+        what = c.add_mutually_exclusive_group()
+        what.add_argument("--command", help="a shell command string")
+        what.add_argument(
+            "--argv", nargs=argparse.REMAINDER, help="an argv list (rest of the line)"
+        )
+        what.add_argument("--script", help="a batch script to submit (submit_job)")
+        what.add_argument("--path", help="a path (read_path/write_path)")
+        what.add_argument("--job", help="a job id (cancel_job/read_job_output/modify_job)")
+        what.add_argument("--params", help="the op params as a JSON object")
+        c.add_argument("--cwd", help="working directory the request is judged in")
+        c.add_argument(
+            "--agent", default="", help="judge as this agent product (default: detected)"
+        )
+        c.add_argument("--session", default="", help="judge as this agent session id")
+        c.add_argument("--local", action="store_true", help="judge in-process, without the daemon")
+        c.add_argument("--facts", help="facts JSON for --local (users, partitions, qos, jobs)")
+        c.add_argument("--policy", help="facility policy file for --local")
+    with command(
+        psub,
         "test",
-        help="judge a JSONL corpus of cases locally; exit 1 on failures",
+        _test,
+        "judge a JSONL corpus of cases locally; exit 1 on failures",
         epilog=TEST_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    t.add_argument("cases", help="JSONL file, one case per line")
-    t.add_argument("--facts", help="facts JSON (users, partitions, qos, jobs, limits)")
-    t.add_argument("--policy", help="facility policy file (default: baseline only)")
-    t.add_argument("--user-policy", help="user policy file (forbid rules only)")
-    t.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    t.set_defaults(handler=_test)
-
-    def _usage(_args: argparse.Namespace) -> int:
-        p.print_help()
-        return 2
-
-    p.set_defaults(handler=_usage)
+    ) as t:
+        t.add_argument("cases", help="JSONL file, one case per line")
+        t.add_argument("--facts", help="facts JSON (users, partitions, qos, jobs, limits)")
+        t.add_argument("--policy", help="facility policy file (default: baseline only)")
+        t.add_argument("--user-policy", help="user policy file (forbid rules only)")
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,6 +20,8 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tenantry.core.models import field_values
+
 # Look-alikes NFKC does not fold (Cyrillic, Greek, slashes, dots).
 _CONFUSABLES = str.maketrans(
     {
@@ -151,18 +153,7 @@ class PathInfo:
     outside_write: bool = False  # outside the principal's write scope
 
     def attrs(self) -> dict[str, object]:
-        return {
-            "path": self.path,
-            "raw": self.raw,
-            "credential": self.credential,
-            "system": self.system,
-            "protected": self.protected,
-            "other_home": self.other_home,
-            "lookalike": self.lookalike,
-            "dynamic": self.dynamic,
-            "control": self.control,
-            "outside_write": self.outside_write,
-        }
+        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tenantry.cli.common import client_from
+from tenantry.cli.common import client_from, command
 
 EPILOG = """\
 examples:
@@ -24,29 +24,30 @@ ends the whole sandbox at once. See docs/sandbox.md.
 
 
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
+    with command(
+        sub,
         "agent",
-        help="start a coding agent in a sandbox, as a session that cannot change who it is",
+        _agent,
+        "start a coding agent in a sandbox, as a session that cannot change who it is",
+        json=False,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--agent",
-        default="",
-        help="agent product (claude-code, codex, gemini-cli, opencode, cursor, ...);"
-        " default: guessed from the command",
-    )
-    p.add_argument("--project", default="", help="project/account the session works for")
-    p.add_argument(
-        "--tier",
-        choices=("read-only", "standard", "trusted"),
-        default="",
-        help="the session's tier; it can only be stricter than the facility's (e.g. read-only:"
-        " look and query, never submit, cancel or write)",
-    )
-    p.add_argument("--quiet", action="store_true", help="do not print the session banner")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
-    p.set_defaults(handler=_agent)
+    ) as p:
+        p.add_argument(
+            "--agent",
+            default="",
+            help="agent product (claude-code, codex, gemini-cli, opencode, cursor, ...);"
+            " default: guessed from the command",
+        )
+        p.add_argument("--project", default="", help="project/account the session works for")
+        p.add_argument(
+            "--tier",
+            choices=("read-only", "standard", "trusted"),
+            default="",
+            help="the session's tier; it can only be stricter than the facility's (e.g. read-only:"
+            " look and query, never submit, cancel or write)",
+        )
+        p.add_argument("--quiet", action="store_true", help="do not print the session banner")
+        p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
 GUESS = {
