@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Sequence
 
 import pytest
-from tests.facility import helpers as conf
+from tests.facility.cluster import helpers as conf
 
 from tenantry import errors
 from tenantry.backends import slurm_parse as sp

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
-from tests.facility.helpers import User, require
+from tests.facility.cluster.helpers import User, require
 
 from tenantry import errors
 from tenantry.facility.munge_auth import (

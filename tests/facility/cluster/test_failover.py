@@ -22,10 +22,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests.facility.helpers import User, sbatch_as, wait_until
+from tests.facility.cluster.helpers import User, sbatch_as, wait_until
 
 HERE = Path(__file__).parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parents[2]
 JOBS = int(os.environ.get("TENANTRY_FAILOVER_JOBS", "4"))
 
 

@@ -6,12 +6,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.facility.helpers import User, sacctmgr
+from tests.facility.cluster.helpers import User, sacctmgr
 
 from tenantry import errors
 from tenantry.facility.slurm_facts import FactsSnapshot, SlurmFacts
 
-FIX = Path(__file__).parents[1] / "fixtures" / "slurm" / "22.05" / "facts"
+FIX = Path(__file__).parents[2] / "fixtures" / "slurm" / "22.05" / "facts"
 
 
 def recorded() -> FactsSnapshot:
