@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_PLAIN_ID = re.compile(r"^\d+(?:_\d+)?$")  # a job or one array task (sacct --jobs takes it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +180,11 @@ class StatusCache:
         *,
         history: int = 32,
         private_jobs: bool = True,
+        retain_s: float = 86400.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._current: dict[str, JobStatus] = {}
+        self.retain_s = retain_s
         self._history: dict[str, deque[JobStatus]] = {}
         self._history_len = history
         self.private_jobs = private_jobs
@@ -204,6 +209,18 @@ class StatusCache:
         seen = {j.job_id for j in jobs}
         return [i for i, s in self._current.items() if not s.state.terminal and i not in seen]
 
+    def lost(self, job_id: str, observed_at: float) -> JobStatus:
+        """A LOST status (seq 0) for a known job that neither queue nor accounting lists."""
+        old = self._current[job_id]
+        return replace(
+            old,
+            state=JobState.LOST,
+            raw_state="",
+            reason="left the queue and Slurm's accounting has no record of it",
+            seq=0,
+            observed_at=observed_at,
+        )
+
     def absorb(self, statuses: Iterable[JobStatus]) -> int:
         """Take published statuses (seq > 0), idempotently; wake waiters. Returns how many."""
         n = 0
@@ -225,7 +242,15 @@ class StatusCache:
         h.observed_at = max(observed_at, h.observed_at or 0.0)
         h.polls += 1
         h.consecutive_failures = 0
+        self.prune(observed_at)
         self._wake()
+
+    def prune(self, now: float) -> int:
+        """Forget jobs that ended more than ``retain_s`` ago (bounded memory)."""
+        cutoff = now - self.retain_s
+        old = [i for i, s in self._current.items() if s.state.terminal and s.observed_at < cutoff]
+        self.forget(old)
+        return len(old)
 
     def mark_failed(self, error: str) -> None:
         h = self.health
@@ -433,22 +458,42 @@ class Poller:
         *,
         interval_s: float = 1.0,
         max_backoff_s: float = 10.0,
+        lost_after: int = 3,
     ) -> None:
         self.source = source
         self.cache = cache
         self.publisher = publisher
         self.interval_s = interval_s
         self.max_backoff_s = max_backoff_s
+        self.lost_after = lost_after
+        self._missing: dict[str, int] = {}
 
     async def poll_once(self) -> int:
-        """One poll; returns how many changes it published. Errors propagate."""
+        """One poll; returns how many changes it published. Errors propagate.
+
+        A job gone from the queue is looked up in accounting; one that
+        accounting does not know after ``lost_after`` polls becomes LOST. The
+        pending rest of an array (``41_[4-9]``) that left the queue is dropped:
+        its tasks are listed by their own ids.
+        """
         observed_at = self.cache.clock()
         jobs = await self.source.snapshot()
         gone = self.cache.vanished(jobs)
+        self.cache.forget(i for i in gone if not _PLAIN_ID.match(i))
+        gone = [i for i in gone if _PLAIN_ID.match(i)]
+        lost: list[JobStatus] = []
         if gone:
             found = {j.job_id: j for j in await self.source.resolve(gone)}
             jobs = [*jobs, *(found[i] for i in gone if i in found)]
-        changes = self.cache.diff(jobs, observed_at)
+            for i in gone:
+                if i in found:
+                    self._missing.pop(i, None)
+                    continue
+                self._missing[i] = self._missing.get(i, 0) + 1
+                if self._missing[i] >= self.lost_after:
+                    del self._missing[i]
+                    lost.append(self.cache.lost(i, observed_at))
+        changes = [*self.cache.diff(jobs, observed_at), *lost]
         published = await self.publisher.publish(changes, observed_at)
         self.cache.absorb(published)
         self.cache.mark_polled(observed_at)

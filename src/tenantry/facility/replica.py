@@ -111,7 +111,9 @@ class ReplicatedStatus:
     # -- follower ---------------------------------------------------------------------
     async def _catch_up(self, conn: AConn, *, full: bool = False) -> None:
         if full:
-            rows = await store.current_statuses(conn, history=self.history)
+            rows = await store.current_statuses(
+                conn, history=self.history, ended_after=self.cache.clock() - self.cache.retain_s
+            )
         else:
             rows = await store.changes_since(conn, self.cache.seq)
             while len(rows) == 10_000:  # a long gap: page through it

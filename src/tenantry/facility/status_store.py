@@ -25,6 +25,7 @@ from psycopg.rows import tuple_row
 
 from tenantry import errors
 from tenantry.facility.poller import JobStatus
+from tenantry.models import JobState
 
 __all__ = [
     "CHANNEL",
@@ -106,14 +107,26 @@ async def changes_since(conn: AConn, seq: int, *, limit: int = 10_000) -> list[J
     return [_status(s, b) for s, b in await cur.fetchall()]
 
 
-async def current_statuses(conn: AConn, *, history: int = 32) -> list[JobStatus]:
-    """The last ``history`` changes of every job (what a replica loads at start)."""
+_ACTIVE = [s.value for s in JobState if not s.terminal]
+
+
+async def current_statuses(
+    conn: AConn, *, history: int = 32, ended_after: float = 0.0
+) -> list[JobStatus]:
+    """The last ``history`` changes of every job still active or that ended after
+    ``ended_after`` (what a replica loads at start), oldest first."""
     cur = await conn.execute(
-        """SELECT seq, body FROM (
-               SELECT seq, body, row_number() OVER (PARTITION BY job_id ORDER BY seq DESC) AS r
-               FROM facility_status_log) AS t
+        """WITH latest AS (
+               SELECT DISTINCT ON (job_id) job_id, body->>'state' AS state, observed_at
+               FROM facility_status_log ORDER BY job_id, seq DESC),
+           keep AS (
+               SELECT job_id FROM latest WHERE state = ANY(%s) OR observed_at > %s)
+           SELECT seq, body FROM (
+               SELECT l.seq, l.body,
+                      row_number() OVER (PARTITION BY l.job_id ORDER BY l.seq DESC) AS r
+               FROM facility_status_log AS l JOIN keep USING (job_id)) AS t
            WHERE r <= %s ORDER BY seq""",
-        (history,),
+        (_ACTIVE, ended_after, history),
     )
     return [_status(s, b) for s, b in await cur.fetchall()]
 

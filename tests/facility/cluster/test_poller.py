@@ -249,3 +249,30 @@ async def test_real_slurm_two_users_one_poller(slurm_users: list[conf.User]) -> 
         with contextlib.suppress(asyncio.CancelledError):
             await task
         subprocess.run(["scancel", b], check=False)
+
+
+async def test_job_unknown_to_queue_and_accounting_becomes_lost() -> None:
+    src, cache, poller = make()
+    src.queue = [job("3", "alice", "RUNNING"), job("4_[2-5]", "alice", "PENDING")]
+    await poller.poll_once()
+    src.queue = []
+    for _ in range(3):
+        await poller.poll_once()
+    assert cache.status_of("3", ALICE).status.state is JobState.LOST
+    assert src.resolved == [["3"]] * 3  # the array's pending rest is never sent to sacct
+    with pytest.raises(errors.NotFound):
+        cache.status_of("4_[2-5]", ALICE)
+    await poller.poll_once()
+    assert src.resolved == [["3"]] * 3
+
+
+async def test_finished_jobs_are_forgotten_after_retention() -> None:
+    now = [1000.0]
+    src = Source()
+    cache = StatusCache(clock=lambda: now[0], retain_s=60)
+    poller = Poller(src, cache, LocalPublisher(cache))
+    src.queue = [job("1", "alice", "COMPLETED"), job("2", "alice", "RUNNING")]
+    await poller.poll_once()
+    now[0] += 61
+    await poller.poll_once()
+    assert [v.status.job_id for v in cache.jobs_of(ALICE)] == ["2"]

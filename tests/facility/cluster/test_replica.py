@@ -139,3 +139,22 @@ async def test_a_second_session_cannot_take_a_held_lock(pg_dsn: str) -> None:
     assert await b.wait_leader(5)
     tb.cancel()
     await asyncio.gather(ta, tb, return_exceptions=True)
+
+
+async def test_a_starting_replica_loads_active_and_recent_jobs_only(pg_dsn: str) -> None:
+    from tenantry.facility.poller import JobStatus
+
+    conn = await connect(pg_dsn)
+    try:
+        await store.migrate(conn)
+        pub = store.PgPublisher(conn, "t")
+        now = time.time()
+        await pub.publish([JobStatus("old", "alice", JobState.COMPLETED)], now - 7200)
+        await pub.publish([JobStatus("long", "alice", JobState.RUNNING)], now - 7200)
+        await pub.publish([JobStatus("new", "alice", JobState.FAILED)], now - 10)
+        rows = await store.current_statuses(conn, ended_after=now - 3600)
+        assert [r.job_id for r in rows] == ["long", "new"]
+        assert [r.seq for r in rows] == [2, 3]
+        assert (await store.poll_state(conn)).observed_at == pytest.approx(now - 10)
+    finally:
+        await conn.close()
