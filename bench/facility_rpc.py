@@ -33,6 +33,7 @@ import os
 import pwd
 import random
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -289,6 +290,10 @@ async def main() -> None:
         return
     if os.geteuid() != 0:
         raise SystemExit("needs root (creates Unix users and a Slurm account; runs squeue as them)")
+    me = asyncio.current_task()
+    assert me is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):  # clean up (jobs, accounts) when stopped
+        asyncio.get_running_loop().add_signal_handler(sig, me.cancel)
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",") if s]
     max_u = max(u for u, _ in sizes)
     svc = ensure_user(SVC)

@@ -474,7 +474,9 @@ class Poller:
         A job gone from the queue is looked up in accounting; one that
         accounting does not know after ``lost_after`` polls becomes LOST. The
         pending rest of an array (``41_[4-9]``) that left the queue is dropped:
-        its tasks are listed by their own ids.
+        its tasks are listed by their own ids. A failing accounting lookup is
+        recorded in ``health.last_error`` and retried next poll; it does not stop
+        the queue's changes from being published.
         """
         observed_at = self.cache.clock()
         jobs = await self.source.snapshot()
@@ -483,7 +485,13 @@ class Poller:
         gone = [i for i in gone if _PLAIN_ID.match(i)]
         lost: list[JobStatus] = []
         if gone:
-            found = {j.job_id: j for j in await self.source.resolve(gone)}
+            try:
+                found = {j.job_id: j for j in await self.source.resolve(gone)}
+            except errors.TenantryError as exc:
+                # accounting failing must not freeze every job the queue still lists
+                self.cache.health.last_error = f"accounting: {exc.message}"
+                log.warning("facility poll: accounting lookup failed: %s", exc.message)
+                gone, found = [], {}
             jobs = [*jobs, *(found[i] for i in gone if i in found)]
             for i in gone:
                 if i in found:

@@ -276,3 +276,20 @@ async def test_finished_jobs_are_forgotten_after_retention() -> None:
     now[0] += 61
     await poller.poll_once()
     assert [v.status.job_id for v in cache.jobs_of(ALICE)] == ["2"]
+
+
+async def test_failing_accounting_does_not_freeze_the_queue() -> None:
+    src, cache, poller = make()
+    src.queue = [job("1", "alice", "RUNNING"), job("2", "alice", "PENDING")]
+    await poller.poll_once()
+
+    async def broken(job_ids: Sequence[str]) -> list[sp.SlurmJob]:
+        raise errors.BackendError("sacct: fatal: Bad job array element specified: 1")
+
+    src.resolve = broken  # type: ignore[method-assign]
+    src.queue = [job("2", "alice", "RUNNING")]  # 1 left the queue; sacct fails
+    for _ in range(5):
+        await poller.poll_once()
+    assert cache.status_of("2", ALICE).status.state is JobState.RUNNING
+    assert cache.status_of("1", ALICE).status.state is JobState.RUNNING  # not LOST: unknown
+    assert "accounting" in cache.health.last_error
