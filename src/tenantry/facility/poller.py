@@ -163,7 +163,7 @@ class PollHealth:
     """How fresh the cache is; ``staleness_s`` is None before the first poll."""
 
     observed_at: float | None = None
-    polls: int = 0
+    polls: int = 0  # successful polls of the scheduler by this process
     failures: int = 0
     consecutive_failures: int = 0
     last_error: str = ""
@@ -181,10 +181,12 @@ class StatusCache:
         history: int = 32,
         private_jobs: bool = True,
         retain_s: float = 86400.0,
+        appear_s: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._current: dict[str, JobStatus] = {}
-        self.retain_s = retain_s
+        self.retain_s = retain_s  # keep finished jobs this long (> Slurm's MinJobAge)
+        self.appear_s = appear_s  # how long wait_change waits for an unknown job
         self._history: dict[str, deque[JobStatus]] = {}
         self._history_len = history
         self.private_jobs = private_jobs
@@ -237,11 +239,14 @@ class StatusCache:
             self._wake()
         return n
 
-    def mark_polled(self, observed_at: float) -> None:
+    def mark_polled(self, observed_at: float, *, by_me: bool = True) -> None:
+        """The cache reflects a poll made at ``observed_at`` (``by_me``: by this
+        process's poller; else by the leader replica, learnt from the store)."""
         h = self.health
         h.observed_at = max(observed_at, h.observed_at or 0.0)
-        h.polls += 1
-        h.consecutive_failures = 0
+        if by_me:
+            h.polls += 1
+            h.consecutive_failures = 0
         self.prune(observed_at)
         self._wake()
 
@@ -329,11 +334,22 @@ class StatusCache:
         """Block until the job has a change with seq > ``since``; return the first one.
 
         On timeout, returns the current status with ``changed=False``. A waiter
-        that passes the last ``seq`` it saw misses no change, on any replica.
+        that passes the last ``seq`` it saw misses no change, on any replica. A
+        job the cache does not know (yet), or may not show the viewer, is waited
+        for up to ``appear_s`` and then raises NotFound.
         """
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        start = time.monotonic()
+        deadline = None if timeout_s is None else start + timeout_s
         while True:
-            nxt = self.next_change(job_id, viewer, since)
+            try:
+                nxt = self.next_change(job_id, viewer, since)
+            except errors.NotFound:
+                # a job submitted a moment ago appears at the next poll; another
+                # user's job waits just as long, so timing tells nothing either
+                appear = start + self.appear_s
+                if time.monotonic() >= (appear if deadline is None else min(deadline, appear)):
+                    raise
+                nxt = None
             if nxt is not None:
                 return StatusView(nxt, self._staleness())
             if self._tick is None:
@@ -343,6 +359,9 @@ class StatusCache:
             if remaining is not None and remaining <= 0:
                 return StatusView(self._shown(self._lookup(job_id, viewer), viewer),
                                   self._staleness(), changed=False)  # fmt: skip
+            if job_id not in self._current or not self._visible(self._current[job_id], viewer):
+                appear_left = start + self.appear_s - time.monotonic()
+                remaining = appear_left if remaining is None else min(remaining, appear_left)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
                     await tick.wait()

@@ -102,7 +102,7 @@ class ReplicatedStatus:
             "seq": self.cache.seq,
             "observed_at": h.observed_at,
             "staleness_s": h.staleness_s(self.cache.clock()),
-            "polls": h.polls,
+            "scheduler_polls": h.polls,  # by this replica, while leader
             "poll_failures": h.failures,
             "last_error": h.last_error or self.election.last_error,
             "follower_connected": self.follower_connected,
@@ -110,19 +110,22 @@ class ReplicatedStatus:
 
     # -- follower ---------------------------------------------------------------------
     async def _catch_up(self, conn: AConn, *, full: bool = False) -> None:
-        if full:
-            rows = await store.current_statuses(
-                conn, history=self.history, ended_after=self.cache.clock() - self.cache.retain_s
-            )
-        else:
-            rows = await store.changes_since(conn, self.cache.seq)
-            while len(rows) == 10_000:  # a long gap: page through it
-                self.cache.absorb(rows)
-                rows = await store.changes_since(conn, self.cache.seq)
-        self.cache.absorb(rows)
+        # the poll time first: it may only understate freshness, never overstate it
         state = await store.poll_state(conn)
+        if full:
+            ended_after = self.cache.clock() - self.cache.retain_s
+            rows = await store.current_statuses(conn, history=self.history, ended_after=ended_after)
+        else:
+            rows = []
+            while True:  # a long gap is read in pages
+                page = await store.changes_since(conn, rows[-1].seq if rows else self.cache.seq)
+                rows.extend(page)
+                if len(page) < 10_000:
+                    break
+        # no await between the two: a reader never sees changes without their freshness
+        self.cache.absorb(rows)
         if state.observed_at > 0:
-            self.cache.mark_polled(state.observed_at)
+            self.cache.mark_polled(state.observed_at, by_me=False)
 
     async def _follow(self) -> None:
         """LISTEN for the leader's announcements; read the log after each (and every resync_s)."""

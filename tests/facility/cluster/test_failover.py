@@ -120,11 +120,12 @@ async def test_leader_killed_while_jobs_run_and_waiters_wait(
     os.kill(r1.proc.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     r1.proc.wait(10)
-    polls_then = (await r2.health())["polls"]
+    polls_then = (await r2.health())["scheduler_polls"]
+    assert polls_then == 0, "the follower polled the scheduler"
     takeover = None
     while time.monotonic() < killed_at + 10:
         h = await r2.health()
-        if h["leader"] and h["polls"] > polls_then:
+        if h["leader"] and h["scheduler_polls"] > polls_then:
             takeover = time.monotonic() - killed_at
             break
         await asyncio.sleep(0.05)

@@ -293,3 +293,28 @@ async def test_failing_accounting_does_not_freeze_the_queue() -> None:
     assert cache.status_of("2", ALICE).status.state is JobState.RUNNING
     assert cache.status_of("1", ALICE).status.state is JobState.RUNNING  # not LOST: unknown
     assert "accounting" in cache.health.last_error
+
+
+async def test_wait_for_a_job_that_appears_at_the_next_poll() -> None:
+    src, cache, poller = make()
+    await poller.poll_once()
+    waiter = asyncio.create_task(cache.wait_change("9", ALICE, 0, timeout_s=5))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    src.queue = [job("9", "alice", "PENDING")]
+    await poller.poll_once()
+    v = await asyncio.wait_for(waiter, 5)
+    assert v.changed and v.status.job_id == "9"
+
+
+async def test_wait_on_another_users_job_looks_like_an_unknown_one() -> None:
+    src, cache, poller = make()
+    cache.appear_s = 0.2
+    src.queue = [job("1", "alice", "RUNNING")]
+    await poller.poll_once()
+    loop = asyncio.get_running_loop()
+    for ref in ("1", "404"):
+        t0 = loop.time()
+        with pytest.raises(errors.NotFound):
+            await cache.wait_change(ref, BOB, 0, timeout_s=5)
+        assert 0.15 < loop.time() - t0 < 2

@@ -96,6 +96,7 @@ async def test_one_leader_polls_and_followers_see_every_change(
     # the same seq on both replicas, and only the leader ever asked the scheduler
     await until(lambda: leader.cache.seq == follower.cache.seq, 5, "replicas to agree")
     assert follower.name not in cluster.snapshots
+    assert follower.health()["scheduler_polls"] == 0 < leader.health()["scheduler_polls"]
     assert follower.status_of("1", ALICE).staleness_s < 5
     with pytest.raises(Exception, match="no job 1 of yours"):
         follower.status_of("1", Viewer(1002, "bob"))
