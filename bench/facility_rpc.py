@@ -110,7 +110,7 @@ def teardown(pws: list[pwd.struct_passwd], jobs: list[str]) -> None:
 
 # -- the facility side: poller + cache behind a minimal server ---------------------------------
 async def serve(sock: str, interval: float, run_as: str) -> None:
-    from tenantry import errors
+    from tenantry.core import errors
     from tenantry.facility.poller import (
         LocalPublisher,
         Poller,

@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry import errors
+from tenantry.core import errors
 
 __all__ = [
     "PROTOCOL_VERSION",

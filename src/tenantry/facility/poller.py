@@ -34,9 +34,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from tenantry import errors
 from tenantry.backends import slurm_parse as sp
-from tenantry.models import JobState
+from tenantry.core import errors
+from tenantry.core.models import JobState
 
 __all__ = [
     "JobStatus",

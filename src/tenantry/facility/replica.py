@@ -21,11 +21,11 @@ from typing import Any
 
 import psycopg
 
-from tenantry import errors
+from tenantry.core import errors
+from tenantry.core.tasks import TaskGroup
 from tenantry.facility import status_store as store
 from tenantry.facility.leader import AConn, LeaderElection, connect
 from tenantry.facility.poller import Poller, SnapshotSource, StatusCache, StatusView, Viewer
-from tenantry.tasks import TaskGroup
 
 __all__ = ["ReplicatedStatus"]
 

@@ -8,7 +8,7 @@ partition): the association's MaxWall/MaxJobs/MaxSubmitJobs/MaxTRES (falling
 back to the account's own association row), the QoS it allows with their
 MaxWall, and the partition's MaxTime.
 
-Parsers are the pure ones of :mod:`tenantry.policy.slurmfacts` (associations,
+Parsers are the pure ones of :mod:`tenantry.safety.policy.slurmfacts` (associations,
 QoS) and :mod:`tenantry.backends.slurm_parse` (``scontrol`` records); the
 commands are ``sacctmgr -nP show assoc`` (all users), ``sacctmgr -nP show qos``
 and ``scontrol show partition --oneliner`` (Slurm 22.05's scontrol has no
@@ -26,9 +26,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tenantry import errors
 from tenantry.backends import slurm_parse as sp
-from tenantry.policy import slurmfacts as sf
+from tenantry.core import errors
+from tenantry.safety.policy import slurmfacts as sf
 
 __all__ = [
     "ASSOC_ALL_ARGV",
@@ -48,7 +48,7 @@ PARTITION_ARGV = ("scontrol", "show", "partition", "--oneliner")
 
 @dataclass(frozen=True, slots=True)
 class AssocLimits:
-    """One association row with the limits ``policy.slurmfacts.Association`` leaves out."""
+    """One association row with the limits ``safety.policy.slurmfacts.Association`` leaves out."""
 
     assoc: sf.Association
     max_jobs: int | None

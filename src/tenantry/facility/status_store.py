@@ -23,9 +23,9 @@ from importlib import resources
 import psycopg
 from psycopg.rows import tuple_row
 
-from tenantry import errors
+from tenantry.core import errors
+from tenantry.core.models import JobState
 from tenantry.facility.poller import JobStatus
-from tenantry.models import JobState
 
 __all__ = [
     "CHANNEL",

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from tenantry import errors
+from tenantry.core import errors
 from tenantry.facility.poller import SlurmSnapshotSource, Viewer
 from tenantry.facility.replica import ReplicatedStatus
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from tests.facility.cluster.helpers import User, require
 
-from tenantry import errors
+from tenantry.core import errors
 from tenantry.facility.munge_auth import (
     MungeAuthClient,
     MungeAuthServer,

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 import pytest
 from tests.facility.cluster import helpers as conf
 
-from tenantry import errors
 from tenantry.backends import slurm_parse as sp
+from tenantry.core import errors
+from tenantry.core.models import JobState
 from tenantry.facility.poller import (
     JobStatus,
     LocalPublisher,
@@ -20,7 +21,6 @@ from tenantry.facility.poller import (
     StatusCache,
     Viewer,
 )
-from tenantry.models import JobState
 
 ALICE = Viewer(1001, "alice")
 BOB = Viewer(1002, "bob")

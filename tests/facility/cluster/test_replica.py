@@ -10,11 +10,11 @@ import psycopg
 import pytest
 
 from tenantry.backends import slurm_parse as sp
+from tenantry.core.models import JobState
 from tenantry.facility import status_store as store
 from tenantry.facility.leader import LeaderElection, connect
 from tenantry.facility.poller import Viewer
 from tenantry.facility.replica import ReplicatedStatus
-from tenantry.models import JobState
 
 STAFF = Viewer(0, "root", is_staff=True)
 ALICE = Viewer(1001, "alice")

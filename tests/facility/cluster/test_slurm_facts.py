@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.facility.cluster.helpers import User, sacctmgr
 
-from tenantry import errors
+from tenantry.core import errors
 from tenantry.facility.slurm_facts import FactsSnapshot, SlurmFacts
 
 FIX = Path(__file__).parents[2] / "fixtures" / "slurm" / "22.05" / "facts"
