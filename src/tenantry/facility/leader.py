@@ -68,6 +68,7 @@ class LeaderElection:
     terms: int = 0  # how many times this replica became leader
     since: float | None = None  # when the current term began (time.time())
     last_error: str = ""
+    backend_pid: int | None = None  # the PostgreSQL backend of the lock session
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self) -> None:
@@ -94,6 +95,7 @@ class LeaderElection:
 
     async def _term(self) -> None:
         conn = await connect(self.dsn)
+        self.backend_pid = conn.info.backend_pid
         try:
             await conn.execute(_SESSION_KEEPALIVE.encode())
             while not await self._try_lock(conn):
