@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from tests.facility.cluster.helpers import (
     SLURM_ACCOUNT,
     USERS,
@@ -51,12 +52,19 @@ def slurm_users(slurm: None, unix_users: list[User]) -> Iterator[list[User]]:
 POSTGRES_URL_ENV = "TENANTRY_TEST_POSTGRES_URL"  # an admin URL that may create databases
 
 
-def _create_with(admin: str, name: str, password: str) -> None:
+def _create_with(admin: str, name: str, password: str) -> str:
+    """A database ``name`` made through the admin URL; its DSN. The database gets a
+    role of its own when the admin may create roles, else the admin owns it."""
     with psycopg.connect(admin, autocommit=True, connect_timeout=3) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-            sql.Identifier(name), sql.Literal(password)))  # fmt: skip
+        try:
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(name), sql.Literal(password)))  # fmt: skip
+        except psycopg.errors.InsufficientPrivilege:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            return make_conninfo(admin, dbname=name)
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
             sql.Identifier(name), sql.Identifier(name)))  # fmt: skip
+    return make_conninfo(admin, dbname=name, user=name, password=password)
 
 
 def _drop_with(admin: str, name: str) -> None:
@@ -64,7 +72,8 @@ def _drop_with(admin: str, name: str) -> None:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
-        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
 @pytest.fixture
@@ -81,14 +90,15 @@ def pg_dsn() -> Iterator[str]:
     name = f"tt_i16c_{uuid.uuid4().hex[:10]}"
     password = uuid.uuid4().hex
     if admin:
-        _create_with(admin, name, password)
+        dsn = _create_with(admin, name, password)
     else:
         for stmt in (f"CREATE ROLE {name} LOGIN PASSWORD '{password}'",
                      f"CREATE DATABASE {name} OWNER {name}"):  # fmt: skip
             r = psql(stmt)
             assert r.returncode == 0, r.stderr
+        dsn = f"host=127.0.0.1 port=5432 dbname={name} user={name} password={password}"
     try:
-        yield f"host=127.0.0.1 port=5432 dbname={name} user={name} password={password}"
+        yield dsn
     finally:
         if admin:
             _drop_with(admin, name)
