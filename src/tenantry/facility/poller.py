@@ -49,6 +49,7 @@ __all__ = [
     "StatusCache",
     "StatusView",
     "Viewer",
+    "ViewerLike",
 ]
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,17 @@ class Viewer:
     uid: int
     user: str
     is_staff: bool = False
+
+
+class ViewerLike(Protocol):
+    """Any viewer with these fields will do (``facility.seams.Viewer`` too)."""
+
+    @property
+    def uid(self) -> int: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def is_staff(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,10 +287,10 @@ class StatusCache:
             self._tick = None
 
     # -- reading --------------------------------------------------------------------
-    def _visible(self, st: JobStatus, viewer: Viewer) -> bool:
+    def _visible(self, st: JobStatus, viewer: ViewerLike) -> bool:
         return viewer.is_staff or st.user == viewer.user or not self.private_jobs
 
-    def _shown(self, st: JobStatus, viewer: Viewer) -> JobStatus:
+    def _shown(self, st: JobStatus, viewer: ViewerLike) -> JobStatus:
         if viewer.is_staff or st.user == viewer.user:
             return st
         return replace(st, comment="")
@@ -292,7 +304,7 @@ class StatusCache:
             )
         return stale
 
-    def _lookup(self, job_id: str, viewer: Viewer) -> JobStatus:
+    def _lookup(self, job_id: str, viewer: ViewerLike) -> JobStatus:
         st = self._current.get(str(job_id))
         if st is None or not self._visible(st, viewer):
             self._staleness()  # before the first poll, "unknown" is not an answer
@@ -302,12 +314,12 @@ class StatusCache:
             )
         return st
 
-    def status_of(self, job_id: str, viewer: Viewer) -> StatusView:
+    def status_of(self, job_id: str, viewer: ViewerLike) -> StatusView:
         """The current status of one job the viewer may see (NotFound otherwise)."""
         st = self._lookup(job_id, viewer)
         return StatusView(self._shown(st, viewer), self._staleness())
 
-    def jobs_of(self, viewer: Viewer, *, active_only: bool = False) -> list[StatusView]:
+    def jobs_of(self, viewer: ViewerLike, *, active_only: bool = False) -> list[StatusView]:
         """Every job the viewer may see (staff: all), newest change last."""
         stale = self._staleness()
         rows = [
@@ -318,7 +330,7 @@ class StatusCache:
         rows.sort(key=lambda v: v.status.seq)
         return rows
 
-    def next_change(self, job_id: str, viewer: Viewer, since: int) -> JobStatus | None:
+    def next_change(self, job_id: str, viewer: ViewerLike, since: int) -> JobStatus | None:
         """The first recorded change of ``job_id`` after ``since`` (the newest if trimmed)."""
         st = self._lookup(job_id, viewer)
         if st.seq <= since:
@@ -329,7 +341,7 @@ class StatusCache:
         return self._shown(st, viewer)
 
     async def wait_change(
-        self, job_id: str, viewer: Viewer, since: int, *, timeout_s: float | None = None
+        self, job_id: str, viewer: ViewerLike, since: int, *, timeout_s: float | None = None
     ) -> StatusView:
         """Block until the job has a change with seq > ``since``; return the first one.
 

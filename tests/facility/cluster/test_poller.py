@@ -318,3 +318,19 @@ async def test_wait_on_another_users_job_looks_like_an_unknown_one() -> None:
         with pytest.raises(errors.NotFound):
             await cache.wait_change(ref, BOB, 0, timeout_s=5)
         assert 0.15 < loop.time() - t0 < 2
+
+
+async def test_any_viewer_with_the_fields_will_do() -> None:
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class OtherViewer:  # e.g. the service's own Viewer type
+        uid: int
+        user: str
+        is_staff: bool = False
+
+    src, cache, poller = make()
+    src.queue = [job("1", "alice", "RUNNING"), job("2", "bob", "RUNNING")]
+    await poller.poll_once()
+    assert [v.status.job_id for v in cache.jobs_of(OtherViewer(1, "bob"))] == ["2"]
+    assert len(cache.jobs_of(OtherViewer(3, "carol", is_staff=True))) == 2
