@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tenantry.client.mcp_hello import after_initialize, initialize
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 PAYLOAD = json.dumps(
@@ -81,20 +83,8 @@ def run(argv: list[str], env: dict[str, str], n: int, stdin: str = "") -> tuple[
 
 def mcp_first_answers(env: dict[str, str], n: int) -> tuple[float, float]:
     """(median ms to the initialize answer, median ms to the tools/list answer)."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"},
-        },
-    }
-    rest = [
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]
+    init = initialize("bench")
+    rest = after_initialize()
     t_init, t_list = [], []
     for _ in range(n):
         t0 = time.perf_counter()
