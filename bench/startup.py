@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from _common import bench_env, serve
+from _common import child_cpu as _cpu
 from tenantry.client.mcp_hello import after_initialize, initialize
 
-ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 PAYLOAD = json.dumps(
     {
@@ -63,11 +62,6 @@ head, _, payload = out.partition(b"\r\n\r\n")
 if b"chunked" not in head.lower():
     json.loads(payload)
 """
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def run(argv: list[str], env: dict[str, str], n: int, stdin: str = "") -> tuple[float, float]:
@@ -107,20 +101,10 @@ def mcp_first_answers(env: dict[str, str], n: int) -> tuple[float, float]:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    state = tempfile.mkdtemp(prefix="tnt-bench-")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "TENANTRY_"))},
-        "PYTHONPATH": str(ROOT / "src"),
-        "TENANTRY_STATE_DIR": state,
-        "TENANTRY_SOCKET": f"{state}/sock",
-    }
-    daemon = subprocess.Popen(
-        [PY, "-m", "tenantry", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    env = bench_env(
+        {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "TENANTRY_"))}
     )
+    daemon = serve(env)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # until the daemon answers
