@@ -15,6 +15,26 @@ from typing import Any
 import pytest
 
 
+def run_tenantry(
+    *args: str,
+    env: dict[str, str],
+    cwd: Path | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+    module: str = "tenantry",
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tenantry ARGS`` (or another module) to its end, text output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
 def slurm_up() -> bool:
     """True when a Slurm controller answers and a node is usable."""
     if shutil.which("sinfo") is None:

@@ -16,6 +16,8 @@ from tests.agents.harness import reap
 from tenantry.agents import hook, steer
 from tenantry.core import errors
 
+from ..conftest import run_tenantry
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -331,14 +333,7 @@ def test_hook_subprocess_without_daemon(tmp_path: Path) -> None:
         "TENANTRY_SOCKET": str(tmp_path / "none.sock"),
     }
     payload = (FIXTURES / "claude-code" / "pretooluse-bash.json").read_text()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tenantry", "hook", "--agent", "claude-code"],
-        input=payload,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-    )
+    proc = run_tenantry("hook", "--agent", "claude-code", input=payload, env=env, timeout=30)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
@@ -372,23 +367,10 @@ def test_session_start_starts_the_daemon_and_is_recorded(state_dir: str) -> None
     }
     env.pop("TENANTRY_AGENT", None)
     payload = (FIXTURES / "claude-code" / "sessionstart.json").read_text()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tenantry", "hook", "--agent", "claude-code"],
-        input=payload,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    proc = run_tenantry("hook", "--agent", "claude-code", input=payload, env=env)
     try:
         assert proc.returncode == 0 and proc.stdout == "", proc.stderr
-        ev = subprocess.run(
-            [sys.executable, "-m", "tenantry", "events", "--json"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        ev = run_tenantry("events", "--json", env=env)
         assert ev.returncode == 0, ev.stderr
         events = json.loads(ev.stdout)
         events = events.get("events", events) if isinstance(events, dict) else events

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,8 @@ from tenantry.agents import files, installer
 from tenantry.agents.files import BEGIN, END
 from tenantry.agents.products.common import Target
 from tenantry.core import errors
+
+from ..conftest import run_tenantry
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 EXE = ("/opt/tenantry/bin/tenantry",)
@@ -397,14 +398,7 @@ def run_cli(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[st
         "PYTHONPATH": str(SRC),
         "TENANTRY_STATE_DIR": str(home.parent / "state"),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "tenantry", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-    )
+    return run_tenantry(*args, env=env, cwd=cwd)
 
 
 def test_cli_dry_run_diff_then_apply_then_noop(tmp_path: Path) -> None:
