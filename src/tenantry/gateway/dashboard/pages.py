@@ -26,6 +26,7 @@ from tenantry.gateway.dashboard.render import (
     who,
 )
 from tenantry.gateway.svg import bars, hbars
+from tenantry.report.tables import METRICS as REPORT_METRICS
 from tenantry.service.runtime import Runtime
 from tenantry.store import telemetry as data
 
@@ -462,14 +463,6 @@ async def page_memory(request: Request, rt: Runtime, w: data.Window) -> str:
             )
         )
     return "".join(out)
-
-
-REPORT_METRICS = (
-    ("users", "Users"),
-    ("submissions", "Job submissions"),
-    ("core_hours", "CPU core-hours"),
-    ("gpu_hours", "GPU-hours"),
-)
 
 
 def _num(v: Any) -> str:
