@@ -7,12 +7,32 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tenantry.core.models import Job, JobState, Principal
+
+
+def new_job(who: Principal, **fields: Any) -> Job:
+    """A job record as the journal first holds it (pending, nothing handed yet)."""
+    now = time.time()
+    base: dict[str, Any] = {
+        "id": "",
+        "backend": "local",
+        "backend_id": "",
+        "state": JobState.PENDING,
+        "principal": who.key,
+        "uid": who.uid,
+        "name": "job",
+        "submitted_at": now,
+        "updated_at": now,
+    }
+    return Job(**{**base, **fields})
 
 
 def run_tenantry(
