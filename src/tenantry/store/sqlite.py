@@ -112,8 +112,6 @@ class SQLiteStore:
             os.chmod(self.path, 0o600)
             if not _legacy_table(self._wconn):
                 self._wconn.execute(MIGRATIONS_TABLE)
-            first = self._schemas[0].concept if self._schemas else "main"
-            _upgrade_migrations_table(self._wconn, first)
             for schema in self._schemas:
                 _migrate(self._wconn, schema, self.path)
         except sqlite3.Error as exc:
@@ -248,7 +246,7 @@ def _legacy_table(conn: sqlite3.Connection) -> bool:
 
 
 def _upgrade_migrations_table(conn: sqlite3.Connection, concept: str) -> None:
-    """A file from before concepts shared one: its records belong to its one concept."""
+    """Move the records of a one-concept file (no ``concept`` column) to ``concept``."""
     if not _legacy_table(conn):
         return
     conn.execute("BEGIN IMMEDIATE")
@@ -291,6 +289,8 @@ def _apply(conn: sqlite3.Connection, concept: str, migration: Migration) -> None
 def _migrate(conn: sqlite3.Connection, schema: Schema, db_path: str) -> None:
     from tenantry.store import legacy
 
+    # a file from before concepts shared one: its records are the first migrating concept's
+    _upgrade_migrations_table(conn, schema.concept)
     migrations = schema.migrations("sqlite")
     done = _applied(conn, schema.concept)
     old = legacy.legacy_path(db_path, schema) if not done else None
