@@ -124,7 +124,9 @@ async def main() -> None:
                 results[layout].append(await one(layout, src, Path(tmp) / f"{layout}{run}"))
         load1 = os.getloadavg()[0]
         print(f"files={args.files} runs={args.runs} loadavg(1m)={load1:.2f}")
-        print(f"{'layout':8} {'crawl s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'writes':>7}")
+        print(
+            f"{'layout':8} {'crawl s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'writes':>7}"
+        )
         for layout, rows in results.items():
             med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
             print(

@@ -170,6 +170,25 @@ class StoreContract:
             await db.execute("INSERT INTO items (k, v) VALUES (?, ?)", (1, "b"))
             assert (await db.fetchone("SELECT v FROM items"))[0] == "b"  # type: ignore[index]
 
+    async def test_a_failing_write_among_concurrent_ones_fails_alone(self, url: str) -> None:
+        async with self.open(url) as db:
+
+            def put(k: int) -> Any:
+                def fn(conn: Conn) -> int:
+                    conn.execute("INSERT INTO items (k, v) VALUES (?, ?)", (k, f"v{k}"))
+                    if k == 7:
+                        raise ValueError("seven")
+                    return k
+
+                return fn
+
+            got = await asyncio.gather(
+                *(db.write(put(k)) for k in range(20)), return_exceptions=True
+            )
+            assert [type(g).__name__ for g in got].count("ValueError") == 1
+            rows = await db.fetchall("SELECT k FROM items ORDER BY k")
+            assert [r[0] for r in rows] == [k for k in range(20) if k != 7]
+
     async def test_portable_sql_reads_the_same(self, url: str) -> None:
         async with self.open(url) as db:
 

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# most queued writes that share one transaction (each in its own savepoint)
+GROUP_MAX = 64
+
 # one key for "migrating" across replicas (pg_advisory_xact_lock takes a bigint)
 MIGRATION_LOCK = 0x7E4A47_0001
 
@@ -253,28 +256,61 @@ class PostgresStore:
             self._wconn = None
 
     def _write_loop(self) -> None:
-        import psycopg
+        """Run queued writes; those waiting together share one commit (group commit).
 
+        Each write of a group runs in its own savepoint, so one that fails is
+        rolled back alone; every write is acknowledged only after the commit.
+        """
         while True:
             item = self._writes.get()
             if item is None:
                 return
-            fn, fut = item
-            try:
-                if self._wconn is None or self._wconn.broken or self._wconn.closed:
-                    if self._wconn is not None:
-                        with contextlib.suppress(Exception):
-                            self._wconn.close()
-                    self._wconn = self._connect()
-                conn = self._wconn
-                with conn.transaction():
-                    result = fn(PgConn(conn))
-            except BaseException as exc:
-                if isinstance(exc, psycopg.Error):
-                    exc = _wrap(exc)
-                fut.get_loop().call_soon_threadsafe(_set_exc, fut, exc)
-            else:
-                fut.get_loop().call_soon_threadsafe(_set_result, fut, result)
+            batch = [item]
+            stop = False
+            while len(batch) < GROUP_MAX:
+                try:
+                    more = self._writes.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            self._run_group(batch)
+            if stop:
+                return
+
+    def _run_group(self, batch: list[_Job]) -> None:
+        import psycopg
+
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            if self._wconn is None or self._wconn.broken or self._wconn.closed:
+                if self._wconn is not None:
+                    with contextlib.suppress(Exception):
+                        self._wconn.close()
+                self._wconn = self._connect()
+            conn = self._wconn
+            with conn.transaction():
+                for fn, _ in batch:
+                    try:
+                        if len(batch) == 1:
+                            outcomes.append((True, fn(PgConn(conn))))
+                        else:
+                            with conn.transaction():  # a savepoint
+                                outcomes.append((True, fn(PgConn(conn))))
+                    except BaseException as exc:
+                        if len(batch) == 1 or not isinstance(exc, Exception):
+                            raise
+                        outcomes.append((False, exc))
+        except BaseException as exc:
+            err = _wrap(exc) if isinstance(exc, psycopg.Error) else exc
+            outcomes = [(False, err)] * len(batch)
+        for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+            if not ok and isinstance(value, psycopg.Error):
+                value = _wrap(value)
+            done = _set_result if ok else _set_exc
+            fut.get_loop().call_soon_threadsafe(done, fut, value)
 
     async def _submit(self, fn: Callable[[PgConn], T]) -> T:
         if self._writer is None:
