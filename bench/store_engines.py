@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tenantry.store import Schema, open_store  # noqa: E402
+from tenantry.store import Schema, open_store
 
 SQL = {
     "sqlite": "CREATE TABLE c (id INTEGER PRIMARY KEY, argv TEXT NOT NULL, ts REAL NOT NULL);",

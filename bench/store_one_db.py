@@ -27,14 +27,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tenantry.events import Bus  # noqa: E402
-from tenantry.index.component import SCHEMA, IndexService  # noqa: E402
-from tenantry.models import AgentProduct, Principal  # noqa: E402
-from tenantry.service.runtime import Runtime  # noqa: E402
-from tenantry.settings import load  # noqa: E402
-from tenantry.store.engine import Store  # noqa: E402
-from tenantry.store.journal import Journal  # noqa: E402
-from tenantry.store.sqlite import SQLiteStore  # noqa: E402
+from tenantry.events import Bus
+from tenantry.index.component import SCHEMA, IndexService
+from tenantry.models import AgentProduct, Principal
+from tenantry.service.runtime import Runtime
+from tenantry.settings import load
+from tenantry.store.engine import Store
+from tenantry.store.journal import Journal
+from tenantry.store.sqlite import SQLiteStore
 
 AGENT = Principal(1000, "ann", AgentProduct.CODEX, "s1")
 

@@ -3,23 +3,27 @@
 python bench/store_threads.py
 """
 
-import asyncio, sys, tempfile, threading
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import threading
+
+from tenantry.backends.fake import FakeBackend
 from tenantry.gateway.app import open_runtime
 from tenantry.settings import load
-from tenantry.backends.fake import FakeBackend
 
 
-async def main():
-    with tempfile.TemporaryDirectory() as d:
+async def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="tt-threads-") as d:
         s = load(env={}, overrides={"state_dir": d, "backend": "fake", "policy_file": ""})
-        async with open_runtime(s, FakeBackend()) as rt:
+        async with open_runtime(s, FakeBackend()):
             await asyncio.sleep(0.5)
             names = [t.name for t in threading.enumerate()]
-            print(
-                len(names),
-                sum(n == "db-writer" for n in names),
-                sorted(set(n.rstrip("_0123456789") for n in names)),
-            )
+            kinds = sorted({n.rstrip("_0123456789") for n in names})
+            writers = sum(n == "db-writer" for n in names)
+            print(f"threads={len(names)} db-writers={writers} kinds={kinds}")
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())
