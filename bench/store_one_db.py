@@ -27,11 +27,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tenantry.events import Bus
+from tenantry.core.events import Bus
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
 from tenantry.index.component import SCHEMA, IndexService
-from tenantry.models import AgentProduct, Principal
 from tenantry.service.runtime import Runtime
-from tenantry.settings import load
 from tenantry.store.engine import Store
 from tenantry.store.journal import Journal
 from tenantry.store.sqlite import SQLiteStore

@@ -10,8 +10,8 @@ import tempfile
 import threading
 
 from tenantry.backends.fake import FakeBackend
+from tenantry.core.settings import load
 from tenantry.gateway.app import open_runtime
-from tenantry.settings import load
 
 
 async def main() -> None:

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from tenantry.budgets.store import BudgetStore
-from tenantry.events import Event, EventType
-from tenantry.kill.store import StopStore
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import AgentProduct, Job, JobSpec, JobState, Principal
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore, new_id
-from tenantry.models import AgentProduct, Job, JobSpec, JobState, Principal
+from tenantry.safety.budgets.store import BudgetStore
+from tenantry.safety.kill.store import StopStore
 from tenantry.store import Store, open_store
 from tenantry.store.engine import Conn
 from tenantry.store.journal import Journal

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tenantry.errors import StoreError
+from tenantry.core.errors import StoreError
 from tenantry.store import Schema, Store, open_store
 from tenantry.store.engine import Conn, Migration
 
@@ -49,11 +49,11 @@ POSTGRES_SCHEMA: list[Migration] = [
 
 def concept_schemas() -> list[Schema]:
     """Every concept that keeps data in the daemon's store (or a store of its own)."""
-    from tenantry.budgets.store import SCHEMA as BUDGETS
     from tenantry.index.component import SCHEMA as INDEX
-    from tenantry.kill.store import SCHEMA as KILL
     from tenantry.leases.store import SCHEMA as LEASES
     from tenantry.memory.store import SCHEMA as MEMORY
+    from tenantry.safety.budgets.store import SCHEMA as BUDGETS
+    from tenantry.safety.kill.store import SCHEMA as KILL
     from tenantry.store.journal import SCHEMA as JOURNAL
 
     return [JOURNAL, MEMORY, INDEX, LEASES, BUDGETS, KILL]

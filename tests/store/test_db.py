@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.errors import StoreError
+from tenantry.core.errors import StoreError
 from tenantry.store.db import Database, split_sql
 from tenantry.store.engine import Conn
 

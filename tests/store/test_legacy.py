@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from tenantry.backends.fake import FakeBackend
-from tenantry.errors import StoreError
+from tenantry.core.errors import StoreError
+from tenantry.core.settings import load
 from tenantry.gateway.app import open_runtime
-from tenantry.kill.component import KillSwitch
 from tenantry.memory.component import MemoryService
-from tenantry.settings import load
+from tenantry.safety.kill.component import KillSwitch
 from tenantry.store import Schema
 from tenantry.store.engine import load_migrations
 from tenantry.store.legacy import IMPORTED_SUFFIX
@@ -68,7 +68,7 @@ def old_state(state: Path) -> None:
     )
     old_file(
         state / "kill.sqlite3",
-        "tenantry.kill",
+        "tenantry.safety.kill",
         1,
         [
             "INSERT INTO stops (kind, target, owner, by, reason, stopped_at)"
@@ -77,7 +77,7 @@ def old_state(state: Path) -> None:
     )
     old_file(
         state / "budgets.sqlite3",
-        "tenantry.budgets",
+        "tenantry.safety.budgets",
         1,
         [
             "INSERT INTO usage (ts, user, principal, metric, amount)"
@@ -142,12 +142,12 @@ async def test_the_daemon_imports_each_concepts_old_file_once(tmp_path: Path) ->
 
 
 async def test_an_old_file_from_a_newer_release_is_refused(tmp_path: Path) -> None:
-    old_file(tmp_path / "kill.sqlite3", "tenantry.kill", 1, [])
+    old_file(tmp_path / "kill.sqlite3", "tenantry.safety.kill", 1, [])
     conn = sqlite3.connect(tmp_path / "kill.sqlite3")
     conn.execute("INSERT INTO schema_migrations VALUES (9, '0009_future.sql', 0)")
     conn.commit()
     conn.close()
-    kill = Schema("kill", "tenantry.kill", legacy_file="kill.sqlite3")
+    kill = Schema("kill", "tenantry.safety.kill", legacy_file="kill.sqlite3")
     async with SQLiteStore(tmp_path / "tenantry.sqlite3") as db:
         with pytest.raises(StoreError, match="written by a newer Tenantry"):
             await db.migrate(kill)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.cli_daemon import checks
-from tenantry.errors import UsageError
-from tenantry.settings import load
+from tenantry.cli.daemon import checks
+from tenantry.core.errors import UsageError
+from tenantry.core.settings import load
 from tenantry.store import mask_url, open_store
 from tenantry.store.postgres import PostgresStore, translate
 from tenantry.store.sqlite import SQLiteStore

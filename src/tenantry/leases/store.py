@@ -10,8 +10,8 @@ import json
 import time
 from typing import Any
 
+from tenantry.core.models import CommandResult
 from tenantry.leases.model import ACTIVE, Lease
-from tenantry.models import CommandResult
 from tenantry.store.engine import Schema
 from tenantry.store.repository import Repository
 

@@ -1,6 +1,6 @@
 """The store seam: what every engine (SQLite, PostgreSQL) offers a repository.
 
-A repository (``store/journal.py``, ``memory/store.py``, ``kill/store.py``, ...)
+A repository (``store/journal.py``, ``memory/store.py``, ``safety/kill/store.py``, ...)
 owns the SQL of its concept's tables and reaches the database only through a
 ``Store``:
 
@@ -89,7 +89,7 @@ class Schema:
 
     def migrations(self, engine: str) -> list[Migration]:
         if engine not in self.engines:
-            from tenantry.errors import StoreError
+            from tenantry.core.errors import StoreError
 
             raise StoreError(
                 f"{self.concept} keeps its data only in {', '.join(self.engines)}, not {engine}",

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tenantry.errors import StoreError
-from tenantry.events import Event
-from tenantry.models import Job, JobSpec, JobState, Principal, Resources
+from tenantry.core.errors import StoreError
+from tenantry.core.events import Event
+from tenantry.core.models import Job, JobSpec, JobState, Principal, Resources
 from tenantry.store.engine import Conn, Row, Schema, Store
 from tenantry.store.sqlite import SQLiteStore
 

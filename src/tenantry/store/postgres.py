@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tenantry.errors import StoreError, StoreUnavailable
+from tenantry.core.errors import StoreError, StoreUnavailable
 from tenantry.store.engine import Conn, Cursor, Migration, Row, Schema
 from tenantry.store.url import mask_url, scrub
 

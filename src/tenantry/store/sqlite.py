@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from tenantry.errors import StoreError
+from tenantry.core.errors import StoreError
 from tenantry.store.engine import Conn, Migration, Row, Schema
 
 T = TypeVar("T")

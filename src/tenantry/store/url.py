@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 
 if TYPE_CHECKING:
     from tenantry.store.engine import Schema, Store
