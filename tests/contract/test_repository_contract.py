@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from tenantry.core.events import Event, EventType
-from tenantry.core.models import AgentProduct, Job, JobSpec, JobState, Principal
+from tenantry.core.models import AgentProduct, CommandResult, Job, JobSpec, JobState, Principal
+from tenantry.leases.model import Lease, PoolKey
+from tenantry.leases.store import LeaseStore
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore, new_id
 from tenantry.safety.budgets.store import BudgetStore
@@ -228,3 +230,25 @@ async def test_stops_are_kept_until_resumed(store: Store) -> None:
     assert await stops.active() == [(second, "user", "bob", "*", "ops/human/-", "", 6.0)]
     row = await store.fetchone("SELECT summary_json, resumed_by FROM stops WHERE id = ?", (first,))
     assert row is not None and "t1" in row[0] and row[1] == "ann/human/-"
+
+
+# -- leases --------------------------------------------------------------------------
+async def test_leases_and_their_results_are_upserted(store: Store) -> None:
+    leases = LeaseStore(store)
+    await leases.start()
+    key = PoolKey("ann", "proj", "cpu", 2, 1024, 0)
+    lease = Lease("L1", key, 1000, AGENT.key, "h", "fake", state="ready", host="n1")
+    await leases.save(lease)
+    lease.served = 3
+    await leases.save(lease)  # the same row, updated
+    await leases.save(Lease("L2", key, 1000, AGENT.key, "h", "fake", state="released"))
+    active = await leases.active()
+    assert [(x.id, x.served, x.key) for x in active] == [("L1", 3, key)]
+    assert {x.id for x in await leases.recent()} == {"L1", "L2"}
+    await leases.put_result("L1", CommandResult("c1", 0, "completed", 0.1))
+    await leases.put_result("L1", CommandResult("c1", 1, "failed", 0.2))
+    got = await leases.result("c1")
+    assert got is not None and got["state"] == "failed"
+    await leases.set_meta("port", "4000")
+    await leases.set_meta("port", "4001")
+    assert await leases.get_meta("port") == "4001"

@@ -1,7 +1,7 @@
 """Lease persistence: the ``leases`` tables of the daemon's store (the user's daemon).
 
-Leases run as the user, so they live in the user daemon's embedded store
-(SQLite only).
+Leases run as the user, so they normally live in the user daemon's embedded
+store; the tables migrate on PostgreSQL too.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from tenantry.leases.model import ACTIVE, Lease
 from tenantry.store.engine import Schema
 from tenantry.store.repository import Repository
 
-SCHEMA = Schema(
-    "leases", __package__ or "tenantry.leases", engines=("sqlite",), legacy_file="leases.sqlite3"
-)
+SCHEMA = Schema("leases", __package__ or "tenantry.leases", legacy_file="leases.sqlite3")
 
 
 class LeaseStore(Repository):
