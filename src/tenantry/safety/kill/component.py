@@ -83,6 +83,10 @@ class KillSwitch:
             self._unsubscribe = None
         await self.store.aclose()
 
+    async def reload(self) -> None:
+        """Re-read the active stops (another replica sharing the store may have changed them)."""
+        await self._reload()
+
     async def _reload(self) -> None:
         self._stops = [Stop(*row) for row in await self.store.active()]
 
