@@ -252,3 +252,33 @@ async def test_leases_and_their_results_are_upserted(store: Store) -> None:
     await leases.set_meta("port", "4000")
     await leases.set_meta("port", "4001")
     assert await leases.get_meta("port") == "4001"
+
+
+# -- telemetry (the dashboard's and /metrics' reads) ---------------------------------
+async def test_telemetry_reads_the_same_on_every_engine(journal: Journal) -> None:
+    from tenantry.store import telemetry
+
+    now = 1_000_000.0
+    w = telemetry.Window(now - 3600, now, 4)  # four 15-minute buckets
+    await journal.touch_session(AGENT, now=now - 60)
+    for i, served in enumerate(["cache", "cache", "", "squeue"]):
+        data = {"served_from": served} if served else {}
+        ts = now - 3600 + 800 + i * 900  # one per bucket, late in it (a rounding would move it)
+        await journal.add_event(
+            Event(EventType.STATUS_QUERY, AGENT.key, "t1", "ok", None, data, ts)
+        )
+    await journal.add_event(
+        Event(EventType.BACKEND_POLL, "", "", "ok", 0.2, {"calls": 3}, now - 10)
+    )
+    await journal.add_event(Event(EventType.BACKEND_POLL, "", "", "ok", 0.4, {}, now - 5))
+    await journal.flush()
+    s = await telemetry.scheduler(journal.db, w)
+    assert (s["cached"], s["backend"], s["poll_max"]) == (3.0, 4.0, 0.4)
+    series = dict(s["series"])
+    assert series["answered from cache"] == [1.0, 1.0, 1.0, 0.0]  # the bucket of each event
+    assert series["passed to the scheduler"] == [0.0, 0.0, 0.0, 4.0]
+    assert (await telemetry.overview(journal.db, w)) is not None
+    assert (await telemetry.session_timeline(journal.db, AGENT.key, w))["events"]
+    for fn in (telemetry.activity, telemetry.policy, telemetry.burn, telemetry.hit_rates):
+        await fn(journal.db, w)
+    assert await telemetry.active_job_counts(journal.db) == {}

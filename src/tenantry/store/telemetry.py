@@ -151,13 +151,30 @@ async def activity(db: Store, w: Window) -> dict[str, Any]:
     }
 
 
+def data_text(db: Store, field: str) -> str:
+    """SQL for the text of ``data_json``'s top-level ``field`` (NULL when absent)."""
+    assert field.isidentifier()
+    if db.engine == "postgresql":
+        return f"(data_json::jsonb ->> '{field}')"
+    return f"json_extract(data_json, '$.{field}')"
+
+
+def data_number(db: Store, field: str) -> str:
+    """SQL for the number in ``data_json``'s top-level ``field`` (NULL when absent)."""
+    if db.engine == "postgresql":
+        return f"({data_text(db, field)})::double precision"
+    return data_text(db, field)
+
+
 async def bucketed(
     db: Store, w: Window, etype: str, key_sql: str, amount_sql: str = "1"
 ) -> list[tuple[float, str, float]]:
-    """(bucket start, key, amount) aggregated in SQLite: high-volume events never
+    """(bucket start, key, amount) aggregated in the database: high-volume events never
     cross into Python one by one (100k status queries render in milliseconds)."""
+    # ts >= since, so truncation is the floor (PostgreSQL's CAST rounds instead)
+    bucket = "FLOOR((ts - ?) / ?)" if db.engine == "postgresql" else "CAST((ts - ?) / ? AS INTEGER)"
     rows = await db.fetchall(
-        f"SELECT CAST((ts - ?) / ? AS INTEGER) AS b, {key_sql} AS k, SUM({amount_sql}) AS n"
+        f"SELECT {bucket} AS b, {key_sql} AS k, SUM({amount_sql}) AS n"
         " FROM events WHERE type=? AND ts>=? AND ts<=? GROUP BY b, k",
         (w.since, w.width, etype, w.since, w.until),
     )
@@ -169,16 +186,16 @@ async def scheduler(db: Store, w: Window) -> dict[str, Any]:
         db,
         w,
         "status.query",
-        "CASE COALESCE(json_extract(data_json, '$.served_from'), 'cache')"
+        f"CASE COALESCE({data_text(db, 'served_from')}, 'cache')"
         " WHEN 'cache' THEN 'answered from cache'"
-        " ELSE 'answered by ' || json_extract(data_json, '$.served_from') END",
+        f" ELSE 'answered by ' || {data_text(db, 'served_from')} END",
     )
     polls = await bucketed(
         db,
         w,
         "backend.poll",
         "'passed to the scheduler'",
-        "COALESCE(json_extract(data_json, '$.calls'), 1)",
+        f"COALESCE({data_number(db, 'calls')}, 1)",
     )
     s = series(w, served + polls, ["answered from cache", "passed to the scheduler"])
     totals = {k: sum(v) for k, v in s}
