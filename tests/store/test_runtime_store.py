@@ -10,6 +10,9 @@ from tenantry.backends.fake import FakeBackend
 from tenantry.core.models import Principal
 from tenantry.core.settings import load
 from tenantry.gateway.app import open_runtime
+from tenantry.memory.component import MemoryService
+from tenantry.memory.models import Kind, Lesson, Scope
+from tenantry.memory.store import new_id
 from tenantry.safety.kill.component import KillSwitch
 
 
@@ -34,6 +37,13 @@ async def test_the_runtime_keeps_its_state_in_the_one_store(tmp_path: Path, stor
         await rt.component("kill", KillSwitch).stop(
             "user", "bob", by=staff, owner="*", reason="runaway"
         )
+        memory = rt.component("memory", MemoryService)
+        await memory.store.add(
+            Lesson(new_id(), Kind.FACT, Scope.FACILITY, "gcc", "load gcc", "root", staff.key),
+            staff.key,
+        )
+        assert [x["title"] for x in await memory.list_lessons(staff, kind="fact")] == ["gcc"]
+        assert len(await memory.export(staff, scope="facility")) == 1
         rows = await rt.store.fetchall("SELECT DISTINCT concept FROM schema_migrations")
         assert {r[0] for r in rows} == {"journal", "kill", "budgets", "memory", "leases"}
     files = sorted(p.name for p in (tmp_path / "state").iterdir() if ".sqlite3" in p.name)

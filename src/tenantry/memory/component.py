@@ -384,7 +384,7 @@ class MemoryService:
     # -- curation ------------------------------------------------------------------
     async def export(self, principal: Principal, *, scope: str = "") -> list[dict[str, Any]]:
         """Every lesson (staff) or the caller's own (anyone), history versions included."""
-        where, args = ["1"], []
+        where, args = ["1 = 1"], []
         if scope:
             where.append("scope = ?")
             args.append(scope)
@@ -440,7 +440,7 @@ class MemoryService:
         mine: bool = False,
         limit: int = 50,
     ) -> list[dict[str, Any]]:
-        where, args = ["1"], []
+        where, args = ["1 = 1"], []
         for col, val in (("status", status), ("scope", scope), ("kind", kind)):
             if val:
                 where.append(f"{col} = ?")
