@@ -11,6 +11,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from tenantry.core.settings import mask_password
 from tenantry.service.runtime import Runtime
 
 WIDE = 1120  # SVG width of a chart that spans the page (text keeps its size)
@@ -121,7 +122,7 @@ def frame(request: Request, rt: Runtime, title: str, body: str, hours: int) -> s
         body=body,
         refresh='<meta http-equiv="refresh" content="30">' if path in {"/", "/sessions"} else "",
         generated=e(time.strftime("%Y-%m-%d %H:%M:%S")),
-        db=e(rt.settings.db_path),
+        db=e(mask_password(rt.settings.store_address)),
     )
 
 
