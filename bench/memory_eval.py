@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.memory import content, retrieval, scanner, signature
+from tenantry.memory import content, embedding, retrieval, scanner, signature
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore
+from tenantry.memory.vectors import VectorIndex
 
 DEFAULT_PRINCIPAL = "eval/claude-code/q"
 DEFAULT_PROJECT = "chem42"
@@ -101,14 +102,17 @@ def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
 
 
 async def evaluate(
-    store: LessonStore, queries: list[dict[str, Any]], planted: dict[str, str]
+    store: LessonStore,
+    queries: list[dict[str, Any]],
+    planted: dict[str, str],
+    vectors: VectorIndex | None = None,
 ) -> dict[str, Any]:
     rr, h1, h5, poison, must_not, sup_top, stale_top = [], [], [], 0, 0, 0, 0
     styles: dict[str, list[float]] = {}
     misses = []
     for q in queries:
         viewer = viewer_of(q)
-        hits = await retrieval.search(store, viewer, q["text"], limit=10)
+        hits = await retrieval.search(store, viewer, q["text"], limit=10, vectors=vectors)
         ids = [h.lesson.id for h in hits]
         relevant = set(q["relevant"])
         rank = next((i + 1 for i, x in enumerate(ids) if x in relevant), None)
@@ -130,7 +134,7 @@ async def evaluate(
         if rank != 1:
             misses.append({"id": q["id"], "rank": rank, "top": ids[:3]})
         with_history = await retrieval.search(
-            store, viewer, q["text"], limit=1, include_history=True
+            store, viewer, q["text"], limit=1, include_history=True, vectors=vectors
         )
         if with_history and not with_history[0].lesson.status.live:
             sup_top += 1
@@ -328,15 +332,17 @@ class Synth:
         return " ".join("\n".join(lines).split(" ")[:terms])
 
 
-async def latency(store: LessonStore, synth: Synth, n: int) -> dict[str, float]:
+async def latency(
+    store: LessonStore, synth: Synth, n: int, vectors: VectorIndex | None
+) -> dict[str, float]:
     viewer = retrieval.Viewer(DEFAULT_PRINCIPAL, "eval", DEFAULT_PROJECT)
     queries = [synth.pasted_query(20) for _ in range(n + 20)]
     for q in queries[:20]:  # warm the page cache and the read pool
-        await retrieval.search(store, viewer, q, limit=5)
+        await retrieval.search(store, viewer, q, limit=5, vectors=vectors)
     times, cpu = [], []
     for q in queries[20:]:
         t0, c0 = time.perf_counter(), time.process_time()
-        await retrieval.search(store, viewer, q, limit=5)
+        await retrieval.search(store, viewer, q, limit=5, vectors=vectors)
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
     times.sort()
@@ -427,15 +433,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "memory.sqlite3"
         reuse = db.exists()
+        model = None if args.no_dense else embedding.bundled()
+        out["dense"] = model.model if model else None
         async with LessonStore(db) as store:
+            vectors = VectorIndex(db.with_suffix(".vectors"), model) if model else None
+            if vectors is not None:
+                vectors.open()
             if not reuse:
                 await store.add_many(lessons, "eval")
+            if vectors is not None:
+                await vectors.sync(store)
             if not reuse:
-                out["eval"] = await evaluate(store, queries, planted)
+                out["eval"] = await evaluate(store, queries, planted, vectors)
                 dev = [q for q in queries if not held_out(q["id"])]
-                out["eval_dev"] = await evaluate(store, dev, planted)
+                out["eval_dev"] = await evaluate(store, dev, planted, vectors)
                 out["eval_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q["id"])], planted
+                    store, [q for q in queries if held_out(q["id"])], planted, vectors
                 )
             if args.scale:
                 synth = Synth(args.seed, " ".join(d["body"] for d in raw_lessons))
@@ -444,15 +457,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for start in range(0, args.scale if not reuse else 0, batch):
                     chunk = [synth.lesson(i) for i in range(start, min(args.scale, start + batch))]
                     await store.add_many(chunk, "synthetic")
+                load_s = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                if vectors is not None:
+                    await vectors.sync(store)
                 out["scale"] = {
                     "synthetic_lessons": store.n_docs - len(lessons),
-                    "load_s": round(time.perf_counter() - t0, 1),
+                    "load_s": round(load_s, 1),
+                    "embed_s": round(time.perf_counter() - t0, 1),
                 }
-                out["eval_at_scale"] = await evaluate(store, queries, planted)
+                out["eval_at_scale"] = await evaluate(store, queries, planted, vectors)
                 out["eval_at_scale_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q["id"])], planted
+                    store, [q for q in queries if held_out(q["id"])], planted, vectors
                 )
-                out["latency_20_term_pasted"] = await latency(store, synth, args.latency_queries)
+                out["latency_20_term_pasted"] = await latency(
+                    store, synth, args.latency_queries, vectors
+                )
         if args.daemon and args.scale:
             # the same store, now served by a real daemon (state dir = the store's folder)
             state = Path(tmp) / "state"
@@ -461,8 +481,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 import shutil
 
                 shutil.copyfile(db, state / "memory.sqlite3")
+                if db.with_suffix(".vectors").exists():
+                    shutil.copyfile(db.with_suffix(".vectors"), state / "memory.vectors")
             else:
                 os.replace(db, state / "memory.sqlite3")
+                if db.with_suffix(".vectors").exists():
+                    os.replace(db.with_suffix(".vectors"), state / "memory.vectors")
             synth = Synth(args.seed + 1, " ".join(d["body"] for d in raw_lessons))
             out["daemon_latency"] = daemon_latency(state, synth, args.latency_queries)
     return out
@@ -530,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also time recall through a real daemon (tenantry serve) on the same store",
     )
     ap.add_argument("--db", help="keep the store in this file and reuse it on the next run")
+    ap.add_argument(
+        "--no-dense",
+        action="store_true",
+        help="lexical ranking only (no re-ranking with the bundled embedding model)",
+    )
     ap.add_argument("--json", help="also write the full results (with misses) here")
     ap.add_argument(
         "--misses", action="store_true", help="print the queries not answered at rank 1"

@@ -36,6 +36,7 @@ from typing import Any
 from tenantry.memory import signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
+from tenantry.memory.vectors import VectorIndex
 from tenantry.models import Principal
 
 _L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
@@ -56,6 +57,11 @@ W_SUBJECT = 0.25
 W_TRUST = 0.04
 P_STALE = 0.3
 P_CANDIDATE = 0.1
+
+# dense re-ranking of the candidates, fused by reciprocal rank (see ``rerank_dense``)
+RRF_K = 30
+W_DENSE = 0.5
+SYNC_INLINE = 64  # lessons a query embeds itself when the vector file lags the store
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +192,13 @@ async def search(
     subject: dict[str, str] | None = None,
     include_history: bool = False,
     expander: vocab.Expander | None = None,
+    vectors: VectorIndex | None = None,
 ) -> list[Hit]:
-    """Rank the lessons ``viewer`` may see against ``text``."""
+    """Rank the lessons ``viewer`` may see against ``text``.
+
+    With ``vectors`` the lexical candidates are re-ranked by their similarity
+    to the query in the bundled embedding model, fused by reciprocal rank.
+    """
     want = dict(subject or {})
     words = choose_terms(store, text + " " + " ".join(want.values()))
     added = (expander or vocab.DEFAULT).expand(text)
@@ -245,7 +256,39 @@ async def search(
         return ranked, extra
 
     ranked, extra = await store.db.read(run)
-    return rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), limit)
+    hits = rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), None)
+    if vectors is not None and len(hits) > 1:
+        await vectors.sync(store, SYNC_INLINE)
+        sims = vectors.similarities(
+            vectors.embedder.embed_one(text), [h.lesson.id for h in hits]
+        )
+        hits = rerank_dense(hits, sims)
+    return hits[:limit]
+
+
+def _order(h: Hit) -> tuple[bool, bool]:
+    return h.lesson.status.live, _trusted(h.lesson)
+
+
+def rerank_dense(hits: list[Hit], sims: dict[str, float]) -> list[Hit]:
+    """Fuse the lexical order with the dense one by reciprocal rank (RRF).
+
+    Each candidate scores ``1/(k + lexical rank) + w/(k + dense rank)``; one
+    without a vector keeps only its lexical part. Ranks, not scores, are
+    fused: cosines of a static model sit in a narrow band, so scaled and
+    summed they barely move the order (see bench/memory.md). Live before
+    history and trusted before stale or untrusted still come first.
+    """
+    by_sim = sorted((h for h in hits if h.lesson.id in sims), key=lambda h: -sims[h.lesson.id])
+    dense_rank = {h.lesson.id: r for r, h in enumerate(by_sim, 1)}
+    fused: dict[str, float] = {}
+    for r, h in enumerate(hits, 1):
+        d = dense_rank.get(h.lesson.id)
+        fused[h.lesson.id] = 1.0 / (RRF_K + r) + (W_DENSE / (RRF_K + d) if d else 0.0)
+        if d and d <= 3:
+            h.matched.append("dense")
+    out = sorted(hits, key=lambda h: (*_order(h), fused[h.lesson.id]), reverse=True)
+    return out
 
 
 def _bm25(
@@ -305,7 +348,7 @@ def rank(
     sig_lines: list[str],
     sig_hashes: set[str],
     qset: set[str],
-    limit: int,
+    limit: int | None,
 ) -> list[Hit]:
     """Combine BM25 candidates and direct matches into the final order."""
     best = max((s for _, s in ranked), default=0.0) or 1.0
@@ -336,5 +379,5 @@ def rank(
         elif les.status is Status.CANDIDATE:
             score -= P_CANDIDATE
         hits.append(Hit(les, score, matched))
-    hits.sort(key=lambda h: (h.lesson.status.live, _trusted(h.lesson), h.score), reverse=True)
-    return hits[:limit]
+    hits.sort(key=lambda h: (*_order(h), h.score), reverse=True)
+    return hits if limit is None else hits[:limit]

@@ -1,0 +1,136 @@
+"""Lesson vectors: a derived, append-only file beside the lesson store.
+
+Each lesson's text (title, error signature, body) is embedded once with the
+bundled static model (``embedding``) and appended to ``<store>.vectors`` as a
+fixed-size record (store sequence number, lesson id, 256 half-precision
+floats). The file is a cache of what the store holds: it is memory-mapped, so
+opening it reads only the ids, and it is rebuilt from the store whenever it
+is missing, belongs to another model, or ends in a torn record.
+
+Retrieval uses it to re-rank the lexical candidates (see ``retrieval``): it
+looks up the candidates' rows by id and compares them with the query's
+vector, a few dozen dot products per query whatever the number of lessons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tenantry.memory.embedding import Embedder
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from tenantry.memory.store import LessonStore
+
+_HEADER = 256  # bytes: a JSON line naming the model and dimension, space padded
+_ID = 64  # bytes of a lesson id (generated ids are 11; curated names are longer)
+BATCH = 512  # lessons embedded per sync step
+
+
+class VectorIndex:
+    """The memory-mapped vectors of every lesson, looked up by lesson id."""
+
+    def __init__(self, path: str | Path, embedder: Embedder) -> None:
+        import numpy as np
+
+        self.path = Path(path)
+        self.embedder = embedder
+        self._np = np
+        self._dtype = np.dtype(
+            [("seq", "<i8"), ("id", f"S{_ID}"), ("vec", "<f2", (embedder.dim,))]
+        )
+        self._header = json.dumps({"model": embedder.model, "dim": embedder.dim}).encode()
+        self._rows: Any = None  # np.memmap of records, or None when empty
+        self._row_of: dict[str, int] = {}
+        self.last_seq = 0
+        self._opened = False
+        self._lock = asyncio.Lock()
+
+    def __len__(self) -> int:
+        return len(self._row_of)
+
+    def open(self) -> None:
+        """Map the file; start a new one if it is missing or not this model's."""
+        np = self._np
+        ok = False
+        if self.path.is_file() and self.path.stat().st_size >= _HEADER:
+            with self.path.open("rb") as f:
+                ok = f.read(_HEADER).rstrip(b" \n") == self._header
+        if not ok:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_bytes(self._header.ljust(_HEADER - 1) + b"\n")
+            os.replace(tmp, self.path)
+        size = self.path.stat().st_size
+        whole = (size - _HEADER) // self._dtype.itemsize
+        if _HEADER + whole * self._dtype.itemsize != size:  # a torn last record
+            os.truncate(self.path, _HEADER + whole * self._dtype.itemsize)
+        self._map(int(whole))
+        self._opened = True
+        if self._rows is not None and len(self._rows):
+            self.last_seq = int(np.max(self._rows["seq"]))
+            self._row_of = {
+                bytes(x).decode(errors="replace"): i for i, x in enumerate(self._rows["id"])
+            }
+
+    def _map(self, count: int) -> None:
+        np = self._np
+        self._rows = (
+            np.memmap(self.path, dtype=self._dtype, mode="r", offset=_HEADER, shape=(count,))
+            if count
+            else None
+        )
+
+    async def sync(self, store: LessonStore, limit: int | None = None) -> int:
+        """Embed the store's lessons not in the file yet (at most ``limit``); returns how many.
+
+        Another sync already running makes this one return 0 at once: a query
+        never waits for the bulk of a rebuild, it re-ranks with what is there.
+        """
+        if self._lock.locked():
+            return 0
+        added = 0
+        async with self._lock:
+            if not self._opened:
+                await asyncio.to_thread(self.open)
+            while limit is None or added < limit:
+                step = BATCH if limit is None else min(BATCH, limit - added)
+                rows = await store.texts_since(self.last_seq, step)
+                if not rows:
+                    break
+                vecs = await asyncio.to_thread(
+                    self.embedder.embed, [f"{t}. {s}. {b}" for _, _, t, s, b in rows]
+                )
+                self._append(rows, vecs)
+                added += len(rows)
+        return added
+
+    def _append(self, rows: list[tuple[int, str, str, str, str]], vecs: npt.NDArray[Any]) -> None:
+        np = self._np
+        rec = np.zeros(len(rows), dtype=self._dtype)
+        rec["seq"] = [r[0] for r in rows]
+        rec["id"] = [r[1].encode()[:_ID] for r in rows]
+        rec["vec"] = vecs.astype(np.float16)
+        start = len(self._rows) if self._rows is not None else 0
+        with self.path.open("ab") as f:
+            f.write(rec.tobytes())
+        self._map(start + len(rows))
+        for i, r in enumerate(rows):
+            self._row_of[r[1]] = start + i
+        self.last_seq = max(self.last_seq, int(rec["seq"].max()))
+
+    def similarities(self, query: npt.NDArray[np.float32], ids: list[str]) -> dict[str, float]:
+        """Cosine of the query with each lesson of ``ids`` that has a vector."""
+        np = self._np
+        have = [(i, self._row_of[i]) for i in ids if i in self._row_of]
+        if not have or self._rows is None:
+            return {}
+        vecs = np.asarray(self._rows["vec"][[r for _, r in have]], dtype=np.float32)
+        sims = vecs @ query
+        return {i: float(s) for (i, _), s in zip(have, sims, strict=True)}
