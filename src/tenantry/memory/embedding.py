@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,7 +90,7 @@ class Embedder:
         np = self._np
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return out
+            return cast("Matrix", out)
         encoded = self._tok.encode_batch([clean(t) for t in texts], add_special_tokens=False)
         limit = self._table.shape[0] - 1
         for i, enc in enumerate(encoded):
@@ -101,11 +101,10 @@ class Embedder:
             norm = float(np.linalg.norm(vec))
             if norm > 0:
                 out[i] = vec / norm
-        return out
+        return cast("Matrix", out)
 
     def embed_one(self, text: str) -> Matrix:
-        vec: Matrix = self.embed([text])[0]
-        return vec
+        return cast("Matrix", self.embed([text])[0])
 
 
 _BUNDLED: list[Embedder | None] = []

@@ -18,7 +18,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenantry.memory.embedding import Embedder
 
@@ -32,6 +32,8 @@ _HEADER = 256  # bytes: a JSON line naming the model and dimension, space padded
 _ID = 64  # bytes of a lesson id (generated ids are 11; curated names are longer)
 BATCH = 512  # lessons embedded per sync step
 
+K = TypeVar("K", int, str)
+
 
 class VectorIndex:
     """The memory-mapped vectors of every lesson, looked up by lesson id."""
@@ -42,12 +44,11 @@ class VectorIndex:
         self.path = Path(path)
         self.embedder = embedder
         self._np = np
-        self._dtype = np.dtype(
-            [("seq", "<i8"), ("id", f"S{_ID}"), ("vec", "<f2", (embedder.dim,))]
-        )
+        self._dtype = np.dtype([("seq", "<i8"), ("id", f"S{_ID}"), ("vec", "<f2", (embedder.dim,))])
         self._header = json.dumps({"model": embedder.model, "dim": embedder.dim}).encode()
         self._rows: Any = None  # np.memmap of records, or None when empty
         self._row_of: dict[str, int] = {}
+        self._row_of_seq: dict[int, int] = {}
         self.last_seq = 0
         self._opened = False
         self._lock = asyncio.Lock()
@@ -78,6 +79,7 @@ class VectorIndex:
             self._row_of = {
                 bytes(x).decode(errors="replace"): i for i, x in enumerate(self._rows["id"])
             }
+            self._row_of_seq = {int(x): i for i, x in enumerate(self._rows["seq"])}
 
     def _map(self, count: int) -> None:
         np = self._np
@@ -123,14 +125,24 @@ class VectorIndex:
         self._map(start + len(rows))
         for i, r in enumerate(rows):
             self._row_of[r[1]] = start + i
+            self._row_of_seq[r[0]] = start + i
         self.last_seq = max(self.last_seq, int(rec["seq"].max()))
 
     def similarities(self, query: npt.NDArray[np.float32], ids: list[str]) -> dict[str, float]:
-        """Cosine of the query with each lesson of ``ids`` that has a vector."""
+        """Cosine of the query with each lesson of ``ids`` (by lesson id) that has a vector."""
+        return self._sims(query, [(i, self._row_of[i]) for i in ids if i in self._row_of])
+
+    def similarities_by_seq(
+        self, query: npt.NDArray[np.float32], seqs: list[int]
+    ) -> dict[int, float]:
+        """The same, by store sequence number (the full-text index's rowid)."""
+        return self._sims(query, [(s, self._row_of_seq[s]) for s in seqs if s in self._row_of_seq])
+
+    def _sims(self, query: npt.NDArray[np.float32], have: list[tuple[K, int]]) -> dict[K, float]:
         np = self._np
-        have = [(i, self._row_of[i]) for i in ids if i in self._row_of]
-        if not have or self._rows is None:
+        rows = self._rows
+        if not have or rows is None:
             return {}
-        vecs = np.asarray(self._rows["vec"][[r for _, r in have]], dtype=np.float32)
+        vecs = np.asarray(rows["vec"][[r for _, r in have]], dtype=np.float32)
         sims = vecs @ query
-        return {i: float(s) for (i, _), s in zip(have, sims, strict=True)}
+        return {k: float(x) for (k, _), x in zip(have, sims, strict=True)}
