@@ -56,7 +56,6 @@ SIG_POOL = 12  # lessons taken per exact signature match
 
 W_SIG_EXACT = 0.9
 W_SIG_TRUST = 0.1  # extra per trust rank on an exact signature match
-SIG_FIRST = True
 W_SIG_NEAR = 0.5
 W_SUBJECT = 0.25
 W_TRUST = 0.04
@@ -293,7 +292,8 @@ def rerank_dense(hits: list[Hit], sims: dict[str, float]) -> list[Hit]:
     without a vector keeps only its lexical part. Ranks, not scores, are
     fused: cosines of a static model sit in a narrow band, so scaled and
     summed they barely move the order (see bench/memory.md). Live before
-    history and trusted before stale or untrusted still come first.
+    history and trusted before stale or untrusted still come first, and an
+    exact match of a pasted error line is not demoted by the dense order.
     """
     by_sim = sorted((h for h in hits if h.lesson.id in sims), key=lambda h: -sims[h.lesson.id])
     dense_rank = {h.lesson.id: r for r, h in enumerate(by_sim, 1)}
@@ -303,12 +303,9 @@ def rerank_dense(hits: list[Hit], sims: dict[str, float]) -> list[Hit]:
         fused[h.lesson.id] = 1.0 / (RRF_K + r) + (W_DENSE / (RRF_K + d) if d else 0.0)
         if d and d <= 3:
             h.matched.append("dense")
-    out = sorted(
-        hits,
-        key=lambda h: (*_order(h), SIG_FIRST and "signature" in h.matched, fused[h.lesson.id]),
-        reverse=True,
+    return sorted(
+        hits, key=lambda h: (*_order(h), "signature" in h.matched, fused[h.lesson.id]), reverse=True
     )
-    return out
 
 
 def _bm25(
