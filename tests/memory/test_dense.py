@@ -8,8 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tenantry.memory import Kind, Lesson, LessonStore, Scope, Source, Status, Trust, retrieval
-from tenantry.memory import embedding, vectors
+from tenantry.memory import (
+    Kind,
+    Lesson,
+    LessonStore,
+    Scope,
+    Source,
+    Status,
+    Trust,
+    embedding,
+    retrieval,
+    vectors,
+)
 from tenantry.memory.vectors import VectorIndex
 
 DATA = Path(__file__).parent / "data" / "paraphrase_lessons.jsonl"
