@@ -50,7 +50,7 @@ POOL = 25  # candidates ranked per source
 PREFETCH = 60  # BM25 hits fetched before visibility filtering
 PREFETCH_DENSE = 60  # the same with dense similarity (a larger prefetch measured no better)
 W_TIER = 1.0  # weight of the trusted tier's ranking when the budget starved the query
-W_EXPANDED = 1.0  # weight of the expanded query's ranking
+W_EXPANDED = 1.8  # weight of the expanded query's ranking (dev-tuned, see bench/memory.md)
 TIER_TERMS = 32  # query terms asked of the trusted tier
 SIG_POOL = 12  # lessons taken per exact signature match
 
