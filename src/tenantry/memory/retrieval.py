@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from tenantry.core.models import Principal
 from tenantry.memory import signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
 from tenantry.memory.vectors import VectorIndex
-from tenantry.models import Principal
 
 Dense = Callable[[list[int]], dict[int, float]]  # store seqs -> similarity to the query
 
