@@ -135,12 +135,12 @@ async def test_for_failure_gives_what_a_failed_run_attaches(
     )
     approved = (await ops.approve(staff, {"id": fix["lesson"]["id"]}))["lesson"]["id"]
     output = f"Traceback (most recent call last):\n  File 'run.py', line 3\n{sig}: No such file\n"
-    got = await ops.for_failure(reader, {"output": output})
+    got = await ops.for_failure(reader, {"text": output})
     ids = [x["id"] for x in got["lessons"]]
     assert ids == [approved]  # the download-and-run lesson never reaches another principal
     assert lure["lesson"]["id"] not in ids
     assert got["lessons"][0]["label"].startswith("lesson from facility memory")
-    nothing = await ops.for_failure(reader, {"output": "make: *** [all] Error 1\n"})
+    nothing = await ops.for_failure(reader, {"text": "make: *** [all] Error 1\n"})
     assert nothing["lessons"] == []
     with pytest.raises(UsageError):
-        await ops.for_failure(reader, {"output": output, "limit": 50})
+        await ops.for_failure(reader, {"text": output, "limit": 50})

@@ -193,7 +193,7 @@ async def for_failure(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     """What ``tenantry run`` attaches to a failure, for surfaces that saw the failure
     themselves (an agent's post-tool hook): only lessons whose error line is in the
     output, and sensitive ones only once staff approved them."""
-    text = param(params, "output", str, required=True)
+    text = param(params, "text", str, required=True)  # the output tail ("output" names a path)
     limit = param(params, "limit", int, 3)
     if not 1 <= limit <= 10:
         raise UsageError("limit must be between 1 and 10")
