@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 _HEADER = 256  # bytes: a JSON line naming the model and dimension, space padded
 _ID = 64  # bytes of a lesson id (generated ids are 11; curated names are longer)
 BATCH = 512  # lessons embedded per sync step
+RECHECK_S = 2.0  # a query looks for lessons written by other processes at most this often
 
 K = TypeVar("K", int, str)
 
@@ -51,6 +53,7 @@ class VectorIndex:
         self._row_of_seq: dict[int, int] = {}
         self.last_seq = 0
         self._opened = False
+        self._checked_at = 0.0
         self._lock = asyncio.Lock()
 
     def __len__(self) -> int:
@@ -94,9 +97,20 @@ class VectorIndex:
 
         Another sync already running makes this one return 0 at once: a query
         never waits for the bulk of a rebuild, it re-ranks with what is there.
+        A bounded sync (a query's) asks the store only when this process wrote
+        lessons since, or every ``RECHECK_S`` for lessons other processes wrote.
         """
         if self._lock.locked():
             return 0
+        now = time.monotonic()
+        if (
+            limit is not None
+            and self._opened
+            and store.n_docs <= len(self)
+            and now - self._checked_at < RECHECK_S
+        ):
+            return 0  # nothing written through this store since the last look
+        self._checked_at = now
         added = 0
         async with self._lock:
             if not self._opened:
