@@ -366,7 +366,7 @@ async def latency(
     }
 
 
-def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
+def daemon_latency(state: Path, synth: Synth, n: int, dense: bool = True) -> dict[str, float]:
     """Recall through a real daemon (``tenantry serve`` on ``state``, a Unix socket)."""
     import signal
     import subprocess
@@ -378,6 +378,7 @@ def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
         k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE", "CODEX"))
     }
     env.update(TENANTRY_STATE_DIR=str(state), TENANTRY_SOCKET=str(state / "sock"))
+    env["TENANTRY_MEMORY_DENSE"] = "true" if dense else "false"
     with open(state / "daemon.log", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tenantry", "serve"],
@@ -488,7 +489,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if db.with_suffix(".vectors").exists():
                     os.replace(db.with_suffix(".vectors"), state / "memory.vectors")
             synth = Synth(args.seed + 1, " ".join(d["body"] for d in raw_lessons))
-            out["daemon_latency"] = daemon_latency(state, synth, args.latency_queries)
+            out["daemon_latency"] = daemon_latency(
+                state, synth, args.latency_queries, dense=not args.no_dense
+            )
     return out
 
 
