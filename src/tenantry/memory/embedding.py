@@ -3,9 +3,11 @@
 The model is WordLlama's ``l2_supercat`` (token embeddings distilled from
 LLaMA 2 and trained for sentence similarity, 256 dimensions). Its weights and
 tokenizer ship inside the ``wordllama`` wheel, so nothing is downloaded at run
-time: this module only *locates* the package's data files (it never imports
-``wordllama``, whose loader would fall back to a download) and reads them with
-``tokenizers`` and ``safetensors``.
+time: this module only *locates* the package's data files and reads them with
+``tokenizers`` and ``safetensors``. It never imports ``wordllama``: its loader
+(0.4) looks for the tokenizer under ``tokenizer/`` while the wheel ships it
+under ``tokenizers/``, so with downloads disabled it fails, and otherwise it
+would fetch the file from the network.
 
 A text's vector is the average of its tokens' vectors, normalized to unit
 length (WordLlama's own pooling). Before tokenizing, the parts of a text that
