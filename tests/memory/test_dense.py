@@ -177,3 +177,32 @@ async def test_dense_never_lifts_an_untrusted_or_stale_lesson_over_a_trusted_one
         assert len(index) == 21  # the query embedded the new lesson itself (inline sync)
         # the nearest by far in both rankings, yet after every trusted, current lesson
         assert ids[-1] == "stale-copy"
+
+
+async def test_the_service_runs_lexical_only_when_dense_is_off(state_dir: str) -> None:
+    from tenantry.core.events import Bus
+    from tenantry.core.settings import load
+    from tenantry.memory import MemoryService
+    from tenantry.service.runtime import Runtime
+
+    from .conftest import principal
+
+    settings = load(
+        env={},
+        overrides={"state_dir": state_dir, "memory_dense": False, "memory_verify_interval_s": 0.0},
+    )
+    runtime = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
+    svc = MemoryService(runtime)
+    await svc.start()
+    try:
+        assert svc.vectors is None
+        who = principal("alice")
+        await svc.remember(
+            who, title="Conda solve takes forever", body="use libmamba", kind=Kind.RECIPE
+        )
+        assert [h["title"] for h in await svc.recall(who, "conda solve")] == [
+            "Conda solve takes forever"
+        ]
+        assert not (Path(state_dir) / "memory.vectors").exists()
+    finally:
+        await svc.aclose()
