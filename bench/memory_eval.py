@@ -399,10 +399,13 @@ def daemon_latency(state: Path, synth: Synth, n: int, dense: bool = True) -> dic
         for q in queries[:20]:
             client.call("memory.recall", {"query": q, "limit": 5})
         times = []
+        daemon_cpu0, client_cpu0 = _proc_cpu_s(proc.pid), time.process_time()
         for q in queries[20:]:
             t0 = time.perf_counter()
             client.call("memory.recall", {"query": q, "limit": 5})
             times.append((time.perf_counter() - t0) * 1000)
+        daemon_cpu = (_proc_cpu_s(proc.pid) - daemon_cpu0) * 1000 / max(1, n)
+        client_cpu = (time.process_time() - client_cpu0) * 1000 / max(1, n)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -413,9 +416,19 @@ def daemon_latency(state: Path, synth: Synth, n: int, dense: bool = True) -> dic
         "p90_ms": round(times[int(len(times) * 0.9)], 2),
         "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 2),
         "max_ms": round(times[-1], 2),
+        # CPU per call, whatever the wait for a core: the daemon (all its threads)
+        # and the client (connection, encoding)
+        "daemon_cpu_ms": round(daemon_cpu, 2),
+        "client_cpu_ms": round(client_cpu, 2),
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count() or 0,
     }
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -535,8 +548,9 @@ def report(res: dict[str, Any]) -> str:
         lines.append(
             f"latency through the daemon (memory.recall over the Unix socket,"
             f" {dl['queries']} queries): p50 {dl['p50_ms']} ms, p90 {dl['p90_ms']} ms,"
-            f" p99 {dl['p99_ms']} ms, max {dl['max_ms']} ms (load average {dl['loadavg_1m']}"
-            f" on {dl['cpus']} CPUs)"
+            f" p99 {dl['p99_ms']} ms, max {dl['max_ms']} ms; CPU per call: daemon"
+            f" {dl['daemon_cpu_ms']} ms, client {dl['client_cpu_ms']} ms (load average"
+            f" {dl['loadavg_1m']} on {dl['cpus']} CPUs)"
         )
     return "\n".join(lines)
 
