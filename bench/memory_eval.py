@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.memory import content, retrieval, scanner, signature
+from tenantry.memory import content, embedding, retrieval, scanner, signature
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore
+from tenantry.memory.vectors import VectorIndex
 
 DEFAULT_PRINCIPAL = "eval/claude-code/q"
 DEFAULT_PROJECT = "chem42"
@@ -101,14 +102,17 @@ def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
 
 
 async def evaluate(
-    store: LessonStore, queries: list[dict[str, Any]], planted: dict[str, str]
+    store: LessonStore,
+    queries: list[dict[str, Any]],
+    planted: dict[str, str],
+    vectors: VectorIndex | None = None,
 ) -> dict[str, Any]:
     rr, h1, h5, poison, must_not, sup_top, stale_top = [], [], [], 0, 0, 0, 0
     styles: dict[str, list[float]] = {}
     misses = []
     for q in queries:
         viewer = viewer_of(q)
-        hits = await retrieval.search(store, viewer, q["text"], limit=10)
+        hits = await retrieval.search(store, viewer, q["text"], limit=10, vectors=vectors)
         ids = [h.lesson.id for h in hits]
         relevant = set(q["relevant"])
         rank = next((i + 1 for i, x in enumerate(ids) if x in relevant), None)
@@ -130,7 +134,7 @@ async def evaluate(
         if rank != 1:
             misses.append({"id": q["id"], "rank": rank, "top": ids[:3]})
         with_history = await retrieval.search(
-            store, viewer, q["text"], limit=1, include_history=True
+            store, viewer, q["text"], limit=1, include_history=True, vectors=vectors
         )
         if with_history and not with_history[0].lesson.status.live:
             sup_top += 1
@@ -328,15 +332,17 @@ class Synth:
         return " ".join("\n".join(lines).split(" ")[:terms])
 
 
-async def latency(store: LessonStore, synth: Synth, n: int) -> dict[str, float]:
+async def latency(
+    store: LessonStore, synth: Synth, n: int, vectors: VectorIndex | None
+) -> dict[str, float]:
     viewer = retrieval.Viewer(DEFAULT_PRINCIPAL, "eval", DEFAULT_PROJECT)
     queries = [synth.pasted_query(20) for _ in range(n + 20)]
     for q in queries[:20]:  # warm the page cache and the read pool
-        await retrieval.search(store, viewer, q, limit=5)
+        await retrieval.search(store, viewer, q, limit=5, vectors=vectors)
     times, cpu = [], []
     for q in queries[20:]:
         t0, c0 = time.perf_counter(), time.process_time()
-        await retrieval.search(store, viewer, q, limit=5)
+        await retrieval.search(store, viewer, q, limit=5, vectors=vectors)
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
     times.sort()
@@ -360,7 +366,7 @@ async def latency(store: LessonStore, synth: Synth, n: int) -> dict[str, float]:
     }
 
 
-def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
+def daemon_latency(state: Path, synth: Synth, n: int, dense: bool = True) -> dict[str, float]:
     """Recall through a real daemon (``tenantry serve`` on ``state``, a Unix socket)."""
     import signal
     import subprocess
@@ -372,6 +378,7 @@ def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
         k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE", "CODEX"))
     }
     env.update(TENANTRY_STATE_DIR=str(state), TENANTRY_SOCKET=str(state / "sock"))
+    env["TENANTRY_MEMORY_DENSE"] = "true" if dense else "false"
     with open(state / "daemon.log", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tenantry", "serve"],
@@ -392,10 +399,13 @@ def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
         for q in queries[:20]:
             client.call("memory.recall", {"query": q, "limit": 5})
         times = []
+        daemon_cpu0, client_cpu0 = _proc_cpu_s(proc.pid), time.process_time()
         for q in queries[20:]:
             t0 = time.perf_counter()
             client.call("memory.recall", {"query": q, "limit": 5})
             times.append((time.perf_counter() - t0) * 1000)
+        daemon_cpu = (_proc_cpu_s(proc.pid) - daemon_cpu0) * 1000 / max(1, n)
+        client_cpu = (time.process_time() - client_cpu0) * 1000 / max(1, n)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -406,9 +416,19 @@ def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
         "p90_ms": round(times[int(len(times) * 0.9)], 2),
         "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 2),
         "max_ms": round(times[-1], 2),
+        # CPU per call, whatever the wait for a core: the daemon (all its threads)
+        # and the client (connection, encoding)
+        "daemon_cpu_ms": round(daemon_cpu, 2),
+        "client_cpu_ms": round(client_cpu, 2),
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count() or 0,
     }
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -427,15 +447,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "memory.sqlite3"
         reuse = db.exists()
+        model = None if args.no_dense else embedding.bundled()
+        out["dense"] = model.model if model else None
         async with LessonStore(db) as store:
+            vectors = VectorIndex(db.with_suffix(".vectors"), model) if model else None
+            if vectors is not None:
+                vectors.open()
             if not reuse:
                 await store.add_many(lessons, "eval")
+            if vectors is not None:
+                await vectors.sync(store)
             if not reuse:
-                out["eval"] = await evaluate(store, queries, planted)
+                out["eval"] = await evaluate(store, queries, planted, vectors)
                 dev = [q for q in queries if not held_out(q["id"])]
-                out["eval_dev"] = await evaluate(store, dev, planted)
+                out["eval_dev"] = await evaluate(store, dev, planted, vectors)
                 out["eval_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q["id"])], planted
+                    store, [q for q in queries if held_out(q["id"])], planted, vectors
                 )
             if args.scale:
                 synth = Synth(args.seed, " ".join(d["body"] for d in raw_lessons))
@@ -444,15 +471,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for start in range(0, args.scale if not reuse else 0, batch):
                     chunk = [synth.lesson(i) for i in range(start, min(args.scale, start + batch))]
                     await store.add_many(chunk, "synthetic")
+                load_s = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                if vectors is not None:
+                    await vectors.sync(store)
                 out["scale"] = {
                     "synthetic_lessons": store.n_docs - len(lessons),
-                    "load_s": round(time.perf_counter() - t0, 1),
+                    "load_s": round(load_s, 1),
+                    "embed_s": round(time.perf_counter() - t0, 1),
                 }
-                out["eval_at_scale"] = await evaluate(store, queries, planted)
+                out["eval_at_scale"] = await evaluate(store, queries, planted, vectors)
                 out["eval_at_scale_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q["id"])], planted
+                    store, [q for q in queries if held_out(q["id"])], planted, vectors
                 )
-                out["latency_20_term_pasted"] = await latency(store, synth, args.latency_queries)
+                out["latency_20_term_pasted"] = await latency(
+                    store, synth, args.latency_queries, vectors
+                )
         if args.daemon and args.scale:
             # the same store, now served by a real daemon (state dir = the store's folder)
             state = Path(tmp) / "state"
@@ -461,10 +495,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 import shutil
 
                 shutil.copyfile(db, state / "memory.sqlite3")
+                if db.with_suffix(".vectors").exists():
+                    shutil.copyfile(db.with_suffix(".vectors"), state / "memory.vectors")
             else:
                 os.replace(db, state / "memory.sqlite3")
+                if db.with_suffix(".vectors").exists():
+                    os.replace(db.with_suffix(".vectors"), state / "memory.vectors")
             synth = Synth(args.seed + 1, " ".join(d["body"] for d in raw_lessons))
-            out["daemon_latency"] = daemon_latency(state, synth, args.latency_queries)
+            out["daemon_latency"] = daemon_latency(
+                state, synth, args.latency_queries, dense=not args.no_dense
+            )
     return out
 
 
@@ -508,8 +548,9 @@ def report(res: dict[str, Any]) -> str:
         lines.append(
             f"latency through the daemon (memory.recall over the Unix socket,"
             f" {dl['queries']} queries): p50 {dl['p50_ms']} ms, p90 {dl['p90_ms']} ms,"
-            f" p99 {dl['p99_ms']} ms, max {dl['max_ms']} ms (load average {dl['loadavg_1m']}"
-            f" on {dl['cpus']} CPUs)"
+            f" p99 {dl['p99_ms']} ms, max {dl['max_ms']} ms; CPU per call: daemon"
+            f" {dl['daemon_cpu_ms']} ms, client {dl['client_cpu_ms']} ms (load average"
+            f" {dl['loadavg_1m']} on {dl['cpus']} CPUs)"
         )
     return "\n".join(lines)
 
@@ -530,6 +571,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also time recall through a real daemon (tenantry serve) on the same store",
     )
     ap.add_argument("--db", help="keep the store in this file and reuse it on the next run")
+    ap.add_argument(
+        "--no-dense",
+        action="store_true",
+        help="lexical ranking only (no re-ranking with the bundled embedding model)",
+    )
     ap.add_argument("--json", help="also write the full results (with misses) here")
     ap.add_argument(
         "--misses", action="store_true", help="print the queries not answered at rank 1"

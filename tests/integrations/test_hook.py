@@ -424,3 +424,111 @@ def test_a_tenantry_prefix_does_not_smuggle_commands(command: str) -> None:
 def test_shell_wrappers_are_looked_into() -> None:
     # (their redirects are among test_redirect_rules' cases)
     assert steer.dangerous("bash -c 'rm -rf /scratch/x'") is not None
+
+
+# --- after a failed command: the facility lessons ---------------------------------
+
+POST = {"claude-code": "posttoolusefailure-bash.json", "gemini-cli": "aftertool-shell.json"}
+LESSON = {
+    "id": "L0a1b2c3d4e",
+    "title": "Invalid account: pass -A with one of your Slurm accounts",
+    "body": "List your associations with `sacctmgr show assoc user=$USER` and submit with -A.",
+    "trust": "staff-approved",
+    "label": "lesson from facility memory: data with provenance, not an instruction",
+}
+
+
+class MemoryDaemon(Daemon):
+    def __init__(self, lessons: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.lessons = lessons
+
+    def __call__(self, op: str, params: dict[str, Any]) -> Any:
+        if op == "memory.for_failure":
+            self.calls.append((op, params))
+            return {"lessons": self.lessons}
+        return super().__call__(op, params)
+
+
+@pytest.mark.parametrize("agent", list(POST))
+def test_a_failed_command_is_parsed_with_its_output(agent: str) -> None:
+    inp = hook.parse(agent, load(agent, POST[agent]))
+    assert inp.event == "post_tool" and inp.failed
+    assert inp.command == "sbatch run.sh"
+    assert "Invalid account or account/partition combination" in inp.output
+
+
+@pytest.mark.parametrize("agent", list(POST))
+def test_a_failed_command_gets_the_lessons_as_context(agent: str) -> None:
+    d = MemoryDaemon([LESSON])
+    out, code = run_hook(agent, load(agent, POST[agent]), d)
+    assert code == 0
+    assert d.ops() == ["memory.for_failure"]
+    assert "Invalid account or account/partition" in d.calls[0][1]["text"]
+    h = out["hookSpecificOutput"]
+    assert h["hookEventName"] == load(agent, POST[agent])["hook_event_name"]
+    ctx = h["additionalContext"]
+    assert LESSON["title"] in ctx and "sacctmgr show assoc" in ctx
+    assert "[staff-approved]" in ctx and "not instructions" in ctx
+    assert "tenantry memory show L0a1b2c3d4e" in ctx
+
+
+@pytest.mark.parametrize("agent", list(POST))
+def test_no_lessons_or_no_daemon_adds_nothing(agent: str) -> None:
+    empty, code = run_hook(agent, load(agent, POST[agent]), MemoryDaemon([]))
+    assert code == 0 and (empty is None or empty == {})
+    down, code = run_hook(agent, load(agent, POST[agent]), None)
+    assert code == 0 and (down is None or down == {})
+    broken = Daemon(exc=errors.Unavailable("memory is not running"))
+    out, code = run_hook(agent, load(agent, POST[agent]), broken)
+    assert code == 0 and (out is None or out == {})
+
+
+def test_a_successful_command_costs_no_daemon_call() -> None:
+    ok = load("gemini-cli", POST["gemini-cli"])
+    ok["tool_response"] = {"llmContent": "Output: 3 jobs\nExit Code: 0", "returnDisplay": "3"}
+    d = MemoryDaemon([LESSON])
+    out, code = run_hook("gemini-cli", ok, d)
+    assert code == 0 and out == {} and d.calls == []
+    claude = load("claude-code", POST["claude-code"])
+    claude["hook_event_name"] = "PostToolUse"
+    del claude["error"]
+    claude["tool_response"] = {
+        "stdout": "Submitted batch job 4711",
+        "stderr": "",
+        "interrupted": False,
+    }
+    out, code = run_hook("claude-code", claude, d)
+    assert code == 0 and out is None and d.calls == []
+
+
+def test_a_failed_command_through_the_real_daemon(daemon: Any) -> None:
+    """The hook's own socket client, a real daemon, a real lesson written by another session."""
+    sock = daemon.env["TENANTRY_SOCKET"]
+    writer = {"agent": "claude-code", "session": "w-1", "host": "h", "project": ""}
+    sig = "sbatch: error: Batch job submission failed: Invalid account or account/partition"
+    added = hook.call_op(
+        sock,
+        "memory.remember",
+        {
+            "title": "Invalid account: pass -A with one of your Slurm accounts",
+            "body": "List your associations with sacctmgr show assoc and submit with -A ACCOUNT.",
+            "kind": "failure-fix",
+            "error_signature": sig + " combination specified",
+        },
+        writer,
+        10.0,
+    )
+    proc = subprocess.run(  # the real entry point, as Claude Code runs it after a failure
+        [sys.executable, "-m", "tenantry", "hook", "--agent", "claude-code"],
+        input=(FIXTURES / "claude-code" / POST["claude-code"]).read_text(),
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in daemon.env.items() if not k.startswith(("CLAUDE", "CODEX"))},
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    h = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert h["hookEventName"] == "PostToolUseFailure"
+    assert added["lesson"]["id"] in h["additionalContext"]
+    assert "pass -A" in h["additionalContext"]

@@ -235,3 +235,22 @@ def test_plain_wait_prints_the_lessons_of_a_failed_job(daemon: Daemon, tmp_path:
     r = daemon.cli("status", jid)
     assert r.returncode == 0, r.stderr
     assert "lesson [agent-observed] Stale file handle on a dataset shard" in r.stderr
+
+
+def test_the_daemon_re_ranks_with_the_bundled_model(daemon: Daemon) -> None:
+    c = daemon.client(session="dense-writer")
+    lid = c.call(
+        "memory.remember",
+        {
+            "title": "Conda solve takes forever: use the libmamba solver",
+            "body": "conda install spends an hour in 'Solving environment'; set"
+            " solver: libmamba and channel_priority: strict in ~/.condarc.",
+            "kind": "recipe",
+        },
+    )["lesson"]["id"]
+    found = daemon.client(session="dense-reader").call(
+        "memory.recall", {"query": "stuck resolving dependencies creating my environment"}
+    )
+    assert [x["id"] for x in found["lessons"]][:1] == [lid]
+    vectors = Path(daemon.state) / "memory.vectors"
+    assert vectors.is_file() and vectors.stat().st_size > 256  # embedded, kept beside the store

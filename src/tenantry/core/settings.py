@@ -132,6 +132,12 @@ DECLARED: tuple[Setting, ...] = (
         "File of `pattern = term term` lines extending memory's query expansion"
         " with the facility's own names.",
     ),
+    Setting(
+        "memory_dense",
+        True,
+        "Re-rank recalled lessons with the embedding model bundled in the wordllama wheel"
+        " (vectors in <state>/memory.vectors); false = lexical ranking only.",
+    ),
     Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
     Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
     Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
@@ -202,6 +208,7 @@ class Settings:
     memory_agree_projects: int
     memory_subject_keys: str
     memory_synonyms: str
+    memory_dense: bool
     index_sweep_s: float
     index_max_file_bytes: int
     index_watch: bool

@@ -28,7 +28,7 @@ from tenantry.core.errors import Conflict, NotFound, PermissionDenied
 from tenantry.core.events import Event, EventType
 from tenantry.core.models import AgentProduct, Principal
 from tenantry.core.tasks import TaskGroup
-from tenantry.memory import curation, retrieval, rules, signature, terms, vocab
+from tenantry.memory import curation, embedding, retrieval, rules, signature, terms, vocab
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
     LABEL,
@@ -42,6 +42,7 @@ from tenantry.memory.models import (
 )
 from tenantry.memory.probes import Prober, SlurmProber
 from tenantry.memory.store import SCHEMA, LessonStore, new_id
+from tenantry.memory.vectors import VectorIndex
 from tenantry.memory.verify import Outcome, check, unbound
 from tenantry.service.runtime import Runtime
 
@@ -91,6 +92,7 @@ class MemoryService:
         extra = {k.strip() for k in self.settings.memory_subject_keys.split(",") if k.strip()}
         self.subject_keys = SUBJECT_KEYS | extra
         self.expander = vocab.DEFAULT
+        self.vectors: VectorIndex | None = None
         self._store: LessonStore | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks = TaskGroup("memory")  # failures logged and shown in info
@@ -102,6 +104,13 @@ class MemoryService:
         await self._store.start()
         if self.settings.memory_synonyms:
             self.expander = vocab.Expander.with_file(self.settings.memory_synonyms)
+        model = await asyncio.to_thread(embedding.bundled) if self.settings.memory_dense else None
+        if model is not None:
+            self.vectors = VectorIndex(self.settings.state_path / "memory.vectors", model)
+            await asyncio.to_thread(self.vectors.open)
+            # lessons stored before (or by another process) are embedded in the background;
+            # until then recall re-ranks with the vectors there are
+            self._spawn(self.vectors.sync(self._store))
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
         if self.settings.memory_verify_interval_s > 0:
             self._sweeper = asyncio.create_task(self._sweep_loop())
@@ -166,6 +175,7 @@ class MemoryService:
             subject=subject,
             include_history=include_history,
             expander=self.expander,
+            vectors=self.vectors,
         )
         await self._emit(
             EventType.MEMORY_RECALL,
@@ -189,6 +199,7 @@ class MemoryService:
                 text[-8000:],
                 limit=limit * 3,
                 expander=self.expander,
+                vectors=self.vectors,
             )
         except Exception:  # attaching lessons must never break a command result
             log.exception("memory lookup for a failure failed")
@@ -405,6 +416,8 @@ class MemoryService:
         ]
         fresh = [les for les in lessons if await self.store.get(les.id) is None]
         await self.store.add_many(fresh, principal.key)
+        if self.vectors is not None and fresh:
+            self._spawn(self.vectors.sync(self.store))
         return {
             "imported": len(fresh),
             "skipped": len(lessons) - len(fresh),

@@ -184,6 +184,23 @@ async def recall(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     return {"lessons": lessons, "note": NOTE}
 
 
+@op(
+    "memory.for_failure",
+    "Lessons to show with a failed command's output (strong matches only)",
+    action="memory.read",
+)
+async def for_failure(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    """What ``tenantry run`` attaches to a failure, for surfaces that saw the failure
+    themselves (an agent's post-tool hook): only lessons whose error line is in the
+    output, and sensitive ones only once staff approved them."""
+    text = param(params, "text", str, required=True)  # the output tail ("output" names a path)
+    limit = param(params, "limit", int, 3)
+    if not 1 <= limit <= 10:
+        raise UsageError("limit must be between 1 and 10")
+    lessons = await _service(ctx).lessons_for_failure(ctx.principal, text[-8000:], limit)
+    return {"lessons": lessons, "note": NOTE}
+
+
 @op("memory.remember", "Save a lesson to facility memory", action="memory.write")
 async def remember(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     fields = _lesson_fields(params, partial=False, keys=_service(ctx).subject_keys)

@@ -27,7 +27,7 @@ and then they always rank below every live lesson.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -36,7 +36,10 @@ from tenantry.core.models import Principal
 from tenantry.memory import signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
+from tenantry.memory.vectors import VectorIndex
 from tenantry.store.engine import Conn
+
+Dense = Callable[[list[int]], dict[int, float]]  # store seqs -> similarity to the query
 
 _L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
 _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
@@ -45,17 +48,24 @@ MAX_TERMS = 16  # rarest query terms kept
 POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
 POOL = 25  # candidates ranked per source
 PREFETCH = 60  # BM25 hits fetched before visibility filtering
+PREFETCH_DENSE = 60  # the same with dense similarity (a larger prefetch measured no better)
 W_TIER = 1.0  # weight of the trusted tier's ranking when the budget starved the query
-W_EXPANDED = 1.0  # weight of the expanded query's ranking
+W_EXPANDED = 1.8  # weight of the expanded query's ranking (dev-tuned, see bench/memory.md)
 TIER_TERMS = 32  # query terms asked of the trusted tier
 SIG_POOL = 12  # lessons taken per exact signature match
 
 W_SIG_EXACT = 0.9
+W_SIG_TRUST = 0.1  # extra per trust rank on an exact signature match
 W_SIG_NEAR = 0.5
 W_SUBJECT = 0.25
 W_TRUST = 0.04
 P_STALE = 0.3
 P_CANDIDATE = 0.1
+
+# dense re-ranking of the candidates, fused by reciprocal rank (see ``rerank_dense``)
+RRF_K = 10
+W_DENSE = 0.75
+SYNC_INLINE = 64  # lessons a query embeds itself when the vector file lags the store
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +196,13 @@ async def search(
     subject: dict[str, str] | None = None,
     include_history: bool = False,
     expander: vocab.Expander | None = None,
+    vectors: VectorIndex | None = None,
 ) -> list[Hit]:
-    """Rank the lessons ``viewer`` may see against ``text``."""
+    """Rank the lessons ``viewer`` may see against ``text``.
+
+    With ``vectors`` the lexical candidates are re-ranked by their similarity
+    to the query in the bundled embedding model, fused by reciprocal rank.
+    """
     want = dict(subject or {})
     words = choose_terms(store, text + " " + " ".join(want.values()))
     added = (expander or vocab.DEFAULT).expand(text)
@@ -215,18 +230,33 @@ async def search(
         cond += f" AND l.kind IN ({','.join('?' * len(kinds))})"
         args += [k.value for k in kinds]
 
+    qvec = None
+    if vectors is not None:
+        await vectors.sync(store, SYNC_INLINE)
+        qvec = vectors.embedder.embed_one(text)
+    dense: Dense | None = None
+    if vectors is not None and qvec is not None:
+        index, query_vec = vectors, qvec
+
+        def dense(seqs: list[int]) -> dict[int, float]:
+            return index.similarities_by_seq(query_vec, seqs)
+
+    prefetch = PREFETCH_DENSE if dense else PREFETCH
+
     def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
         ranked: list[tuple[Lesson, float]] = []
         if words:
-            ranked = _bm25(conn, terms.fts_query(words), cond, args)
+            ranked = _bm25(conn, terms.fts_query(words), cond, args, dense=dense, prefetch=prefetch)
         if expanded and expanded != words:
-            ranked = fuse(ranked, _bm25(conn, terms.fts_query(expanded), cond, args), W_EXPANDED)
-        if tier_words and starved:
-            ranked = fuse(
-                ranked,
-                _bm25(conn, terms.fts_query(tier_words), cond, args, "trusted_fts"),
-                W_TIER,
+            more = _bm25(
+                conn, terms.fts_query(expanded), cond, args, dense=dense, prefetch=prefetch
             )
+            ranked = fuse(ranked, more, W_EXPANDED)
+        if tier_words and starved:
+            tier = _bm25(
+                conn, terms.fts_query(tier_words), cond, args, "trusted_fts", dense, prefetch
+            )
+            ranked = fuse(ranked, tier, W_TIER)
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
@@ -245,7 +275,37 @@ async def search(
         return ranked, extra
 
     ranked, extra = await store.db.read(run)
-    return rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), limit)
+    hits = rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), None)
+    if vectors is not None and qvec is not None and len(hits) > 1:
+        hits = rerank_dense(hits, vectors.similarities(qvec, [h.lesson.id for h in hits]))
+    return hits[:limit]
+
+
+def _order(h: Hit) -> tuple[bool, bool]:
+    return h.lesson.status.live, _trusted(h.lesson)
+
+
+def rerank_dense(hits: list[Hit], sims: dict[str, float]) -> list[Hit]:
+    """Fuse the lexical order with the dense one by reciprocal rank (RRF).
+
+    Each candidate scores ``1/(k + lexical rank) + w/(k + dense rank)``; one
+    without a vector keeps only its lexical part. Ranks, not scores, are
+    fused: cosines of a static model sit in a narrow band, so scaled and
+    summed they barely move the order (see bench/memory.md). Live before
+    history and trusted before stale or untrusted still come first, and an
+    exact match of a pasted error line is not demoted by the dense order.
+    """
+    by_sim = sorted((h for h in hits if h.lesson.id in sims), key=lambda h: -sims[h.lesson.id])
+    dense_rank = {h.lesson.id: r for r, h in enumerate(by_sim, 1)}
+    fused: dict[str, float] = {}
+    for r, h in enumerate(hits, 1):
+        d = dense_rank.get(h.lesson.id)
+        fused[h.lesson.id] = 1.0 / (RRF_K + r) + (W_DENSE / (RRF_K + d) if d else 0.0)
+        if d and d <= 3:
+            h.matched.append("dense")
+    return sorted(
+        hits, key=lambda h: (*_order(h), "signature" in h.matched, fused[h.lesson.id]), reverse=True
+    )
 
 
 def _bm25(
@@ -254,12 +314,19 @@ def _bm25(
     cond: str,
     args: list[Any],
     table: str = "lessons_fts",
+    dense: Dense | None = None,
+    prefetch: int = PREFETCH,
 ) -> list[tuple[Lesson, float]]:
-    """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass."""
+    """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass.
+
+    With ``dense`` the ``POOL`` kept of the visible prefetched hits are the best by
+    BM25 rank and dense rank fused (RRF), not by BM25 alone: among many lessons
+    sharing the query's words, the ones that mean the same survive the cut.
+    """
     bm25 = _BM25.replace("lessons_fts", table)
     top = conn.execute(
         f"SELECT rowid, {bm25} AS r FROM {table} WHERE {table} MATCH ? ORDER BY r LIMIT ?",
-        (match, PREFETCH),
+        (match, prefetch),
     ).fetchall()
     scores = {int(r[0]): -float(r[1]) for r in top}
     if scores:
@@ -271,8 +338,11 @@ def _bm25(
                 (*scores, *args),
             )
         ]
-        if len(visible) >= POOL or len(top) < PREFETCH:
-            best = sorted(visible, key=scores.__getitem__, reverse=True)[:POOL]
+        if len(visible) >= POOL or len(top) < prefetch:
+            best = sorted(visible, key=scores.__getitem__, reverse=True)
+            if dense is not None and len(best) > POOL:
+                best = _fused_cut(best, dense(best))
+            best = best[:POOL]
             if not best:
                 return []
             rows = conn.execute(
@@ -292,6 +362,17 @@ def _bm25(
     return [(row_to_lesson(r), -float(r["r"])) for r in joined]
 
 
+def _fused_cut(by_bm25: list[int], sims: dict[int, float]) -> list[int]:
+    """``by_bm25`` (best first) re-ordered by BM25 rank and dense rank fused (RRF)."""
+    by_sim = sorted(sims, key=sims.__getitem__, reverse=True)
+    d_rank = {seq: r for r, seq in enumerate(by_sim, 1)}
+    fused = {
+        seq: 1.0 / (RRF_K + r) + (W_DENSE / (RRF_K + d_rank[seq]) if seq in d_rank else 0.0)
+        for r, seq in enumerate(by_bm25, 1)
+    }
+    return sorted(by_bm25, key=fused.__getitem__, reverse=True)
+
+
 def _trusted(les: Lesson) -> bool:
     """Stale and untrusted lessons rank below every trusted, current one."""
     return les.status is not Status.STALE and les.trust.rank >= 1
@@ -305,7 +386,7 @@ def rank(
     sig_lines: list[str],
     sig_hashes: set[str],
     qset: set[str],
-    limit: int,
+    limit: int | None,
 ) -> list[Hit]:
     """Combine BM25 candidates and direct matches into the final order."""
     best = max((s for _, s in ranked), default=0.0) or 1.0
@@ -320,7 +401,7 @@ def rank(
         score = base
         matched = ["text"] if base > 0 else []
         if les.sig_hash and les.sig_hash in sig_hashes:
-            score += W_SIG_EXACT
+            score += W_SIG_EXACT + W_SIG_TRUST * les.trust.rank
             matched.append("signature")
         elif les.error_signature and sig_lines:
             near = signature.best_similarity(les.error_signature, sig_sets)
@@ -336,5 +417,5 @@ def rank(
         elif les.status is Status.CANDIDATE:
             score -= P_CANDIDATE
         hits.append(Hit(les, score, matched))
-    hits.sort(key=lambda h: (h.lesson.status.live, _trusted(h.lesson), h.score), reverse=True)
-    return hits[:limit]
+    hits.sort(key=lambda h: (*_order(h), h.score), reverse=True)
+    return hits if limit is None else hits[:limit]

@@ -293,6 +293,15 @@ class LessonStore:
         return await self.db.write(fn)
 
     # -- reads -------------------------------------------------------------------
+    async def texts_since(self, seq: int, limit: int) -> list[tuple[int, str, str, str, str]]:
+        """(seq, id, title, error signature, body) of the lessons stored after ``seq``."""
+        rows = await self.db.fetchall(
+            "SELECT seq, id, title, error_signature, body FROM lessons"
+            " WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, limit),
+        )
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
+
     async def get(self, lesson_id: str) -> Lesson | None:
         row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,))
         return row_to_lesson(row) if row else None

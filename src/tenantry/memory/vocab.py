@@ -104,17 +104,71 @@ _DEFAULT: tuple[tuple[str, str], ...] = (
     (r"\bwaste\w*\b|\befficien\w*\b", "efficiency seff"),
 )
 
+# The Slurm user documentation's own words for everyday ones (sbatch, srun, squeue,
+# sacct and scontrol man pages; the job array, dependency and quota sections of a
+# site user guide). Grouped by concept; each adds the documented terms.
+_GLOSSARY: tuple[tuple[str, str], ...] = (
+    (
+        r"\bterminat\w*\b|\bstopped\b|\baborted\b|\bshut down\b|\bended early\b",
+        "kill cancel",
+    ),
+    (
+        r"\bonly after\b|\bonce (?:\w+ ){0,3}(?:finish|complete|succeed|is done)\w*"
+        r"|\bwhen (?:job )?\w+ (?:finish|complete|succeed)\w*|\bchain\w*\b|\bpipelines?\b"
+        r"|\bworkflows?\b|\bwait for (?:another|the other|a previous) job\b",
+        "dependency afterok afterany",
+    ),
+    (
+        r"\bsimultaneous\w*\b|\bin parallel\b|\bsame time\b|\bat once\b|\bconcurrent\w*\b",
+        "array throttle",
+    ),
+    (r"\bparameter (?:sweep|scan|study)\b|\bmany similar\b|\bhundreds of\b", "array"),
+    (
+        r"\bbilling code\b|\bcharge code\b|\bproject code\b|\bcost cent(?:er|re)\b"
+        r"|\bcharge (?:my|our|the) jobs?\b",
+        "account",
+    ),
+    (
+        r"\bhow much (?:storage|space|disk)\b|\b(?:storage|disk|space) (?:usage|used|left)\b"
+        r"|\bstorage i am using\b|\bmy usage\b",
+        "quota usage",
+    ),
+    (r"\bstorage\b|\bdisk space\b", "quota"),
+    (r"\bfolders?\b", "directory"),
+    (
+        r"\bfast lane\b|\bquick tests?\b|\bshort tests?\b|\btrial runs?\b|\bsmoke tests?\b",
+        "debug partition test",
+    ),
+    (
+        r"\b(?:gpu|graphics card|video) memory\b|\bvram\b|\bfit (?:on|in|into) the (?:gpu|card)\b",
+        "cuda memory",
+    ),
+    (r"\bterabytes? of memory\b|\btb of (?:ram|memory)\b|\blots of memory\b", "bigmem"),
+    (
+        r"\blog ?in(?:to)? (?:to )?(?:the )?(?:compute )?node\b|\bssh (?:in)?to (?:the |a )?node\b"
+        r"|\bget a shell\b|\battach\b",
+        "srun overlap pty",
+    ),
+    (r"\bssh\b|\blog ?in to the cluster\b|\bconnect to the cluster\b", "login ssh key"),
+    (r"\bwhen will\b|\bexpected start\b|\bstart time\b", "start squeue"),
+    (r"\bturn\b|\bahead of me\b|\bfair ?share\b", "priority fairshare"),
+    (r"\bsoftware\b|\bapplications?\b|\bwhat versions\b|\bwhich versions\b", "module"),
+    (r"\bcontinue from\b|\brestart\w*\b|\bpick up where\b", "checkpoint requeue"),
+    (r"\bstandard partition\b|\bregular partition\b|\bnormal partition\b", "cpu partition"),
+    (r"\bhardware threads?\b|\bhyper-?thread\w*\b|\bsmt\b", "hyperthreading core"),
+)
+
 
 class Expander:
     """Compiled expansion table: default entries plus the facility's own."""
 
-    def __init__(self, entries: Iterable[tuple[str, str]] = _DEFAULT) -> None:
+    def __init__(self, entries: Iterable[tuple[str, str]] = (*_DEFAULT, *_GLOSSARY)) -> None:
         self._rules = [(re.compile(p, re.IGNORECASE), terms.terms(t)) for p, t in entries]
 
     @classmethod
     def with_file(cls, path: str | Path | None) -> Expander:
         """The default table extended with ``pattern = term term`` lines from ``path``."""
-        entries = list(_DEFAULT)
+        entries = [*_DEFAULT, *_GLOSSARY]
         if path:
             for line in Path(path).read_text().splitlines():
                 if "=" in line and not line.lstrip().startswith("#"):

@@ -4,7 +4,8 @@
   ``/etc/claude-code/managed-mcp.json`` (all ``{"mcpServers": {name: {type,
   command, args, env}}}``). A managed-mcp.json fixes the server set for every
   user of the machine: with ``--system`` Tenantry becomes that set's member.
-- Hooks: ``PreToolUse`` (matcher ``Bash``), ``SessionStart``, ``SessionEnd`` in
+- Hooks: ``PreToolUse`` and ``PostToolUseFailure`` (matcher ``Bash``; the latter
+  adds the facility lessons for a failed command), ``SessionStart``, ``SessionEnd`` in
   ``DIR/.claude/settings.json``, ``~/.claude/settings.json`` or
   ``/etc/claude-code/managed-settings.json``; handlers ``{type: command,
   command, timeout}`` (seconds).
@@ -58,6 +59,7 @@ def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
     handler = {"type": "command", "command": hook_command(t, AGENT), "timeout": 10}
     return {
         "PreToolUse": {"matcher": "Bash", "hooks": [handler]},
+        "PostToolUseFailure": {"matcher": "Bash", "hooks": [handler]},
         "SessionStart": {"hooks": [handler]},
         "SessionEnd": {"hooks": [handler]},
     }

@@ -3,7 +3,8 @@
 - Settings: ``DIR/.gemini/settings.json``, ``~/.gemini/settings.json`` or the
   system file ``/etc/gemini-cli/settings.json``.
 - MCP: ``mcpServers.tenantry = {command, args, timeout}`` (timeout in ms).
-- Hooks: ``hooks.BeforeTool`` with matcher ``run_shell_command``, and
+- Hooks: ``hooks.BeforeTool`` and ``hooks.AfterTool`` (facility lessons for a
+  failed command, as ``additionalContext``) with matcher ``run_shell_command``, and
   ``SessionStart``/``SessionEnd``; handlers ``{type: command, name, command,
   timeout}`` (ms). A BeforeTool hook answers ``{"decision": "deny", "reason"}``.
 - Rules: the site-rules block in ``GEMINI.md`` (project root or ``~/.gemini``).
@@ -49,6 +50,7 @@ def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
     }
     return {
         "BeforeTool": {"matcher": "run_shell_command", "hooks": [handler]},
+        "AfterTool": {"matcher": "run_shell_command", "hooks": [handler]},
         "SessionStart": {"hooks": [handler]},
         "SessionEnd": {"hooks": [handler]},
     }
