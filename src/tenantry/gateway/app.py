@@ -61,6 +61,7 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.index.ops",
     "tenantry.leases.ops",
     "tenantry.sandbox.ops",
+    "tenantry.facility.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
@@ -76,6 +77,8 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("memory", "tenantry.memory.component:create"),
     ("index", "tenantry.index.component:create"),
     ("leases", "tenantry.leases.component:create"),
+    # last: in facility mode it hands the decisions of the others to the facility service
+    ("facility", "tenantry.facility.executor:create"),
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
@@ -113,7 +116,9 @@ def _load(target: str) -> Callable[[Runtime], Component]:
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings, backend: Backend | None = None
+    settings: Settings,
+    backend: Backend | None = None,
+    components: tuple[tuple[str, str], ...] = COMPONENTS,
 ) -> AsyncIterator[Runtime]:
     """Open the store, backend and components; close them in reverse order."""
     for mod in OP_MODULES:
@@ -136,7 +141,7 @@ async def open_runtime(
             ("jobs", JobService(rt)),
             ("commands", CommandService(rt, runner)),
         ]
-        extra = [(name, _load(target)(rt)) for name, target in COMPONENTS]
+        extra = [(name, _load(target)(rt)) for name, target in components]
         for name, comp in core + extra:
             rt.components[name] = comp
             await comp.start()
@@ -151,7 +156,10 @@ async def open_runtime(
 async def principal_of(request: Request) -> Principal:
     """The caller's principal: from the socket it came on (see ``gateway.identity``)."""
     rt: Runtime = request.app.state.runtime
-    return await resolve(rt, request.scope, request.headers.get(PRINCIPAL_HEADER, "{}"))
+    claims = request.headers.get(PRINCIPAL_HEADER, "{}")
+    if rt.identify is not None:  # the facility service: any uid, proven by the connection
+        return await rt.identify.principal(request.scope, claims)
+    return await resolve(rt, request.scope, claims)
 
 
 async def read_body(request: Request, cap: int) -> bytes:
@@ -230,6 +238,10 @@ async def op_endpoint(request: Request) -> Response:
                     {"agent": p.agent.value, "host": p.host, "project": p.project},
                 )
             )
+        if rt.forwarder is not None and rt.forwarder.forwards(op.name):
+            # facility mode: the facility service owns this state, gates and answers it
+            result, warnings = await rt.forwarder.forward(p, op.name, params, rid)
+            return JSONResponse({"ok": True, "result": result, **_warned(warnings)})
         warnings = await _gate(rt, op, p, params)
         ctx = OpContext(p, rt, rid)
         if op.streaming:
@@ -244,6 +256,10 @@ async def op_endpoint(request: Request) -> Response:
         return envelope(err)
     except Exception as exc:
         return envelope(_internal(exc))
+
+
+def _warned(warnings: list[str]) -> dict[str, list[str]]:
+    return {"warnings": warnings} if warnings else {}
 
 
 async def _record_denial(rt: Runtime, p: Principal | None, name: str, err: TenantryError) -> None:
@@ -313,10 +329,14 @@ async def health(request: Request) -> Response:
     )
 
 
-def create_app(settings: Settings, backend: Backend | None = None) -> Starlette:
+def create_app(
+    settings: Settings,
+    backend: Backend | None = None,
+    components: tuple[tuple[str, str], ...] = COMPONENTS,
+) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with open_runtime(settings, backend) as rt:
+        async with open_runtime(settings, backend, components) as rt:
             app.state.runtime = rt
             listener = getattr(app.state, "session_listener", None)
             sandbox = rt.components.get("sandbox")

@@ -1,0 +1,219 @@
+"""The user daemon as the user's executor (facility mode, ``facility_address`` set).
+
+The daemon still runs what must run as the user (sbatch with the user's
+credentials, local commands, pilots) and serves the user's and the sandboxed
+sessions' sockets. What governs agents belongs to the facility service, so
+``create(runtime)`` rewires the typed slots the concepts already use:
+
+- ``rt.gates``: the daemon's own kill switch, policy, budgets and audit gates
+  give way to one ``facility`` gate that asks the service (``facility.decide``)
+  before every op. When the service cannot be reached an agent's request is
+  refused with ``FacilityUnavailable`` (retryable); a human's goes ahead with a
+  warning (the user's own commands keep working).
+- ``rt.forwarder``: ops whose state the service owns (memory, the kill switch,
+  approvals, budgets: ``routing.FORWARDED``) are answered by the service.
+- ``rt.lessons``, ``rt.flags``, ``rt.budgets``: the facility's memory, the
+  facility's policy hold after flagged content, the facility's budgets.
+- every event on the bus is sent to the service (``facility.ingest``) in
+  batches from a bounded queue; the service keeps the audit, the telemetry
+  and the job view of every user.
+
+In user mode (no address) the component does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+from typing import Any
+
+from tenantry.errors import FacilityUnavailable, TenantryError
+from tenantry.events import Event
+from tenantry.facility import routing
+from tenantry.facility.identity import user_name
+from tenantry.facility.link import FacilityLink
+from tenantry.models import Principal
+from tenantry.service.runtime import Runtime
+from tenantry.tasks import TaskGroup
+
+log = logging.getLogger(__name__)
+
+# gates whose state the facility service owns; they run there, not here
+FACILITY_GATES = ("kill", "policy", "budgets", "audit")
+QUEUE_MAX = 10_000
+BATCH_MAX = 500
+PAUSE_MAX_S = 5.0
+
+
+class RemoteGate:
+    def __init__(self, link: FacilityLink) -> None:
+        self.link = link
+
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        try:
+            result, warnings = await self.link.call(
+                principal, "facility.decide", {"op": op_name, "params": params}
+            )
+        except FacilityUnavailable as err:
+            if principal.is_agent:
+                raise
+            return [f"{err.message}; running your own command with this daemon's checks only"]
+        return warnings + [str(w) for w in (result or {}).get("warnings", [])]
+
+
+class Forwarder:
+    def __init__(self, link: FacilityLink) -> None:
+        self.link = link
+
+    def forwards(self, op_name: str) -> bool:
+        return routing.forwarded(op_name)
+
+    async def forward(
+        self, principal: Principal, op_name: str, params: dict[str, Any], request_id: str
+    ) -> tuple[Any, list[str]]:
+        wait = params.get("timeout_s")
+        timeout = self.link.timeout_s + (float(wait) if isinstance(wait, int | float) else 0.0)
+        return await self.link.call(
+            principal, op_name, params, request_id=request_id, timeout_s=timeout
+        )
+
+
+class RemoteLessons:
+    def __init__(self, link: FacilityLink) -> None:
+        self.link = link
+
+    async def lessons_for_failure(
+        self, principal: Principal, text: str, limit: int = 3
+    ) -> list[dict[str, Any]]:
+        try:
+            result, _ = await self.link.call(
+                principal, "facility.lessons", {"text": text[-20_000:], "limit": limit}
+            )
+        except TenantryError as err:  # lessons are a help, never a reason to fail a command
+            log.info("no facility lessons for %s: %s", principal.key, err.message)
+            return []
+        return list((result or {}).get("lessons", []))
+
+
+class RemoteBudgets:
+    def __init__(self, link: FacilityLink) -> None:
+        self.link = link
+
+    async def status(self, principal: Principal) -> list[dict[str, Any]]:
+        result, _ = await self.link.call(principal, "budgets.show", {})
+        return list((result or {}).get("budgets", []))
+
+
+class Executor:
+    """The executor side of facility mode; inert without ``facility_address``."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.address = runtime.settings.facility_address
+        self.link = FacilityLink(self.address, float(runtime.settings.facility_timeout_s))
+        self.me = Principal(uid=os.getuid(), user=user_name(os.getuid()), host=os.uname().nodename)
+        self._queue: collections.deque[dict[str, Any]] = collections.deque(maxlen=QUEUE_MAX)
+        self._wake = asyncio.Event()
+        self._tasks = TaskGroup("facility")
+        self._unsubscribe: Any = None
+        self.dropped = 0
+        self.sent = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.address)
+
+    def wire(self) -> None:
+        """Hand the facility's decisions to the service (called by ``create``)."""
+        rt = self.runtime
+        for name in FACILITY_GATES:
+            rt.gates.pop(name, None)
+        rt.gates["facility"] = RemoteGate(self.link)
+        rt.forwarder = Forwarder(self.link)
+        rt.lessons = RemoteLessons(self.link)
+        rt.budgets = RemoteBudgets(self.link)
+        rt.flags = self
+
+    async def start(self) -> None:
+        if not self.active:
+            return
+        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        self._tasks.supervise("events", self._pump)
+        log.info("facility mode: decisions from %s", self.address)
+
+    async def aclose(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._queue:
+            # one last try: the daemon.stopped event and anything still queued
+            with contextlib.suppress(TenantryError, TimeoutError):
+                await asyncio.wait_for(self._send_batch(), self.link.timeout_s)
+        await self._tasks.aclose()
+        await self.link.aclose()
+
+    # -- FlagSink: the facility's policy holds a flagged session's next actions --
+    def note_flagged(self, principal: Principal) -> None:
+        self._tasks.spawn(self._flag(principal), "flag")
+
+    async def _flag(self, principal: Principal) -> None:
+        try:
+            await self.link.call(principal, "facility.flag", {})
+        except TenantryError as err:
+            log.warning(
+                "could not tell the facility %s got flagged content: %s", principal.key, err
+            )
+
+    # -- events: every one goes to the service -------------------------------------
+    async def _on_event(self, event: Event) -> None:
+        if len(self._queue) == self._queue.maxlen:
+            self.dropped += 1  # bounded: the oldest goes (counted, shown in info)
+        self._queue.append(event.to_dict())
+        self._wake.set()
+
+    async def _send_batch(self) -> None:
+        batch = [self._queue[i] for i in range(min(BATCH_MAX, len(self._queue)))]
+        if not batch:
+            return
+        await self.link.call(self.me, "facility.ingest", {"events": batch})
+        for _ in batch:
+            self._queue.popleft()
+        self.sent += len(batch)
+
+    async def _pump(self) -> None:
+        pause = 0.2
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                try:
+                    await self._send_batch()
+                    pause = 0.2
+                except TenantryError as err:
+                    if not err.retryable:  # refused, not down: resending would loop forever
+                        log.warning("the facility refused %d events: %s", len(self._queue), err)
+                        self.dropped += len(self._queue)
+                        self._queue.clear()
+                        break
+                    log.info("facility unreachable, %d events queued: %s", len(self._queue), err)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, PAUSE_MAX_S)
+
+    async def flush(self, timeout_s: float = 10.0) -> None:
+        """Wait until every queued event reached the service. For tests and shutdown."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._queue and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+
+
+def create(runtime: Runtime) -> Executor:
+    executor = Executor(runtime)
+    if executor.active:
+        executor.wire()
+    return executor

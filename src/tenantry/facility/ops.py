@@ -1,0 +1,112 @@
+"""Ops of the facility service (answered only by ``tenantry facility serve``).
+
+Executors call ``facility.decide``, ``facility.ingest``, ``facility.flag`` and
+``facility.lessons``; people (through their own daemon, which forwards them)
+call ``facility.whoami``, ``facility.jobs``, ``facility.job`` and
+``facility.events``. A user sees their own jobs and events; staff (members of
+the ``facility_staff_group``, as humans) see everyone's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tenantry.errors import UsageError
+from tenantry.facility.service import FacilityService
+from tenantry.ops import OpContext, op, param
+
+SERVICE = "facility_service"
+
+
+def _service(ctx: OpContext) -> FacilityService:
+    return ctx.runtime.component(SERVICE, FacilityService)
+
+
+@op("facility.decide", "Executor: the facility's decision on one of its ops (gates only)")
+async def decide(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    name = param(params, "op", str, required=True)
+    inner = param(params, "params", dict, {})
+    return {"warnings": await _service(ctx).decide(ctx.principal, name, inner)}
+
+
+@op("facility.ingest", "Executor: record a batch of its events at the facility")
+async def ingest(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    events = param(params, "events", list, required=True)
+    return {"accepted": await _service(ctx).ingest(ctx.principal, events)}
+
+
+@op("facility.flag", "Executor: this session received instruction-like content")
+async def flag(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    _service(ctx)
+    if ctx.runtime.flags is not None:
+        ctx.runtime.flags.note_flagged(ctx.principal)
+    return {"flagged": ctx.principal.key}
+
+
+@op("facility.lessons", "Executor: facility lessons matching a failure's output")
+async def lessons(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    _service(ctx)
+    text = param(params, "text", str, required=True)
+    limit = param(params, "limit", int, 3)
+    if not 1 <= limit <= 20:
+        raise UsageError("limit must be between 1 and 20")
+    source = ctx.runtime.lessons
+    found = await source.lessons_for_failure(ctx.principal, text, limit) if source else []
+    return {"lessons": found}
+
+
+@op("facility.whoami", "Who the facility service says you are, and whether you are staff")
+async def whoami(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    viewer = _service(ctx).viewer(ctx.principal)
+    return {"principal": ctx.principal.to_dict(), "staff": viewer.staff, "mode": "facility"}
+
+
+@op("facility.jobs", "Jobs at the facility you may see (staff: every user's)", action="query_jobs")
+async def jobs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    svc = _service(ctx)
+    active = param(params, "active", bool, False)
+    return {"jobs": await svc.jobs.jobs_of(svc.viewer(ctx.principal), active=active)}
+
+
+@op(
+    "facility.job",
+    "One job's status at the facility (yours, or any for staff)",
+    action="query_jobs",
+)
+async def job(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    svc = _service(ctx)
+    job_id = param(params, "id", str, required=True)
+    owner = param(params, "user", str, "")
+    viewer = svc.viewer(ctx.principal)
+    wait = param(params, "wait_from", str, "")
+    if wait:
+        timeout = min(max(param(params, "timeout_s", float, 60.0), 0.0), 600.0)
+        return await svc.jobs.wait_change(job_id, viewer, wait, timeout, owner)
+    return await svc.jobs.status_of(job_id, viewer, owner)
+
+
+@op(
+    "facility.events",
+    "Events at the facility you may see (staff: every user's)",
+    action="query_jobs",
+)
+async def events(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    svc = _service(ctx)
+    viewer = svc.viewer(ctx.principal)
+    since = param(params, "since", float, 0.0)
+    if since < 0:
+        since = time.time() + since
+    types = [str(t) for t in param(params, "types", list, [])]
+    limit = param(params, "limit", int, 1000)
+    if not 1 <= limit <= 100_000:
+        raise UsageError("limit must be between 1 and 100000")
+    user = param(params, "user", str, "")
+    if not viewer.staff:
+        user = viewer.user  # everyone else sees their own user's, whatever they ask
+    p = ctx.principal
+    prefix = p.key if p.is_agent else (f"{user}/" if user else "")
+    rows = await ctx.runtime.journal.events(
+        since=since, types=types, principal=prefix or None, exact=p.is_agent, limit=limit
+    )
+    return {"events": rows}

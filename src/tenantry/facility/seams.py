@@ -1,0 +1,97 @@
+"""The seams of facility mode: small Protocols other modules plug into.
+
+Facility mode has two sides. The *facility service* (``tenantry facility
+serve``, a system account) owns what governs agents; each user's daemon is the
+user's *executor* and asks the service for every decision. Four seams join
+the parts, so a replacement (a MUNGE listener, a cluster-wide poller) plugs in
+without the concepts knowing which mode they run in:
+
+- ``Authenticator``: turns a connection into a proven ``Peer`` (uid, pid,
+  host). ``identity.PeerCredAuthenticator`` reads ``SO_PEERCRED`` on the Unix
+  socket; a TCP listener authenticated by MUNGE credentials is another.
+  ``identity.FacilityIdentity`` tries its authenticators in order and builds
+  the ``Principal`` (the uid from the peer, never from the request).
+- ``JobStatusSource``: job status with per-user visibility (a viewer sees their
+  own jobs; staff see all). ``jobview.EventJobView`` builds it from the job
+  events executors send; a poller of the scheduler for the whole cluster is
+  another.
+- ``PrincipalResolver`` and ``OpForwarder`` (in ``tenantry.service.seams``,
+  because they are typed slots of the ``Runtime``): the service fills
+  ``rt.identify``; the executor fills ``rt.forwarder``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tenantry.service.seams import OpForwarder, PrincipalResolver
+
+__all__ = [
+    "Authenticator",
+    "JobStatusSource",
+    "OpForwarder",
+    "Peer",
+    "PrincipalResolver",
+    "Viewer",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Who is at the other end of a connection, as the connection proves it."""
+
+    uid: int
+    gid: int
+    pid: int | None = None  # None when the transport cannot tell (TCP)
+    host: str = ""  # the peer's host when it is not this one
+    via: str = "peercred"  # how it was proven: peercred | munge | ...
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who asks for status: a user, and whether they are staff (who see everyone)."""
+
+    uid: int
+    user: str
+    staff: bool = False
+
+    def may_see(self, owner_user: str) -> bool:
+        return self.staff or owner_user == self.user
+
+
+class Authenticator(Protocol):
+    """Proves who is at the other end of one connection.
+
+    ``scope`` is the ASGI scope of a request on that connection (its
+    ``tenantry.peer`` entry holds ``SO_PEERCRED`` on a Unix socket; its
+    headers carry any credential a TCP client sent). Return ``None`` when this
+    authenticator does not apply to the connection (another may); raise
+    ``PermissionDenied`` when it applies and the credential is bad.
+    """
+
+    async def authenticate(self, scope: MutableMapping[str, Any]) -> Peer | None: ...
+
+
+class JobStatusSource(Protocol):
+    """Job status for many users, each seeing only what they may.
+
+    Job views are dicts as ``jobs.status`` returns them, plus ``user`` (the
+    owner) and ``key`` (``user:job_id``, unique across users). ``job_id`` is
+    the owner's job id (``t12``) or a ``user:job_id`` key.
+    """
+
+    async def status_of(self, job_id: str, viewer: Viewer, owner: str = "") -> dict[str, Any]:
+        """One job's view; ``NotFound`` when it does not exist *or* the viewer may not see it."""
+        ...
+
+    async def jobs_of(self, viewer: Viewer, *, active: bool = False) -> list[dict[str, Any]]:
+        """Every job the viewer may see (staff: all users'), newest first."""
+        ...
+
+    async def wait_change(
+        self, job_id: str, viewer: Viewer, state: str, timeout_s: float, owner: str = ""
+    ) -> dict[str, Any]:
+        """The job's view once its state differs from ``state`` (or at the timeout)."""
+        ...

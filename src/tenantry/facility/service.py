@@ -1,0 +1,135 @@
+"""The facility service's own component: who may call what, decisions, ingest.
+
+``create(runtime)`` fills ``rt.identify`` (callers of any uid, proven by the
+socket) and registers the ``facility`` gate, which refuses every op the
+service does not serve (``routing.SERVED``): a user's jobs and commands run in
+the user's own daemon, never under the service's account.
+
+- ``decide``: the executor asks before one of its ops runs; the service runs
+  its gates (kill switch, policy, budgets, audit) for that op, as declared in
+  the service's own op registry, for the forwarded principal.
+- ``ingest``: the executor sends its events; each is checked to belong to the
+  caller's user and published on the service's bus, so the journal, audit,
+  budgets, memory capture, metrics and the job view see every user's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from tenantry.errors import NotFound, PermissionDenied, UsageError
+from tenantry.events import Event, EventType
+from tenantry.facility import routing
+from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
+from tenantry.facility.jobview import JOB_EVENTS, EventJobView
+from tenantry.facility.seams import JobStatusSource, Viewer
+from tenantry.models import Principal
+from tenantry.ops import REGISTRY
+from tenantry.service.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 1000
+FUTURE_SLACK_S = 60.0
+
+
+def _event_of(raw: Any, user: str) -> Event:
+    if not isinstance(raw, dict):
+        raise UsageError("each event must be a JSON object")
+    try:
+        kind = EventType(str(raw.get("type", "")))
+    except ValueError as exc:
+        raise UsageError(f"unknown event type {raw.get('type')!r}") from exc
+    principal = str(raw.get("principal") or f"{user}/daemon/-")
+    if principal.split("/", 1)[0] != user:
+        raise PermissionDenied(f"an event of {principal.split('/', 1)[0]!r} sent by {user!r}")
+    data = raw.get("data") or {}
+    if not isinstance(data, dict):
+        raise UsageError("an event's data must be a JSON object")
+    duration = raw.get("duration_s")
+    ts = float(raw.get("ts") or time.time())
+    return Event(
+        kind,
+        principal,
+        str(raw.get("subject", ""))[:500],
+        str(raw.get("outcome", ""))[:100],
+        float(duration) if isinstance(duration, int | float) else None,
+        data,
+        min(ts, time.time() + FUTURE_SLACK_S),
+    )
+
+
+class FacilityService:
+    def __init__(self, runtime: Runtime, identity: FacilityIdentity, jobs: JobStatusSource) -> None:
+        self.runtime = runtime
+        self.identity = identity
+        self.jobs = jobs
+        self._unsubscribe: Any = None
+
+    async def start(self) -> None:
+        view = self.jobs
+        if isinstance(view, EventJobView):
+            past = await self.runtime.journal.events(types=list(JOB_EVENTS), limit=100_000)
+            for row in past:
+                view.apply(
+                    row["type"],
+                    row["principal"],
+                    row["subject"],
+                    row["outcome"],
+                    row["data"],
+                    row["ts"],
+                )
+            self._unsubscribe = self.runtime.bus.subscribe(view.on_event)
+        log.info("facility service: staff %s", ", ".join(sorted(self.identity.staff)) or "none")
+
+    async def aclose(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def viewer(self, p: Principal) -> Viewer:
+        return self.identity.viewer(p)
+
+    # -- the gate: the service serves only its own ops ---------------------------
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        if not routing.served(op_name):
+            raise PermissionDenied(
+                f"the facility service does not run {op_name}: it runs as the user, in the"
+                " user's own daemon",
+                hint="talk to your own daemon (unset TENANTRY_SOCKET); it asks the facility",
+            )
+        return []
+
+    # -- what executors ask ---------------------------------------------------------
+    async def decide(self, p: Principal, op_name: str, params: dict[str, Any]) -> list[str]:
+        """Run the service's gates for one executor op; raise the refusal or return warnings."""
+        op = REGISTRY.get(op_name)
+        if op is None:
+            raise NotFound(f"unknown operation {op_name!r}")
+        warnings: list[str] = []
+        for gate in self.runtime.ordered_gates():
+            if gate is not self:
+                warnings.extend(await gate.gate(p, op.name, op.action, params))
+        return warnings
+
+    async def ingest(self, p: Principal, raw: list[Any]) -> int:
+        if len(raw) > MAX_BATCH:
+            raise UsageError(f"at most {MAX_BATCH} events per call")
+        events = [_event_of(item, p.user) for item in raw]
+        for ev in events:
+            await self.runtime.emit(ev)
+        return len(events)
+
+
+def create(runtime: Runtime) -> FacilityService:
+    """The service side (``tenantry facility serve`` adds it to the components)."""
+    staff = staff_members(runtime.settings.facility_staff_group)
+    identity = FacilityIdentity([PeerCredAuthenticator()], staff)
+    service = FacilityService(runtime, identity, EventJobView())
+    runtime.identify = identity
+    runtime.gates["facility"] = service
+    return service
