@@ -60,8 +60,12 @@ def register(sub: Any) -> None:
     i.add_argument("--state-dir", dest="install_state", default="/var/lib/tenantry")
     i.add_argument("--listen", default="/run/tenantry/facility.sock", help="service socket")
     i.add_argument("--backend", choices=["local", "slurm"], default="slurm")
+    i.add_argument("--config-dir", default="/etc/tenantry", help="policy and shared config")
+    i.add_argument("--unit-dir", default="/etc/systemd/system", help="where the unit goes")
+    i.add_argument("--bin-dir", default="/usr/local/sbin", help="where the start script goes")
     i.add_argument("--root", default="", help="prefix every written path (packaging, tests)")
     i.add_argument("--no-accounts", action="store_true", help="do not create account or group")
+    i.add_argument("--tenantry", default="", help="the tenantry program the service runs")
     i.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     add_json(i)
     i.set_defaults(handler=_install)
@@ -69,6 +73,23 @@ def register(sub: Any) -> None:
     st = fsub.add_parser("status", help="who the facility service says you are (staff or not)")
     add_json(st)
     st.set_defaults(handler=_status)
+
+    j = fsub.add_parser(
+        "jobs",
+        help="jobs at the facility: yours (staff: every user's)",
+        formatter_class=_FMT,
+        epilog="examples:\n  tenantry facility jobs --active --json",
+    )
+    j.add_argument("--active", action="store_true", help="only jobs not finished")
+    add_json(j)
+    j.set_defaults(handler=_jobs)
+
+    e = fsub.add_parser("events", help="events at the facility: yours (staff: any user's)")
+    e.add_argument("--since", type=float, default=3600.0, help="seconds back (default 3600)")
+    e.add_argument("--user", default="", help="staff: only this user's")
+    e.add_argument("--type", action="append", default=[], help="event type (repeatable)")
+    add_json(e)
+    e.set_defaults(handler=_events)
     p.set_defaults(handler=lambda _a: (p.print_help(), 0)[1])
 
 
@@ -84,7 +105,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _install(args: argparse.Namespace) -> int:
     from tenantry.facility.install import Layout, apply, plan
 
-    exe = shutil.which("tenantry") or sys.argv[0]
+    exe = args.tenantry or shutil.which("tenantry") or sys.argv[0]
     lay = Layout(
         account=args.account,
         staff_group=args.staff_group,
@@ -92,6 +113,9 @@ def _install(args: argparse.Namespace) -> int:
         socket=args.listen,
         tenantry=exe,
         backend=args.backend,
+        config_dir=args.config_dir,
+        unit_dir=args.unit_dir,
+        sbin_dir=args.bin_dir,
     )
     steps = plan(lay, root=args.root, accounts=not args.no_accounts)
     if args.dry_run:
@@ -110,4 +134,25 @@ def _row(step: dict[str, Any]) -> str:
 def _status(args: argparse.Namespace) -> int:
     data = client_from(args).call("facility.whoami", {})
     emit(args, data, lambda d: f"{d['principal']['user']} (staff: {d['staff']})")
+    return 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    data = client_from(args).call("facility.jobs", {"active": args.active})
+    emit(
+        args,
+        data,
+        lambda d: "\n".join(f"{j['user']:12} {j['id']:8} {j['state']}" for j in d["jobs"]),
+    )
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    params = {"since": -abs(args.since), "types": args.type, "user": args.user}
+    data = client_from(args).call("facility.events", params)
+    emit(
+        args,
+        data,
+        lambda d: "\n".join(f"{e['type']:18} {e['principal']} {e['subject']}" for e in d["events"]),
+    )
     return 0

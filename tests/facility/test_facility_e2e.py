@@ -1,0 +1,213 @@
+"""Facility mode end to end: one service as its system account, three users' executors.
+
+Real Unix users (``tt-alice``, ``tt-bob``, ``tt-carol`` in the staff group
+``tt-staff``), the service started by the script ``tenantry facility
+install`` wrote (as ``tt-tenantry``), each user's daemon in facility mode as
+that user, real Slurm jobs. Needs root and Slurm; see conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ACCOUNT, Facility, User, wait_until
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def _script(user: User, name: str, body: str) -> str:
+    path = user.work / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    os.chown(path, user.uid, user.gid)
+    path.chmod(0o755)
+    return name
+
+
+def _ids(rows: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(str(r["user"]), str(r["id"])) for r in rows}
+
+
+def test_service_runs_as_its_account_on_a_socket_every_user_may_open(facility: Facility) -> None:
+    import pwd
+
+    assert pwd.getpwuid(facility.service_uid()).pw_name == ACCOUNT
+    st = os.stat(facility.socket)
+    assert st.st_mode & 0o777 == 0o666
+    assert pwd.getpwuid(st.st_uid).pw_name == ACCOUNT
+    assert oct(facility.state.stat().st_mode & 0o777) == "0o700"
+    alice = facility.users["tt-alice"].ok("facility", "status")
+    carol = facility.users["tt-carol"].ok("facility", "status")
+    assert alice["principal"]["user"] == "tt-alice" and alice["staff"] is False
+    assert carol["principal"]["user"] == "tt-carol" and carol["staff"] is True
+    # staff is a group, never a claim: carol's agent is not staff
+    assert facility.users["tt-carol"].ok("facility", "status", agent=True)["staff"] is False
+
+
+def test_jobs_submit_status_wait_cancel_through_the_users_daemons(facility: Facility) -> None:
+    alice, bob, carol = (facility.users[n] for n in ("tt-alice", "tt-bob", "tt-carol"))
+    short = alice.ok("submit", "-t", "2", _script(alice, "hello.sh", "echo hello-from-$(id -un)"))
+    ajob = short["job"]["id"]
+    done = alice.ok("wait", ajob, "--timeout", "150")
+    assert done["job"]["state"] == "COMPLETED", done
+    out = alice.work / f"tenantry-{ajob}.out"
+    assert out.read_text().strip() == "hello-from-tt-alice"
+    assert alice.ok("status", ajob)["jobs"][0]["state"] == "COMPLETED"
+
+    long = bob.ok("submit", "-t", "5", _script(bob, "long.sh", "sleep 120"))
+    bjob = long["job"]["id"]
+    wait_until(
+        lambda: bob.ok("status", bjob)["jobs"][0]["state"] in {"RUNNING", "PENDING"},
+        60,
+        "bob's job queued",
+    )
+    # bob's job ids mean nothing to alice's daemon: she cannot see or cancel it
+    assert alice.call("status", bjob).rc != 0 or bjob == ajob
+    cancelled = bob.ok("cancel", bjob)
+    assert cancelled["job"]["state"] in {"CANCELLED", "RUNNING", "PENDING"}
+    wait_until(lambda: bob.ok("status", bjob)["jobs"][0]["state"] == "CANCELLED", 60, "cancelled")
+
+    # the facility sees both through the events the executors send; each user theirs only
+    def facility_jobs(u: User) -> set[tuple[str, str]]:
+        return _ids(u.ok("facility", "jobs")["jobs"])
+
+    wait_until(
+        lambda: {("tt-alice", ajob), ("tt-bob", bjob)} <= facility_jobs(carol),
+        30,
+        "staff see every user's jobs",
+    )
+    assert {u for u, _ in facility_jobs(alice)} == {"tt-alice"}
+    assert {u for u, _ in facility_jobs(bob)} == {"tt-bob"}
+    states = {(r["user"], r["id"]): r["state"] for r in carol.ok("facility", "jobs")["jobs"]}
+    assert states[("tt-alice", ajob)] == "COMPLETED"
+    wait_until(
+        lambda: (
+            {(r["user"], r["id"]): r["state"] for r in carol.ok("facility", "jobs")["jobs"]}[
+                ("tt-bob", bjob)
+            ]
+            == "CANCELLED"
+        ),
+        30,
+        "the cancel reached the facility",
+    )
+
+
+def test_a_user_cannot_reach_another_users_daemon_commands_or_events(facility: Facility) -> None:
+    alice, bob, carol = (facility.users[n] for n in ("tt-alice", "tt-bob", "tt-carol"))
+    marker = "only-alice-" + os.urandom(4).hex()
+    assert alice.call("run", "--", "echo", marker, json_flag=False).rc == 0
+    # bob pointing his client at alice's socket: the kernel refuses (0700 directory)
+    env_other = bob.env(False) | {"TENANTRY_SOCKET": str(alice.state / "sock")}
+    import subprocess
+
+    peek = subprocess.run(
+        bob.argv("run", "--", "true"), env=env_other, capture_output=True, text=True, check=False
+    )
+    assert peek.returncode != 0
+    # the facility keeps every user's events; bob sees only his, even when he asks for alice's
+    wait_until(
+        lambda: marker in json.dumps(carol.ok("facility", "events", "--user", "tt-alice")),
+        30,
+        "alice's command event at the facility",
+    )
+    bob_view = bob.ok("facility", "events", "--user", "tt-alice", "--since", "3600")
+    assert bob_view["events"], "bob sees his own events"
+    assert {e["principal"].split("/")[0] for e in bob_view["events"]} == {"tt-bob"}
+    assert marker not in json.dumps(bob_view)
+
+
+def test_lessons_staff_reach_everyone_agents_only_after_approval(facility: Facility) -> None:
+    alice, bob, carol = (facility.users[n] for n in ("tt-alice", "tt-bob", "tt-carol"))
+    tag = os.urandom(3).hex()
+    staff = carol.ok(
+        "memory", "add", "--kind", "fact", "--scope", "facility",
+        "--title", f"scratch quota {tag} zebrafish",
+        "--body", f"scratch is purged after 30 days zebrafish {tag}",
+    )  # fmt: skip
+    sid = staff["lesson"]["id"]
+    assert staff["lesson"]["scope"] == "facility"
+    for u in (alice, bob):
+        assert sid in json.dumps(u.ok("memory", "search", f"zebrafish {tag}"))
+
+    agent = alice.ok(
+        "memory", "add", "--kind", "fact", "--scope", "facility",
+        "--title", f"module load {tag} quokka",
+        "--body", f"quokka toolchain {tag} needs module load quokka/2",
+        agent=True,
+    )  # fmt: skip
+    aid = agent["lesson"]["id"]
+    assert agent["lesson"]["scope"] != "facility"  # a candidate in alice's own scope
+    assert aid in json.dumps(alice.ok("memory", "show", aid))
+    assert aid not in json.dumps(bob.ok("memory", "search", f"quokka {tag}"))
+    assert bob.call("memory", "show", aid).rc != 0
+    # another user cannot approve it; staff can
+    assert bob.call("memory", "approve", aid).rc != 0
+    carol.ok("memory", "approve", aid)
+    assert aid in json.dumps(bob.ok("memory", "search", f"quokka {tag}"))
+
+
+def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
+    facility: Facility,
+) -> None:
+    alice, bob, carol = (facility.users[n] for n in ("tt-alice", "tt-bob", "tt-carol"))
+    # budgets (the facility's file: one agent submission an hour per user)
+    for u in (alice, bob):
+        first = u.call("submit", "-t", "1", _script(u, "b1.sh", "true"), agent=True)
+        assert first.rc == 0, first.stderr
+        second = u.call("submit", "-t", "1", "--force", _script(u, "b2.sh", "true"), agent=True)
+        assert second.rc != 0
+        assert second.data["error"]["code"] == "budget_exceeded", second.data
+        assert u.call("submit", "-t", "1", _script(u, "h.sh", "true")).rc == 0  # humans: not
+    # a user cannot stop another user's agents; staff can stop anyone's
+    assert bob.call("admin", "stop-user", "tt-alice").rc != 0
+    for u in (alice, bob):
+        carol.ok("admin", "stop-user", u.name, "--reason", "maintenance")
+    try:
+        for u in (alice, bob):
+            refused = u.call("run", "--", "true", agent=True)
+            assert refused.rc != 0
+            assert refused.data["error"]["code"] == "session_stopped", refused.data
+            assert u.call("run", "--", "true", json_flag=False).rc == 0  # their own shell works
+    finally:
+        for u in (alice, bob):
+            carol.ok("admin", "resume-user", u.name)
+    assert alice.call("run", "--", "true", agent=True, json_flag=False).rc == 0
+
+
+def test_facility_down_agent_refused_retryable_human_works(facility: Facility) -> None:
+    alice = facility.users["tt-alice"]
+    facility.stop()
+    try:
+        refused = alice.call("run", "--", "true", agent=True)
+        assert refused.rc == 69, refused
+        err = refused.data["error"]
+        assert err["code"] == "facility_unavailable" and err["retryable"] is True
+        human = alice.call("run", "--", "echo", "still-works", json_flag=False)
+        assert human.rc == 0 and "still-works" in human.data
+        assert "facility service" in human.stderr  # told it ran without the facility
+    finally:
+        facility.start()
+    assert alice.call("run", "--", "true", agent=True, json_flag=False).rc == 0
+
+
+def test_install_dry_run_lists_account_dirs_unit_script_config(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "tenantry", "facility", "install", "--dry-run", "--json",
+         "--root", str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    steps = json.loads(out.stdout)["steps"]
+    kinds = [s["kind"] for s in steps]
+    assert kinds[:2] == ["group", "account"]
+    assert "--system" in steps[1]["argv"]
+    files = {Path(s["path"]).name: s for s in steps if s["kind"] == "file"}
+    assert set(files) == {"config.toml", "tenantry-facility.service", "tenantry-facility-start"}
+    assert "User=tenantry" in files["tenantry-facility.service"]["content"]
+    assert not list(tmp_path.iterdir())  # a dry run writes nothing
