@@ -1,0 +1,131 @@
+"""Fast tests of facility mode's parts (no root, no Slurm): identity, routing, views."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry.errors import FacilityUnavailable, NotFound, PermissionDenied, UsageError
+from tenantry.events import Event, EventType
+from tenantry.facility import routing
+from tenantry.facility.executor import RemoteGate
+from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
+from tenantry.facility.install import Layout, plan, start_script, unit_text
+from tenantry.facility.jobview import EventJobView
+from tenantry.facility.link import FacilityLink
+from tenantry.facility.seams import Peer, Viewer
+from tenantry.facility.service import _event_of
+from tenantry.models import AgentProduct, Principal
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+
+
+class FixedPeer:
+    def __init__(self, peer: Peer | None) -> None:
+        self.peer = peer
+
+    async def authenticate(self, scope: Any) -> Peer | None:
+        return self.peer
+
+
+async def test_the_uid_comes_from_the_connection_never_the_claims() -> None:
+    ident = FacilityIdentity([PeerCredAuthenticator()], frozenset({ME}))
+    scope: dict[str, Any] = {"tenantry.peer": (123, os.getuid(), os.getgid())}
+    p = await ident.principal(scope, '{"agent": "codex", "session": "s1", "origin": "sandboxed"}')
+    assert (p.uid, p.user, p.agent, p.origin) == (os.getuid(), ME, AgentProduct.CODEX, "sandboxed")
+    # an agent claiming to be a human's origin is still an agent (claimed)
+    p2 = await ident.principal(scope, '{"agent": "codex", "origin": "user"}')
+    assert p2.origin == "claimed"
+    with pytest.raises(PermissionDenied):
+        await ident.principal({}, "{}")  # TCP without an authenticator that applies
+    with pytest.raises(UsageError):
+        await ident.principal(scope, '{"session": "a\\nb"}')
+
+
+async def test_authenticators_are_tried_in_order() -> None:
+    munge_like = FixedPeer(Peer(uid=os.getuid(), gid=0, host="login2", via="munge"))
+    ident = FacilityIdentity([PeerCredAuthenticator(), munge_like], frozenset())
+    p = await ident.principal({}, "{}")
+    assert p.host == "login2"
+    assert await ident.peer({}) == munge_like.peer
+
+
+def test_staff_are_a_group_and_only_as_humans() -> None:
+    assert staff_members("") == frozenset()
+    assert staff_members("no-such-group-tt") == frozenset()
+    ident = FacilityIdentity([], frozenset({"carol"}))
+    human = Principal(uid=1, user="carol")
+    agent = Principal(uid=1, user="carol", agent=AgentProduct.CLAUDE_CODE)
+    assert ident.viewer(human).staff and not ident.viewer(agent).staff
+
+
+def test_routing_keeps_user_work_in_the_users_daemon() -> None:
+    for name in ("memory.recall", "memory.approve", "admin.stop_user", "approvals.decide",
+                 "budgets.show", "facility.jobs"):  # fmt: skip
+        assert routing.forwarded(name) and routing.served(name)
+    for name in ("jobs.submit", "commands.run", "index.grep", "leases.list", "sandbox.register"):
+        assert not routing.forwarded(name) and not routing.served(name)
+    assert routing.served("facility.decide") and not routing.forwarded("facility.decide")
+
+
+def _ev(kind: EventType, principal: str, job: str, outcome: str = "ok") -> Event:
+    return Event(kind, principal, job, outcome, None, {"backend_id": "7"})
+
+
+async def test_job_view_per_user_visibility_and_wait() -> None:
+    view = EventJobView()
+    await view.on_event(_ev(EventType.JOB_SUBMITTED, "alice/human/-", "t1"))
+    await view.on_event(_ev(EventType.JOB_SUBMITTED, "bob/claude-code/s", "t1"))
+    alice, bob, staff = Viewer(1, "alice"), Viewer(2, "bob"), Viewer(3, "carol", staff=True)
+    assert [j["user"] for j in await view.jobs_of(alice)] == ["alice"]
+    assert {j["key"] for j in await view.jobs_of(staff)} == {"alice:t1", "bob:t1"}
+    with pytest.raises(NotFound):
+        await view.status_of("alice:t1", bob)
+    assert (await view.status_of("t1", staff, owner="bob"))["user"] == "bob"
+
+    async def later() -> None:
+        await asyncio.sleep(0.05)
+        await view.on_event(_ev(EventType.JOB_STATE, "alice/human/-", "t1", "RUNNING"))
+
+    task = asyncio.create_task(later())
+    got = await view.wait_change("t1", alice, "PENDING", 5.0)
+    await task
+    assert got["state"] == "RUNNING"
+    assert [j["id"] for j in await view.jobs_of(alice, active=True)] == ["t1"]
+
+
+def test_ingested_events_must_be_the_callers() -> None:
+    ev = _event_of({"type": "command.started", "principal": "alice/codex/s"}, "alice")
+    assert ev.principal == "alice/codex/s"
+    assert _event_of({"type": "daemon.started"}, "alice").principal == "alice/daemon/-"
+    with pytest.raises(PermissionDenied):
+        _event_of({"type": "command.started", "principal": "bob/codex/s"}, "alice")
+    with pytest.raises(UsageError):
+        _event_of({"type": "no.such"}, "alice")
+    far = _event_of({"type": "daemon.started", "ts": 4e9}, "alice")
+    assert far.ts < 4e9
+
+
+async def test_unreachable_facility_refuses_agents_and_warns_humans(tmp_path: Path) -> None:
+    gate = RemoteGate(FacilityLink(str(tmp_path / "none.sock"), 1.0))
+    agent = Principal(uid=1, user="alice", agent=AgentProduct.CODEX, origin="claimed")
+    with pytest.raises(FacilityUnavailable) as info:
+        await gate.gate(agent, "commands.run", "run_command", {})
+    assert info.value.retryable and info.value.code == "facility_unavailable"
+    warnings = await gate.gate(Principal(uid=1, user="alice"), "commands.run", "run_command", {})
+    assert warnings and "cannot be reached" in warnings[0]
+    await gate.link.aclose()
+
+
+def test_install_plan_modes_and_files() -> None:
+    lay = Layout(account="svc", state_dir="/srv/t", socket="/run/t/f.sock", tenantry="/opt/t")
+    steps = plan(lay, root="/pkg", accounts=False)
+    dirs = {s.path: (s.mode, s.owner) for s in steps if s.kind == "dir"}
+    assert dirs["/pkg/srv/t"] == (0o700, "svc") and dirs["/pkg/run/t"] == (0o755, "svc")
+    assert "ExecStart=/opt/t --state-dir /srv/t facility serve" in unit_text(lay)
+    assert "setpriv --reuid=svc" in start_script(lay)
