@@ -149,6 +149,20 @@ def test_lessons_staff_reach_everyone_agents_only_after_approval(facility: Facil
     carol.ok("memory", "approve", aid)
     assert aid in json.dumps(bob.ok("memory", "search", f"quokka {tag}"))
 
+    # staff seed the facility memory with import (here: a copy of an exported lesson)
+    assert carol.call("memory", "export", "--out", "seed.jsonl", json_flag=False).rc == 0
+    records = [json.loads(x) for x in (carol.work / "seed.jsonl").read_text().splitlines()]
+    seed = next(r for r in records if r["id"] == sid)
+    seed |= {"id": f"seed{tag}", "title": f"seeded {tag} wombat", "body": f"wombat {tag} fact"}
+    (carol.work / "seed.jsonl").write_text(json.dumps(seed) + "\n")
+    assert carol.ok("memory", "import", "seed.jsonl")["imported"] == 1
+    assert f"seed{tag}" in json.dumps(alice.ok("memory", "search", f"wombat {tag}"))
+    # alice's export holds her own lessons only; staff's holds everyone's
+    assert carol.call("memory", "export", "--out", "all.jsonl", json_flag=False).rc == 0
+    assert aid in (carol.work / "all.jsonl").read_text()
+    assert bob.call("memory", "export", "--out", "mine.jsonl", json_flag=False).rc == 0
+    assert aid not in (bob.work / "mine.jsonl").read_text()
+
 
 def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
     facility: Facility,
