@@ -169,9 +169,11 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
 ) -> None:
     alice, bob, carol = (facility.users[n] for n in ("tt-alice", "tt-bob", "tt-carol"))
     # budgets (the facility's file: one agent submission an hour per user)
+    running: dict[str, str] = {}
     for u in (alice, bob):
-        first = u.call("submit", "-t", "1", _script(u, "b1.sh", "true"), agent=True)
+        first = u.call("submit", "-t", "5", _script(u, "b1.sh", "sleep 300"), agent=True)
         assert first.rc == 0, first.stderr
+        running[u.name] = first.data["job"]["id"]
         second = u.call("submit", "-t", "1", "--force", _script(u, "b2.sh", "true"), agent=True)
         assert second.rc != 0
         assert second.data["error"]["code"] == "budget_exceeded", second.data
@@ -186,6 +188,13 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
             assert refused.rc != 0
             assert refused.data["error"]["code"] == "session_stopped", refused.data
             assert u.call("run", "--", "true", json_flag=False).rc == 0  # their own shell works
+            # the stopped agent's job is cancelled by the user's daemon (the user's credentials)
+            job = running[u.name]
+            wait_until(
+                lambda u=u, job=job: u.ok("status", job)["jobs"][0]["state"] == "CANCELLED",
+                60,
+                f"{u.name}'s agent job cancelled by the stop",
+            )
     finally:
         for u in (alice, bob):
             carol.ok("admin", "resume-user", u.name)

@@ -30,12 +30,13 @@ import logging
 import os
 from typing import Any
 
-from tenantry.errors import FacilityUnavailable, TenantryError
+from tenantry.errors import FacilityUnavailable, SessionStopped, TenantryError
 from tenantry.events import Event
 from tenantry.facility import routing
 from tenantry.facility.identity import user_name
 from tenantry.facility.link import FacilityLink
 from tenantry.models import Principal
+from tenantry.ops import REGISTRY, OpContext
 from tenantry.service.runtime import Runtime
 from tenantry.tasks import TaskGroup
 
@@ -49,8 +50,9 @@ PAUSE_MAX_S = 5.0
 
 
 class RemoteGate:
-    def __init__(self, link: FacilityLink) -> None:
+    def __init__(self, link: FacilityLink, runtime: Runtime | None = None) -> None:
         self.link = link
+        self.runtime = runtime
 
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
@@ -63,7 +65,40 @@ class RemoteGate:
             if principal.is_agent:
                 raise
             return [f"{err.message}; running your own command with this daemon's checks only"]
+        except SessionStopped:
+            try:
+                await self.end_local_work(principal)
+            except Exception:  # the refusal stands whatever the sweep met
+                log.exception("could not end the local work of stopped %s", principal.key)
+            raise
         return warnings + [str(w) for w in (result or {}).get("warnings", [])]
+
+    async def end_local_work(self, principal: Principal) -> int:
+        """The facility stopped this principal: end what this daemon runs for it.
+
+        Its sandboxes, leases and commands end, and its active jobs are cancelled with
+        the user's own credentials (the service cannot: they are the user's).
+        """
+        rt = self.runtime
+        if rt is None:
+            return 0
+        key, ended = principal.key, 0
+        stoppers = (
+            rt.sandboxes.kill_principal if rt.sandboxes else None,
+            rt.leases.drain_principal if rt.leases else None,
+            rt.runner.kill_principal if rt.runner else None,
+        )
+        for stop in stoppers:
+            if stop is not None:
+                ended += int(await stop(key))
+        cancel = REGISTRY.get("jobs.cancel")
+        for job_id, _backend_id, _key, _uid in await rt.journal.active_jobs_of([key]):
+            if cancel is not None:
+                await cancel.fn(OpContext(principal, rt), {"id": job_id})
+                ended += 1
+        if ended:
+            log.info("the facility stopped %s: ended %d of its local work items", key, ended)
+        return ended
 
 
 class Forwarder:
@@ -133,7 +168,7 @@ class Executor:
         rt = self.runtime
         for name in FACILITY_GATES:
             rt.gates.pop(name, None)
-        rt.gates["facility"] = RemoteGate(self.link)
+        rt.gates["facility"] = RemoteGate(self.link, rt)
         rt.forwarder = Forwarder(self.link)
         rt.lessons = RemoteLessons(self.link)
         rt.budgets = RemoteBudgets(self.link)
