@@ -25,6 +25,7 @@ from tenantry.facility import routing
 from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
 from tenantry.facility.jobview import JOB_EVENTS, EventJobView
 from tenantry.facility.seams import JobStatusSource, Viewer
+from tenantry.facility.telemetry import CommandRecorder
 from tenantry.models import Principal
 from tenantry.ops import REGISTRY
 from tenantry.service.runtime import Runtime
@@ -67,6 +68,7 @@ class FacilityService:
         self.identity = identity
         self.jobs = jobs
         self._unsubscribe: Any = None
+        self.commands = CommandRecorder(runtime.journal)
 
     async def start(self) -> None:
         view = self.jobs
@@ -121,6 +123,7 @@ class FacilityService:
             raise UsageError(f"at most {MAX_BATCH} events per call")
         events = [_event_of(item, p.user) for item in raw]
         for ev in events:
+            await self.commands.record(ev, p.uid)
             await self.runtime.emit(ev)
         return len(events)
 
