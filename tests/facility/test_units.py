@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import FacilityUnavailable, NotFound, PermissionDenied, UsageError
-from tenantry.events import Event, EventType
+from tenantry.core.errors import FacilityUnavailable, NotFound, PermissionDenied, UsageError
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.facility import routing
 from tenantry.facility.executor import RemoteGate
 from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
@@ -20,7 +21,6 @@ from tenantry.facility.jobview import EventJobView
 from tenantry.facility.link import FacilityLink
 from tenantry.facility.seams import Peer, Viewer
 from tenantry.facility.service import _event_of
-from tenantry.models import AgentProduct, Principal
 
 ME = pwd.getpwuid(os.getuid()).pw_name
 

@@ -30,15 +30,15 @@ import logging
 import os
 from typing import Any
 
-from tenantry.errors import FacilityUnavailable, SessionStopped, TenantryError
-from tenantry.events import Event
+from tenantry.core.errors import FacilityUnavailable, SessionStopped, TenantryError
+from tenantry.core.events import Event
+from tenantry.core.models import Principal
+from tenantry.core.tasks import TaskGroup
 from tenantry.facility import routing
 from tenantry.facility.identity import user_name
 from tenantry.facility.link import FacilityLink
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY, OpContext
+from tenantry.service.ops import REGISTRY, OpContext
 from tenantry.service.runtime import Runtime
-from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import pwd
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-from tenantry.errors import PermissionDenied, UsageError
+from tenantry.core.errors import PermissionDenied, UsageError
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.facility.seams import Authenticator, Peer, Viewer
-from tenantry.models import AgentProduct, Principal
 
 PEER_KEY = "tenantry.peer"  # as gateway.peercred sets it (a surface this layer cannot import)
 CLAIM_MAX = 200

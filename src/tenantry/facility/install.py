@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 
 UNIT_NAME = "tenantry-facility.service"
 

@@ -15,10 +15,10 @@ import contextlib
 import time
 from typing import Any
 
-from tenantry.errors import NotFound
-from tenantry.events import Event, EventType
+from tenantry.core.errors import NotFound
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import JobState
 from tenantry.facility.seams import Viewer
-from tenantry.models import JobState
 
 JOB_EVENTS = (EventType.JOB_SUBMITTED, EventType.JOB_STATE, EventType.JOB_CANCELLED)
 MAX_JOBS = 100_000  # bounded: the oldest finished jobs are forgotten first

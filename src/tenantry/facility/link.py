@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from tenantry import errors
-from tenantry.models import Principal
+from tenantry.core import errors
+from tenantry.core.models import Principal
 
 API = "/v1/op/"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"

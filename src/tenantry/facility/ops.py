@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 from tenantry.facility.service import FacilityService
-from tenantry.ops import OpContext, op, param
+from tenantry.service.ops import OpContext, op, param
 
 SERVICE = "facility_service"
 

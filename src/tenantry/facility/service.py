@@ -19,15 +19,15 @@ import logging
 import time
 from typing import Any
 
-from tenantry.errors import NotFound, PermissionDenied, UsageError
-from tenantry.events import Event, EventType
+from tenantry.core.errors import NotFound, PermissionDenied, UsageError
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import Principal
 from tenantry.facility import routing
 from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
 from tenantry.facility.jobview import JOB_EVENTS, EventJobView
 from tenantry.facility.seams import JobStatusSource, Viewer
 from tenantry.facility.telemetry import CommandRecorder
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY
+from tenantry.service.ops import REGISTRY
 from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantry.events import Event, EventType
-from tenantry.models import AgentProduct, Principal
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.store.journal import Journal
 
 

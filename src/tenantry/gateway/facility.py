@@ -20,22 +20,19 @@ from pathlib import Path
 import uvicorn
 
 from tenantry import __version__
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
+from tenantry.core.settings import Settings
 from tenantry.facility.identity import staff_members
-from tenantry.gateway.app import create_app
+from tenantry.gateway.app import COMPONENTS, create_app
 from tenantry.gateway.limits import protocol_with
 from tenantry.gateway.server import _pidfd_child_watcher, _private_dir, take_lock
-from tenantry.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# what governs agents, as the user daemon has it, plus the service's own component
+GOVERNING = frozenset({"metrics", "audit", "kill", "policy", "budgets", "memory"})
 FACILITY_COMPONENTS: tuple[tuple[str, str], ...] = (
-    ("metrics", "tenantry.integrations.metrics:create"),
-    ("audit", "tenantry.audit.component:create"),
-    ("kill", "tenantry.kill.component:create"),
-    ("policy", "tenantry.policy.component:create"),
-    ("budgets", "tenantry.budgets.service:create"),
-    ("memory", "tenantry.memory.component:create"),
+    *(c for c in COMPONENTS if c[0] in GOVERNING),
     ("facility_service", "tenantry.facility.service:create"),
 )
 
