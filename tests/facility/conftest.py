@@ -175,6 +175,7 @@ class Facility:
     state: Path
     start_script: Path
     users: dict[str, User]
+    http_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -209,6 +210,22 @@ class Facility:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+    def dashboard(self, path: str) -> str:
+        """A page of the facility's dashboard, with the service's token (staff's view)."""
+        import urllib.request
+
+        token = (self.state / "http-token").read_text().strip()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}{path}",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return str(resp.read().decode())
+
+    def tenantry_as_root(self, *args: str) -> Any:
+        proc = _run([PY, "-m", "tenantry", "--state-dir", str(self.state), *args, "--json"])
+        return json.loads(proc.stdout) if proc.stdout.strip() else {"rc": proc.returncode}
 
     def service_uid(self) -> int:
         assert self.proc is not None
@@ -259,8 +276,12 @@ def facility(slurm: None) -> Iterator[Facility]:
         assert install.returncode == 0, install.stderr
         budgets = etc / "budgets.toml"
         budgets.write_text(BUDGETS)
+        with socket.socket() as probe:  # a free loopback port for the facility's dashboard
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
         with (svc / "config.toml").open("a") as cfg:
             cfg.write(f'budgets_file = "{budgets}"\npoll_fast_s = 0.3\n')
+            cfg.write(f'http = "127.0.0.1:{port}"\n')
         (base / "users").mkdir(mode=0o755)
         for name in USERS:
             pw = pwd.getpwnam(name)
@@ -269,7 +290,7 @@ def facility(slurm: None) -> Iterator[Facility]:
                 d.mkdir(mode=0o700)
                 os.chown(d, pw.pw_uid, pw.pw_gid)
             users[name] = User(name, pw.pw_uid, pw.pw_gid, home, sock)
-        fac = Facility(base, sock, svc, base / "sbin" / "tenantry-facility-start", users)
+        fac = Facility(base, sock, svc, base / "sbin" / "tenantry-facility-start", users, port)
         fac.start()
         for u in users.values():
             u.start()

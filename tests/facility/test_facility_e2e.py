@@ -120,6 +120,25 @@ def test_a_user_cannot_reach_another_users_daemon_commands_or_events(facility: F
     assert marker not in json.dumps(bob_view)
 
 
+def test_the_facility_audit_and_dashboard_hold_every_users_actions(facility: Facility) -> None:
+    alice, bob = facility.users["tt-alice"], facility.users["tt-bob"]
+    for u in (alice, bob):
+        assert u.call("run", "--", "true", agent=True, json_flag=False).rc == 0
+    keys = {u.name: f"{u.name}/claude-code/s-{u.name}" for u in (alice, bob)}
+
+    def audited(key: str) -> bool:
+        shown = facility.tenantry_as_root("audit", "show", "--principal", key)
+        return isinstance(shown, list) and any(r.get("principal") == key for r in shown)
+
+    for key in keys.values():
+        wait_until(lambda key=key: audited(key), 30, f"{key} in the facility's audit log")
+    verdict = facility.tenantry_as_root("audit", "verify")
+    assert verdict["ok"] is True, verdict
+    # the service's dashboard (the staff's view) shows every user's sessions
+    page = facility.dashboard("/sessions")
+    assert "tt-alice" in page and "tt-bob" in page
+
+
 def test_lessons_staff_reach_everyone_agents_only_after_approval(facility: Facility) -> None:
     alice, bob, carol = (facility.users[n] for n in ("tt-alice", "tt-bob", "tt-carol"))
     tag = os.urandom(3).hex()

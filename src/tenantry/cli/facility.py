@@ -46,6 +46,7 @@ def register(sub: Any) -> None:
     )
     s.add_argument("--listen", metavar="PATH", help="socket to serve (default facility_socket)")
     s.add_argument("--backend", choices=["local", "slurm"], help="scheduler facts from (default)")
+    s.add_argument("--http", help="also serve the facility's dashboard and /metrics on HOST:PORT")
     s.set_defaults(handler=_serve)
 
     i = fsub.add_parser(
@@ -99,6 +100,8 @@ def _serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.listen:
         settings = settings.replace(facility_socket=args.listen)
+    if args.http:
+        settings = settings.replace(http=args.http)
     return run(settings)
 
 

@@ -11,6 +11,7 @@ facility's own (``facility.service``); it never runs a user's job or command.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -25,7 +26,7 @@ from tenantry.core.settings import Settings
 from tenantry.facility.identity import staff_members
 from tenantry.gateway.app import COMPONENTS, create_app
 from tenantry.gateway.limits import protocol_with
-from tenantry.gateway.server import _pidfd_child_watcher, _private_dir, take_lock
+from tenantry.gateway.server import _http_server, _pidfd_child_watcher, _private_dir, take_lock
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ async def serve_facility(settings: Settings) -> None:
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
+    # the dashboard and /metrics of the whole facility (token in the service's state)
+    http = _http_server(settings, app) if settings.http else None
+    http_task = asyncio.create_task(http[0].serve(sockets=[http[1]])) if http else None
     log.info(
         "tenantry %s facility service on %s (state %s, staff group %s)",
         __version__,
@@ -104,14 +108,15 @@ async def serve_facility(settings: Settings) -> None:
     try:
         await server.serve(sockets=[sock])
     finally:
+        if http is not None and http_task is not None:
+            http[0].should_exit = True
+            await http_task
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
         lock.close()
 
 
 def run(settings: Settings) -> int:
-    import asyncio
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     asyncio.run(serve_facility(settings))
     return 0
