@@ -209,11 +209,14 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
             assert u.call("run", "--", "true", json_flag=False).rc == 0  # their own shell works
             # the stopped agent's job is cancelled by the user's daemon (the user's credentials)
             job = running[u.name]
-            wait_until(
-                lambda u=u, job=job: u.ok("status", job)["jobs"][0]["state"] == "CANCELLED",
-                60,
-                f"{u.name}'s agent job cancelled by the stop",
-            )
+
+            def cancelled(u: User = u, job: str = job) -> bool:
+                if u.ok("status", job)["jobs"][0]["state"] == "CANCELLED":
+                    return True
+                u.call("run", "--", "true", agent=True)  # it keeps trying; each refusal sweeps
+                return False
+
+            wait_until(cancelled, 90, f"{u.name}'s agent job cancelled by the stop")
     finally:
         for u in (alice, bob):
             carol.ok("admin", "resume-user", u.name)

@@ -129,3 +129,49 @@ def test_install_plan_modes_and_files() -> None:
     assert dirs["/pkg/srv/t"] == (0o700, "svc") and dirs["/pkg/run/t"] == (0o755, "svc")
     assert "ExecStart=/opt/t --state-dir /srv/t facility serve" in unit_text(lay)
     assert "setpriv --reuid=svc" in start_script(lay)
+
+
+class CannedLink(FacilityLink):
+    """A link whose service answers ``facility.scheduler_status`` from a dict (or is down)."""
+
+    def __init__(self, jobs: dict[str, Any] | None) -> None:
+        super().__init__("/nonexistent/facility.sock", 1.0)
+        self.jobs = jobs
+        self.calls = 0
+
+    async def call(
+        self,
+        p: Principal,
+        op: str,
+        params: dict[str, Any],
+        *,
+        request_id: str = "",
+        timeout_s: float | None = None,
+    ) -> tuple[Any, list[str]]:
+        self.calls += 1
+        if self.jobs is None:
+            raise FacilityUnavailable("down")
+        return {"source": "poller", "jobs": self.jobs}, []
+
+
+async def test_executor_takes_job_states_from_the_facility_and_asks_its_own_for_the_rest() -> None:
+    from tenantry.backends.base import JobUpdate, Recoverable
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.models import JobSpec, JobState
+    from tenantry.facility.status import RecoverableFacilityStatusBackend, update_to_wire
+
+    inner = FakeBackend()
+    me = Principal(uid=1, user="alice")
+    a = await inner.submit(JobSpec(script="/a", script_text="#!/bin/sh\n"), me, "t1")
+    b = await inner.submit(JobSpec(script="/b", script_text="#!/bin/sh\n"), me, "t2")
+    polled = {a.backend_id: update_to_wire(JobUpdate(a.backend_id, JobState.RUNNING))}
+    link = CannedLink(polled)
+    backend = RecoverableFacilityStatusBackend(inner, link)
+    assert isinstance(backend, Recoverable)
+    got = await backend.query([a.backend_id, b.backend_id])
+    assert got[a.backend_id].state is JobState.RUNNING  # from the facility's poller
+    assert got[b.backend_id].state is JobState.PENDING  # unknown there: asked of its own
+    assert inner.calls["query"] == 1 and backend.from_facility == 1
+    link.jobs = None  # the facility is down: status still answers, from the own backend
+    again = await backend.query([a.backend_id])
+    assert again[a.backend_id].state is JobState.PENDING and inner.calls["query"] == 2

@@ -14,6 +14,7 @@ from typing import Any
 
 from tenantry.core.errors import UsageError
 from tenantry.facility.service import FacilityService
+from tenantry.facility.status import update_to_wire
 from tenantry.service.ops import OpContext, op, param
 
 SERVICE = "facility_service"
@@ -110,3 +111,13 @@ async def events(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         since=since, types=types, principal=prefix or None, exact=p.is_agent, limit=limit
     )
     return {"events": rows}
+
+
+@op("facility.scheduler_status", "Executor: scheduler states of its jobs from the cluster poller")
+async def scheduler_status(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    svc = _service(ctx)
+    ids = [str(i) for i in param(params, "ids", list, [])][:10_000]
+    if svc.scheduler is None:
+        return {"source": "", "jobs": {}}
+    found = await svc.scheduler.query(ids, svc.viewer(ctx.principal))
+    return {"source": "poller", "jobs": {k: update_to_wire(v) for k, v in found.items()}}

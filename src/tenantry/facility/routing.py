@@ -28,6 +28,7 @@ SERVICE_OPS: frozenset[str] = frozenset(
         "facility.ingest",
         "facility.flag",
         "facility.lessons",
+        "facility.scheduler_status",
         "facility.info",
         "events.list",
         "sessions.list",

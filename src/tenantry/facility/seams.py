@@ -15,6 +15,9 @@ without the concepts knowing which mode they run in:
   own jobs; staff see all). ``jobview.EventJobView`` builds it from the job
   events executors send; a poller of the scheduler for the whole cluster is
   another.
+- ``SchedulerStatus``: job states by backend id from one poller of the
+  scheduler for the whole cluster; when the service has one, executors take
+  their jobs' states from it instead of polling the scheduler themselves.
 - ``PrincipalResolver`` and ``OpForwarder`` (in ``tenantry.service.seams``,
   because they are typed slots of the ``Runtime``): the service fills
   ``rt.identify``; the executor fills ``rt.forwarder``.
@@ -22,10 +25,11 @@ without the concepts knowing which mode they run in:
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tenantry.backends.base import JobUpdate
 from tenantry.service.seams import OpForwarder, PrincipalResolver
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "OpForwarder",
     "Peer",
     "PrincipalResolver",
+    "SchedulerStatus",
     "Viewer",
 ]
 
@@ -95,3 +100,16 @@ class JobStatusSource(Protocol):
     ) -> dict[str, Any]:
         """The job's view once its state differs from ``state`` (or at the timeout)."""
         ...
+
+
+class SchedulerStatus(Protocol):
+    """What the scheduler says of jobs, by backend id, as one cluster-wide poller sees it.
+
+    The facility service answers ``facility.scheduler_status`` from it; an
+    executor's poller then takes the states of its user's jobs from the
+    service instead of asking the scheduler itself (``status.FacilityStatusBackend``).
+    Only the viewer's own jobs are returned (staff: any); ids the source does not
+    know are omitted, and the executor asks its own backend for those.
+    """
+
+    async def query(self, backend_ids: Sequence[str], viewer: Viewer) -> dict[str, JobUpdate]: ...

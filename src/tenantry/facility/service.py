@@ -25,7 +25,7 @@ from tenantry.core.models import Principal
 from tenantry.facility import routing
 from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
 from tenantry.facility.jobview import JOB_EVENTS, EventJobView
-from tenantry.facility.seams import JobStatusSource, Viewer
+from tenantry.facility.seams import JobStatusSource, SchedulerStatus, Viewer
 from tenantry.facility.telemetry import CommandRecorder
 from tenantry.service.ops import REGISTRY
 from tenantry.service.runtime import Runtime
@@ -63,10 +63,19 @@ def _event_of(raw: Any, user: str) -> Event:
 
 
 class FacilityService:
-    def __init__(self, runtime: Runtime, identity: FacilityIdentity, jobs: JobStatusSource) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        identity: FacilityIdentity,
+        jobs: JobStatusSource,
+        scheduler: SchedulerStatus | None = None,
+    ) -> None:
         self.runtime = runtime
         self.identity = identity
         self.jobs = jobs
+        # a cluster-wide poller of the scheduler, when one is plugged in: executors then
+        # take their jobs' states from it (``facility.scheduler_status``)
+        self.scheduler = scheduler
         self._unsubscribe: Any = None
         self.commands = CommandRecorder(runtime.journal)
 

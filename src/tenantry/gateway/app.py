@@ -131,6 +131,10 @@ async def open_runtime(
         bus = Bus()
         bus.subscribe(journal.add_event)
         backend = backend or make_backend(settings)
+        if settings.facility_address:  # an executor: its jobs' states from the facility
+            from tenantry.facility.status import with_facility_status
+
+            backend = with_facility_status(backend, settings)
         await backend.start()
         stack.push_async_callback(backend.aclose)
         rt = Runtime(settings, journal, bus, backend)
