@@ -223,6 +223,29 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
     assert alice.call("run", "--", "true", agent=True, json_flag=False).rc == 0
 
 
+def test_a_users_own_policy_layer_only_restricts_that_user(facility: Facility) -> None:
+    alice, bob = facility.users["tt-alice"], facility.users["tt-bob"]
+    layer = alice.state / "policy.cedar"
+    layer.write_text(
+        '@id("alice-no-date")\n@message("alice keeps her agents off date")\n'
+        'forbid (principal is Agent, action == Action::"run_command", resource is Command)\n'
+        'when { resource.program == "date" };\n'
+    )
+    os.chown(layer, alice.uid, alice.gid)
+    alice.stop()
+    alice.start()  # the layer is read at start
+    try:
+        refused = alice.call("run", "--", "date", agent=True)
+        assert refused.rc != 0 and refused.data["error"]["details"]["rule"] == "alice-no-date"
+        assert bob.call("run", "--", "date", agent=True, json_flag=False).rc == 0
+        assert alice.call("run", "--", "date", json_flag=False).rc == 0  # her own shell
+    finally:
+        layer.unlink()
+        alice.stop()
+        alice.start()
+    assert alice.call("run", "--", "date", agent=True, json_flag=False).rc == 0
+
+
 def test_facility_down_agent_refused_retryable_human_works(facility: Facility) -> None:
     alice = facility.users["tt-alice"]
     facility.stop()

@@ -7,9 +7,12 @@ sessions' sockets. What governs agents belongs to the facility service, so
 
 - ``rt.gates``: the daemon's own kill switch, policy, budgets and audit gates
   give way to one ``facility`` gate that asks the service (``facility.decide``)
-  before every op. When the service cannot be reached an agent's request is
-  refused with ``FacilityUnavailable`` (retryable); a human's goes ahead with a
-  warning (the user's own commands keep working).
+  before every op. When the user has a policy layer of their own (forbid-only,
+  ``<state>/policy.cedar``), the daemon's policy gate still runs after it, so
+  the user can only restrict what the facility allows. When the service cannot
+  be reached an agent's request is refused with ``FacilityUnavailable``
+  (retryable); a human's goes ahead with a warning (the user's own commands
+  keep working).
 - ``rt.forwarder``: ops whose state the service owns (memory, the kill switch,
   approvals, budgets: ``routing.FORWARDED``) are answered by the service.
 - ``rt.lessons``, ``rt.flags``, ``rt.budgets``: the facility's memory, the
@@ -28,9 +31,14 @@ import collections
 import contextlib
 import logging
 import os
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from tenantry.core.errors import FacilityUnavailable, SessionStopped, TenantryError
+from tenantry.core.errors import (
+    FacilityUnavailable,
+    PolicyDenied,
+    SessionStopped,
+    TenantryError,
+)
 from tenantry.core.events import Event
 from tenantry.core.models import Principal
 from tenantry.core.tasks import TaskGroup
@@ -44,6 +52,7 @@ log = logging.getLogger(__name__)
 
 # gates whose state the facility service owns; they run there, not here
 FACILITY_GATES = ("kill", "policy", "budgets", "audit")
+USER_POLICY = "policy.cedar"  # the user's own layer (forbid-only), in the state directory
 QUEUE_MAX = 10_000
 BATCH_MAX = 500
 PAUSE_MAX_S = 5.0
@@ -99,6 +108,54 @@ class RemoteGate:
         if ended:
             log.info("the facility stopped %s: ended %d of its local work items", key, ended)
         return ended
+
+
+class DecisionView(Protocol):
+    @property
+    def allowed(self) -> bool: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def rule(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+@runtime_checkable
+class PolicyCheck(Protocol):
+    """The daemon's own policy, asked without side effects (a dry run)."""
+
+    def check(self, principal: Principal, action: str, params: dict[str, Any]) -> DecisionView: ...
+
+
+class UserLayerGate:
+    """The user's own policy layer, after the facility's decision: it can only refuse.
+
+    Only denials that come from the user's file count; the facility's rules
+    (and their approvals) were decided by the service.
+    """
+
+    def __init__(self, policy: PolicyCheck) -> None:
+        self.policy = policy
+
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        if action is None:
+            return []
+        d = self.policy.check(principal, action, params)
+        if not d.allowed and d.source == "user":
+            raise PolicyDenied(
+                d.message,
+                hint="your own policy layer refuses this (<state>/policy.cedar)",
+                rule=d.rule,
+                action=action,
+                source="user",
+            )
+        return []
 
 
 class Forwarder:
@@ -166,8 +223,13 @@ class Executor:
     def wire(self) -> None:
         """Hand the facility's decisions to the service (called by ``create``)."""
         rt = self.runtime
+        # the user's own policy layer may only narrow: when there is one, this daemon's
+        # policy gate still runs, after the facility's decision (GATE_ORDER)
+        local = rt.gates.get("policy")
         for name in FACILITY_GATES:
             rt.gates.pop(name, None)
+        if (rt.settings.state_path / USER_POLICY).is_file() and isinstance(local, PolicyCheck):
+            rt.gates["policy"] = UserLayerGate(local)
         rt.gates["facility"] = RemoteGate(self.link, rt)
         rt.forwarder = Forwarder(self.link)
         rt.lessons = RemoteLessons(self.link)
