@@ -64,6 +64,8 @@ def config_text(lay: Layout) -> str:
         f'facility_user = "{lay.account}"\n'
         f'policy_file = "{lay.config_dir}/policy.cedar"\n'
         "audit_syslog = true\n"
+        "# the store: SQLite in this directory by default; replicas share PostgreSQL:\n"
+        '# store_url = "postgresql://tenantry@dbhost/tenantry"\n'
     )
 
 
