@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,10 @@ def timed(fn: Callable[[], Any], n: int) -> dict[str, float]:
         fn()
         lat.append(time.perf_counter() - t)
     return {"p50_ms": statistics.median(lat) * 1000, "p99_ms": pct(lat, 0.99) * 1000}
+
+
+def _run(client: Client) -> None:
+    list(client.stream("commands.run", RUN))
 
 
 def _listening(path: str, proc: subprocess.Popen[bytes], deadline: float) -> None:
@@ -108,13 +113,9 @@ def one_run(n: int) -> dict[str, dict[str, float]]:
             settings = load(env=envs[mode])
             human = Client(settings, autostart=False, claims={})
             agent = Client(settings, autostart=False, claims=AGENT)
-            out[f"{mode}: commands.run (human)"] = timed(
-                lambda c=human: list(c.stream("commands.run", RUN)), n
-            )
-            out[f"{mode}: commands.run (agent)"] = timed(
-                lambda c=agent: list(c.stream("commands.run", RUN)), n
-            )
-            out[f"{mode}: jobs.list (agent)"] = timed(lambda c=agent: c.call("jobs.list", {}), n)
+            for who, client in (("human", human), ("agent", agent)):
+                out[f"{mode}: commands.run ({who})"] = timed(partial(_run, client), n)
+            out[f"{mode}: jobs.list (agent)"] = timed(partial(agent.call, "jobs.list", {}), n)
         return out
     finally:
         for proc in reversed(procs):
