@@ -175,3 +175,58 @@ async def test_executor_takes_job_states_from_the_facility_and_asks_its_own_for_
     link.jobs = None  # the facility is down: status still answers, from the own backend
     again = await backend.query([a.backend_id])
     assert again[a.backend_id].state is JobState.PENDING and inner.calls["query"] == 2
+
+
+class RecordingLink(FacilityLink):
+    """Accepts ingest batches (records their sizes) or refuses the first one."""
+
+    def __init__(self, refuse_first: bool = False) -> None:
+        super().__init__("/nonexistent/facility.sock", 1.0)
+        self.batches: list[int] = []
+        self.refuse_first = refuse_first
+
+    async def call(
+        self,
+        p: Principal,
+        op: str,
+        params: dict[str, Any],
+        *,
+        request_id: str = "",
+        timeout_s: float | None = None,
+    ) -> tuple[Any, list[str]]:
+        if self.refuse_first:
+            self.refuse_first = False
+            raise UsageError("request body over 8388608 bytes")
+        self.batches.append(len(params["events"]))
+        return {"accepted": len(params["events"])}, []
+
+
+def _executor(link: FacilityLink) -> Any:
+    from typing import cast
+
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.events import Bus
+    from tenantry.core.settings import Settings
+    from tenantry.facility.executor import Executor
+    from tenantry.service.runtime import Runtime
+    from tenantry.store.journal import Journal
+
+    rt = Runtime(Settings(facility_address="/x"), cast(Journal, None), Bus(), FakeBackend())
+    ex = Executor(rt)
+    ex.link = link
+    return ex
+
+
+async def test_events_go_in_bounded_batches_and_a_refused_batch_is_dropped_not_looped() -> None:
+    link = RecordingLink(refuse_first=True)
+    ex = _executor(link)
+    big = "x" * 400_000
+    for i in range(5):
+        await ex._on_event(
+            Event(EventType.JOB_SUBMITTED, "alice/human/-", f"t{i}", data={"s": big})
+        )
+    await ex._send_batch()  # refused: those events are dropped and counted
+    assert ex.dropped == 2 and len(ex._queue) == 3
+    while ex._queue:
+        await ex._send_batch()
+    assert link.batches == [2, 1] and ex.sent == 3  # at most ~1 MB of JSON per batch

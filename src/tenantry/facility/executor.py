@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
+import json
 import logging
 import os
 from typing import Any, Protocol, runtime_checkable
@@ -55,6 +57,7 @@ FACILITY_GATES = ("kill", "policy", "budgets", "audit")
 USER_POLICY = "policy.cedar"  # the user's own layer (forbid-only), in the state directory
 QUEUE_MAX = 10_000
 BATCH_MAX = 500
+BATCH_BYTES = 1_000_000  # well under the service's max_body_bytes
 PAUSE_MAX_S = 5.0
 
 
@@ -273,13 +276,37 @@ class Executor:
         self._queue.append(event.to_dict())
         self._wake.set()
 
+    def _next_batch(self) -> list[dict[str, Any]]:
+        """The oldest events, at most ``BATCH_MAX`` of them and ``BATCH_BYTES`` of JSON."""
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for ev in itertools.islice(self._queue, BATCH_MAX):
+            n = len(json.dumps(ev, default=str))
+            if batch and size + n > BATCH_BYTES:
+                break
+            batch.append(ev)
+            size += n
+        return batch
+
+    def _drop(self, count: int) -> None:
+        for _ in range(min(count, len(self._queue))):
+            self._queue.popleft()
+
     async def _send_batch(self) -> None:
-        batch = [self._queue[i] for i in range(min(BATCH_MAX, len(self._queue)))]
+        batch = self._next_batch()
         if not batch:
             return
-        await self.link.call(self.me, "facility.ingest", {"events": batch})
-        for _ in batch:
-            self._queue.popleft()
+        try:
+            await self.link.call(self.me, "facility.ingest", {"events": batch})
+        except TenantryError as err:
+            if err.retryable:
+                raise  # down: the batch stays queued and is sent again
+            # refused (not down): resending would loop forever; these are dropped, counted
+            log.warning("the facility refused %d events: %s", len(batch), err)
+            self.dropped += len(batch)
+            self._drop(len(batch))
+            return
+        self._drop(len(batch))
         self.sent += len(batch)
 
     async def _pump(self) -> None:
@@ -292,11 +319,6 @@ class Executor:
                     await self._send_batch()
                     pause = 0.2
                 except TenantryError as err:
-                    if not err.retryable:  # refused, not down: resending would loop forever
-                        log.warning("the facility refused %d events: %s", len(self._queue), err)
-                        self.dropped += len(self._queue)
-                        self._queue.clear()
-                        break
                     log.info("facility unreachable, %d events queued: %s", len(self._queue), err)
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, PAUSE_MAX_S)
