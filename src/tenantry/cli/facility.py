@@ -6,6 +6,7 @@ Standard library only at import time (the client path).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 
@@ -108,7 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _install(args: argparse.Namespace) -> int:
     from tenantry.facility.install import Layout, apply, plan
 
-    exe = args.tenantry or shutil.which("tenantry") or sys.argv[0]
+    exe = os.path.abspath(args.tenantry or shutil.which("tenantry") or sys.argv[0])
     lay = Layout(
         account=args.account,
         staff_group=args.staff_group,

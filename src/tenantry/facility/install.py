@@ -74,7 +74,14 @@ def serve_argv(lay: Layout) -> list[str]:
 
 
 def unit_text(lay: Layout) -> str:
-    run_dir = str(Path(lay.socket).parent)
+    run_dir = Path(lay.socket).parent
+    state = Path(lay.state_dir)
+    # systemd creates the directories it manages only under /run and /var/lib
+    managed = ""
+    if run_dir.parent == Path("/run"):
+        managed += f"RuntimeDirectory={run_dir.name}\nRuntimeDirectoryMode=0755\n"
+    if state.parent == Path("/var/lib"):
+        managed += f"StateDirectory={state.name}\nStateDirectoryMode=0700\n"
     return (
         "[Unit]\n"
         "Description=Tenantry facility service (policy, budgets, kill switch, audit, memory)\n"
@@ -83,10 +90,7 @@ def unit_text(lay: Layout) -> str:
         f"User={lay.account}\n"
         f"Group={lay.account}\n"
         f"ExecStart={shlex.join(serve_argv(lay))}\n"
-        f"RuntimeDirectory={Path(run_dir).name}\n"
-        "RuntimeDirectoryMode=0755\n"
-        f"StateDirectory={Path(lay.state_dir).name}\n"
-        "StateDirectoryMode=0700\n"
+        f"{managed}"
         "Restart=on-failure\n"
         "RestartSec=2\n"
         "NoNewPrivileges=yes\n"
