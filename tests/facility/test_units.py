@@ -61,7 +61,7 @@ def test_staff_are_a_group_and_only_as_humans() -> None:
     ident = FacilityIdentity([], frozenset({"carol"}))
     human = Principal(uid=1, user="carol")
     agent = Principal(uid=1, user="carol", agent=AgentProduct.CLAUDE_CODE)
-    assert ident.viewer(human).staff and not ident.viewer(agent).staff
+    assert ident.viewer(human).is_staff and not ident.viewer(agent).is_staff
 
 
 def test_routing_keeps_user_work_in_the_users_daemon() -> None:
@@ -81,7 +81,7 @@ async def test_job_view_per_user_visibility_and_wait() -> None:
     view = EventJobView()
     await view.on_event(_ev(EventType.JOB_SUBMITTED, "alice/human/-", "t1"))
     await view.on_event(_ev(EventType.JOB_SUBMITTED, "bob/claude-code/s", "t1"))
-    alice, bob, staff = Viewer(1, "alice"), Viewer(2, "bob"), Viewer(3, "carol", staff=True)
+    alice, bob, staff = Viewer(1, "alice"), Viewer(2, "bob"), Viewer(3, "carol", is_staff=True)
     assert [j["user"] for j in await view.jobs_of(alice)] == ["alice"]
     assert {j["key"] for j in await view.jobs_of(staff)} == {"alice:t1", "bob:t1"}
     with pytest.raises(NotFound):
@@ -230,3 +230,52 @@ async def test_events_go_in_bounded_batches_and_a_refused_batch_is_dropped_not_l
     while ex._queue:
         await ex._send_batch()
     assert link.batches == [2, 1] and ex.sent == 3  # at most ~1 MB of JSON per batch
+
+
+async def test_another_transport_calls_ops_with_the_same_identity_and_gates(
+    tmp_path: Path,
+) -> None:
+    """What a MUNGE-authenticated TCP listener hands to the service: a proven peer."""
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.settings import Settings
+    from tenantry.facility.service import FacilityService
+    from tenantry.gateway.app import open_runtime
+    from tenantry.gateway.facility import FACILITY_COMPONENTS, service_settings
+
+    settings = service_settings(
+        Settings(
+            state_dir=str(tmp_path),
+            policy_file=str(tmp_path / "none.cedar"),
+            memory_verify_interval_s=0.0,
+            facility_staff_group="",
+        )
+    )
+    async with open_runtime(settings, FakeBackend(), FACILITY_COMPONENTS) as rt:
+        svc = rt.components["facility_service"]
+        assert isinstance(svc, FacilityService)
+        peer = Peer(uid=os.getuid(), gid=os.getgid(), host="login2", via="munge")
+        who = await svc.call(peer, {"agent": "codex", "session": "s9"}, "facility.whoami", {})
+        p = who["result"]["principal"]
+        assert (p["user"], p["host"], p["agent"], p["origin"]) == (ME, "login2", "codex", "claimed")
+        with pytest.raises(PermissionDenied, match="runs as the user"):
+            await svc.call(peer, {}, "jobs.submit", {"script": "/x"})
+        ok = await svc.call(peer, {}, "facility.decide", {"op": "jobs.list", "params": {}})
+        assert ok["result"] == {"warnings": []}
+
+
+def test_channels_by_address_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tenantry.facility import link
+
+    assert isinstance(link.open_channel("/run/tenantry/facility.sock", 1.0), FacilityLink)
+    assert link.open_channel("unix:///run/t.sock", 1.0).address == "/run/t.sock"
+    with pytest.raises(UsageError, match="no channel for munge"):
+        link.open_channel("munge://login1:7070", 1.0)
+    made: list[str] = []
+
+    def factory(address: str, timeout_s: float) -> FacilityLink:
+        made.append(address)
+        return FacilityLink("/dev/null", timeout_s)
+
+    monkeypatch.setitem(link.CHANNELS, "munge", factory)
+    link.open_channel("munge://login1:7070", 1.0)
+    assert made == ["munge://login1:7070"]

@@ -46,7 +46,8 @@ from tenantry.core.models import Principal
 from tenantry.core.tasks import TaskGroup
 from tenantry.facility import routing
 from tenantry.facility.identity import user_name
-from tenantry.facility.link import FacilityLink
+from tenantry.facility.link import open_channel
+from tenantry.facility.seams import FacilityChannel
 from tenantry.service.ops import REGISTRY, OpContext
 from tenantry.service.runtime import Runtime
 
@@ -62,7 +63,7 @@ PAUSE_MAX_S = 5.0
 
 
 class RemoteGate:
-    def __init__(self, link: FacilityLink, runtime: Runtime | None = None) -> None:
+    def __init__(self, link: FacilityChannel, runtime: Runtime | None = None) -> None:
         self.link = link
         self.runtime = runtime
 
@@ -162,7 +163,7 @@ class UserLayerGate:
 
 
 class Forwarder:
-    def __init__(self, link: FacilityLink) -> None:
+    def __init__(self, link: FacilityChannel) -> None:
         self.link = link
 
     def forwards(self, op_name: str) -> bool:
@@ -179,7 +180,7 @@ class Forwarder:
 
 
 class RemoteLessons:
-    def __init__(self, link: FacilityLink) -> None:
+    def __init__(self, link: FacilityChannel) -> None:
         self.link = link
 
     async def lessons_for_failure(
@@ -196,7 +197,7 @@ class RemoteLessons:
 
 
 class RemoteBudgets:
-    def __init__(self, link: FacilityLink) -> None:
+    def __init__(self, link: FacilityChannel) -> None:
         self.link = link
 
     async def status(self, principal: Principal) -> list[dict[str, Any]]:
@@ -210,7 +211,7 @@ class Executor:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.address = runtime.settings.facility_address
-        self.link = FacilityLink(self.address, float(runtime.settings.facility_timeout_s))
+        self.link = open_channel(self.address, float(runtime.settings.facility_timeout_s))
         self.me = Principal(uid=os.getuid(), user=user_name(os.getuid()), host=os.uname().nodename)
         self._queue: collections.deque[dict[str, Any]] = collections.deque(maxlen=QUEUE_MAX)
         self._wake = asyncio.Event()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import grp
 import json
 import pwd
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from tenantry.core.errors import PermissionDenied, UsageError
@@ -93,14 +93,16 @@ class FacilityIdentity:
         )
 
     async def principal(self, scope: MutableMapping[str, Any], raw_claims: str) -> Principal:
-        peer = await self.peer(scope)
-        claims = parse_claims(raw_claims)
+        return self.describe(await self.peer(scope), parse_claims(raw_claims))
+
+    def describe(self, peer: Peer, claims: Mapping[str, str]) -> Principal:
+        """The principal of a proven peer, as it describes itself (within its own uid)."""
         try:
-            agent = AgentProduct(claims["agent"] or "human")
+            agent = AgentProduct(claims.get("agent") or "human")
         except ValueError:
             agent = AgentProduct.OTHER_AGENT
-        origin = claims["origin"] if claims["origin"] in ORIGINS else ""
-        if not origin:
+        origin = claims.get("origin", "")
+        if origin not in ORIGINS:
             origin = "claimed" if agent.is_agent else "user"
         if agent.is_agent and origin == "user":
             origin = "claimed"  # an agent is never a human's principal
@@ -108,13 +110,13 @@ class FacilityIdentity:
             uid=peer.uid,
             user=user_name(peer.uid),
             agent=agent,
-            session=claims["session"],
-            host=claims["host"] or peer.host,
-            project=claims["project"],
+            session=claims.get("session", ""),
+            host=claims.get("host") or peer.host,
+            project=claims.get("project", ""),
             origin=origin,
-            tier=claims["tier"],
+            tier=claims.get("tier", ""),
         )
 
     def viewer(self, p: Principal) -> Viewer:
         """Staff only as humans: an agent of a staff member sees what its user's agents may."""
-        return Viewer(uid=p.uid, user=p.user, staff=not p.is_agent and p.user in self.staff)
+        return Viewer(uid=p.uid, user=p.user, is_staff=not p.is_agent and p.user in self.staff)

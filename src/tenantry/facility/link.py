@@ -10,12 +10,14 @@ refusals come back as the same ``TenantryError`` they were there.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from tenantry.core import errors
 from tenantry.core.models import Principal
+from tenantry.facility.seams import FacilityChannel
 
 API = "/v1/op/"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
@@ -93,3 +95,23 @@ class FacilityLink:
         if not data["ok"]:
             raise errors.from_dict(data.get("error") or {})
         return data.get("result"), [str(w) for w in data.get("warnings") or []]
+
+
+ChannelFactory = Callable[[str, float], FacilityChannel]
+# address scheme -> channel factory, for services not on this host (e.g. "munge")
+CHANNELS: dict[str, ChannelFactory] = {}
+
+
+def open_channel(address: str, timeout_s: float) -> FacilityChannel:
+    """The channel for ``facility_address``: a socket path, or ``SCHEME://...``."""
+    scheme, sep, _rest = address.partition("://")
+    if not sep or scheme == "unix":
+        return FacilityLink(address.removeprefix("unix://"), timeout_s)
+    factory = CHANNELS.get(scheme)
+    if factory is None:
+        raise errors.UsageError(
+            f"facility_address {address!r}: no channel for {scheme}://",
+            hint="use the facility socket's path on this host"
+            + (f", or one of {', '.join(sorted(CHANNELS))}://" if CHANNELS else ""),
+        )
+    return factory(address, timeout_s)

@@ -60,7 +60,7 @@ async def lessons(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 @op("facility.whoami", "Who the facility service says you are, and whether you are staff")
 async def whoami(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     viewer = _service(ctx).viewer(ctx.principal)
-    return {"principal": ctx.principal.to_dict(), "staff": viewer.staff, "mode": "facility"}
+    return {"principal": ctx.principal.to_dict(), "staff": viewer.is_staff, "mode": "facility"}
 
 
 @op("facility.jobs", "Jobs at the facility you may see (staff: every user's)", action="query_jobs")
@@ -103,7 +103,7 @@ async def events(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     if not 1 <= limit <= 100_000:
         raise UsageError("limit must be between 1 and 100000")
     user = param(params, "user", str, "")
-    if not viewer.staff:
+    if not viewer.is_staff:
         user = viewer.user  # everyone else sees their own user's, whatever they ask
     p = ctx.principal
     prefix = p.key if p.is_agent else (f"{user}/" if user else "")

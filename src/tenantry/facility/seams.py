@@ -18,6 +18,8 @@ without the concepts knowing which mode they run in:
 - ``SchedulerStatus``: job states by backend id from one poller of the
   scheduler for the whole cluster; when the service has one, executors take
   their jobs' states from it instead of polling the scheduler themselves.
+- ``FacilityChannel``: how an executor reaches the service (``link``: the
+  Unix socket; a MUNGE-authenticated TCP channel for other login nodes).
 - ``PrincipalResolver`` and ``OpForwarder`` (in ``tenantry.service.seams``,
   because they are typed slots of the ``Runtime``): the service fills
   ``rt.identify``; the executor fills ``rt.forwarder``.
@@ -30,10 +32,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tenantry.backends.base import JobUpdate
+from tenantry.core.models import Principal
 from tenantry.service.seams import OpForwarder, PrincipalResolver
 
 __all__ = [
     "Authenticator",
+    "FacilityChannel",
     "JobStatusSource",
     "OpForwarder",
     "Peer",
@@ -60,10 +64,10 @@ class Viewer:
 
     uid: int
     user: str
-    staff: bool = False
+    is_staff: bool = False
 
     def may_see(self, owner_user: str) -> bool:
-        return self.staff or owner_user == self.user
+        return self.is_staff or owner_user == self.user
 
 
 class Authenticator(Protocol):
@@ -113,3 +117,30 @@ class SchedulerStatus(Protocol):
     """
 
     async def query(self, backend_ids: Sequence[str], viewer: Viewer) -> dict[str, JobUpdate]: ...
+
+
+class FacilityChannel(Protocol):
+    """How an executor reaches the service: one op for one principal, the service's answer.
+
+    ``link.FacilityLink`` speaks HTTP over the service's Unix socket (same host).
+    An executor on another login node uses a channel that proves its uid with
+    MUNGE over TCP; such a channel is registered for its address scheme in
+    ``link.CHANNELS`` (``facility_address = "munge://login1:7070"``). A service
+    that cannot be reached raises ``FacilityUnavailable``; its refusals come back
+    as the ``TenantryError`` they were.
+    """
+
+    address: str
+    timeout_s: float
+
+    async def call(
+        self,
+        p: Principal,
+        op: str,
+        params: dict[str, Any],
+        *,
+        request_id: str = "",
+        timeout_s: float | None = None,
+    ) -> tuple[Any, list[str]]: ...
+
+    async def aclose(self) -> None: ...

@@ -15,19 +15,26 @@ the user's own daemon, never under the service's account.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from tenantry.core.errors import NotFound, PermissionDenied, UsageError
 from tenantry.core.events import Event, EventType
 from tenantry.core.models import Principal
 from tenantry.facility import routing
-from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
+from tenantry.facility.identity import (
+    FacilityIdentity,
+    PeerCredAuthenticator,
+    parse_claims,
+    staff_members,
+)
 from tenantry.facility.jobview import JOB_EVENTS, EventJobView
-from tenantry.facility.seams import JobStatusSource, SchedulerStatus, Viewer
+from tenantry.facility.seams import JobStatusSource, Peer, SchedulerStatus, Viewer
 from tenantry.facility.telemetry import CommandRecorder
-from tenantry.service.ops import REGISTRY
+from tenantry.service.ops import REGISTRY, OpContext, check_fields
 from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -126,6 +133,27 @@ class FacilityService:
             if gate is not self:
                 warnings.extend(await gate.gate(p, op.name, op.action, params))
         return warnings
+
+    async def call(
+        self, peer: Peer, claims: Mapping[str, Any], op_name: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One op for a caller proven by another transport (a MUNGE-authenticated TCP
+        listener hands each verified request here): the same principal, gates and op as
+        the Unix socket's HTTP endpoint; answered as ``{"result", "warnings"}``."""
+        p = self.identity.describe(peer, parse_claims(json.dumps(dict(claims))))
+        op = REGISTRY.get(op_name)
+        if op is None:
+            raise NotFound(f"unknown operation {op_name!r}", hint="see facility.info for the list")
+        if op.streaming:
+            raise UsageError(f"{op_name} streams; it is not served over this transport")
+        if op.fields is not None:
+            check_fields(params, op.name, op.fields)
+        await self.runtime.journal.touch_session(p)
+        warnings: list[str] = []
+        for gate in self.runtime.ordered_gates():
+            warnings.extend(await gate.gate(p, op.name, op.action, params))
+        result = await op.fn(OpContext(p, self.runtime), params)
+        return {"result": result, "warnings": warnings}
 
     async def ingest(self, p: Principal, raw: list[Any]) -> int:
         if len(raw) > MAX_BATCH:

@@ -19,7 +19,8 @@ from tenantry.core.errors import TenantryError
 from tenantry.core.models import JobSpec, JobState, Principal
 from tenantry.core.settings import Settings
 from tenantry.facility.identity import user_name
-from tenantry.facility.link import FacilityLink
+from tenantry.facility.link import open_channel
+from tenantry.facility.seams import FacilityChannel
 
 
 def update_to_wire(u: JobUpdate) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def update_from_wire(d: dict[str, Any]) -> JobUpdate:
 
 
 class FacilityStatusBackend:
-    def __init__(self, inner: Backend, link: FacilityLink) -> None:
+    def __init__(self, inner: Backend, link: FacilityChannel) -> None:
         self.inner = inner
         self.link = link
         self.name = inner.name
@@ -101,7 +102,7 @@ class RecoverableFacilityStatusBackend(FacilityStatusBackend):
 
 def with_facility_status(backend: Backend, settings: Settings) -> Backend:
     """The user's backend, taking job states from the facility service when it has them."""
-    link = FacilityLink(settings.facility_address, float(settings.facility_timeout_s))
+    link = open_channel(settings.facility_address, float(settings.facility_timeout_s))
     if isinstance(backend, Recoverable):
         return RecoverableFacilityStatusBackend(backend, link)
     return FacilityStatusBackend(backend, link)
