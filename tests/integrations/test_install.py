@@ -183,6 +183,8 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"XDG_RUNTIME_DIR", "TENANTRY_SOCKET"} <= set(server["env_vars"])
     pinned = {"TENANTRY_SOCKET": "/run/t/sock", "TENANTRY_STATE_DIR": "/srv/state"}
     assert server["env"] == {"TENANTRY_AGENT": "codex", **(pinned if scope == "user" else {})}
+    # a loaded login node may take longer than Codex's 10 s default to start the server
+    assert server["startup_timeout_sec"] >= 30
     assert cfg["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     hooks = js(d / "hooks.json")["hooks"]
     assert ours(hooks["PreToolUse"], "codex")[0]["matcher"] == "Bash"
