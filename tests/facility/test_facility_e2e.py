@@ -228,6 +228,36 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
     assert alice.call("run", "--", "true", agent=True, json_flag=False).rc == 0
 
 
+def test_a_stop_at_the_facility_ends_a_running_agent_command_at_once(facility: Facility) -> None:
+    import subprocess
+
+    alice, carol = facility.users["tt-alice"], facility.users["tt-carol"]
+    cmd = subprocess.Popen(
+        alice.argv("run", "--", "tail", "-f", "/dev/null"),
+        env=alice.env(True),
+        cwd=alice.work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+
+        def started() -> bool:
+            seen = carol.ok("facility", "events", "--user", "tt-alice", "--type", "command.started")
+            return any(e["data"].get("argv", [None])[:1] == ["tail"] for e in seen["events"])
+
+        wait_until(started, 60, "alice's agent command running")
+        carol.ok("admin", "stop-user", "tt-alice", "--reason", "runaway")
+        # no further request from the agent: the daemon learns of the stop and ends it
+        cmd.wait(timeout=30)
+        assert cmd.returncode != 0
+    finally:
+        if cmd.poll() is None:
+            cmd.kill()
+            cmd.wait()
+        carol.call("admin", "resume-user", "tt-alice")
+    assert alice.call("run", "--", "true", agent=True, json_flag=False).rc == 0
+
+
 def test_a_users_own_policy_layer_only_restricts_that_user(facility: Facility) -> None:
     alice, bob = facility.users["tt-alice"], facility.users["tt-bob"]
     layer = alice.state / "policy.cedar"

@@ -48,6 +48,7 @@ from tenantry.facility import routing
 from tenantry.facility.identity import user_name
 from tenantry.facility.link import open_channel
 from tenantry.facility.seams import FacilityChannel
+from tenantry.facility.telemetry import principal_of
 from tenantry.service.ops import REGISTRY, OpContext
 from tenantry.service.runtime import Runtime
 
@@ -60,6 +61,7 @@ QUEUE_MAX = 10_000
 BATCH_MAX = 500
 BATCH_BYTES = 1_000_000  # well under the service's max_body_bytes
 PAUSE_MAX_S = 5.0
+STOP_WAIT_S = 60.0  # long poll of the service's stops (answered at once when one changes)
 
 
 class RemoteGate:
@@ -245,6 +247,7 @@ class Executor:
             return
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
         self._tasks.supervise("events", self._pump)
+        self._tasks.supervise("stops", self._watch_stops)
         log.info("facility mode: decisions from %s", self.address)
 
     async def aclose(self) -> None:
@@ -257,6 +260,49 @@ class Executor:
                 await asyncio.wait_for(self._send_batch(), self.link.timeout_s)
         await self._tasks.aclose()
         await self.link.aclose()
+
+    # -- stops set at the facility end this daemon's work without waiting for a request --
+    async def _watch_stops(self) -> None:
+        """Long-poll the service's stops; sweep this daemon's work of each new one."""
+        handled: set[int] = set()
+        version = -1
+        while True:
+            try:
+                result, _ = await self.link.call(
+                    self.me,
+                    "facility.stops",
+                    {"version": version, "timeout_s": STOP_WAIT_S},
+                    timeout_s=STOP_WAIT_S + self.link.timeout_s,
+                )
+            except TenantryError:
+                await asyncio.sleep(PAUSE_MAX_S)  # unreachable: agents are refused anyway
+                continue
+            version = int((result or {}).get("version", -1))
+            stops = [s for s in (result or {}).get("stopped", []) if isinstance(s, dict)]
+            handled &= {int(s.get("id", 0)) for s in stops}  # a stop set again is swept again
+            for stop in stops:
+                sid = int(stop.get("id", 0))
+                if sid in handled:
+                    continue
+                handled.add(sid)
+                gate = self.runtime.gates.get("facility")
+                for p in await self._principals_of(stop):
+                    if isinstance(gate, RemoteGate):
+                        await gate.end_local_work(p)
+
+    async def _principals_of(self, stop: dict[str, Any]) -> list[Principal]:
+        """This daemon's agent principals a stop (``kind``, ``target``) names."""
+        kind, target = str(stop.get("kind", "")), str(stop.get("target", ""))
+        out: list[Principal] = []
+        for key, uid in await self.runtime.journal.principals_seen():
+            p = principal_of(key, uid)
+            if p.user != self.me.user or not p.is_agent:
+                continue
+            if (kind == "user" and target == p.user) or (
+                kind == "session" and target in (p.session, p.key)
+            ):
+                out.append(p)
+        return out
 
     # -- FlagSink: the facility's policy holds a flagged session's next actions --
     def note_flagged(self, principal: Principal) -> None:

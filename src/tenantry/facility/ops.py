@@ -15,7 +15,7 @@ from typing import Any
 from tenantry.core.errors import UsageError
 from tenantry.facility.service import FacilityService
 from tenantry.facility.status import update_to_wire
-from tenantry.service.ops import OpContext, op, param
+from tenantry.service.ops import REGISTRY, OpContext, op, param
 
 SERVICE = "facility_service"
 
@@ -121,3 +121,23 @@ async def scheduler_status(ctx: OpContext, params: dict[str, Any]) -> dict[str, 
         return {"source": "", "jobs": {}}
     found = await svc.scheduler.query(ids, svc.viewer(ctx.principal))
     return {"source": "poller", "jobs": {k: update_to_wire(v) for k, v in found.items()}}
+
+
+def _stop_concerns(stop: dict[str, Any], user: str) -> bool:
+    target = str(stop.get("target", ""))
+    if stop.get("kind") == "user":
+        return target == user
+    return "/" not in target or target.startswith(f"{user}/")  # a bare session id, or one of yours
+
+
+@op("facility.stops", "Executor: active stops that concern its user, once they change")
+async def stops(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Long poll: returns when the kill switch changed since ``version`` (or at the timeout)."""
+    svc = _service(ctx)
+    since = param(params, "version", int, -1)
+    timeout = min(max(param(params, "timeout_s", float, 30.0), 0.0), 300.0)
+    version = await svc.wait_stops(since, timeout)
+    listed = REGISTRY["admin.list_stopped"]
+    everything = (await listed.fn(ctx, {}))["stopped"]
+    mine = [s for s in everything if isinstance(s, dict) and _stop_concerns(s, ctx.principal.user)]
+    return {"version": version, "stopped": mine}

@@ -15,6 +15,8 @@ the user's own daemon, never under the service's account.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -84,7 +86,11 @@ class FacilityService:
         # take their jobs' states from it (``facility.scheduler_status``)
         self.scheduler = scheduler
         self._unsubscribe: Any = None
+        self._unsubscribe_stops: Any = None
         self.commands = CommandRecorder(runtime.journal)
+        # the kill switch's version: executors wait on it to learn of stops at once
+        self.stops_version = 0
+        self._stops_changed = asyncio.Event()
 
     async def start(self) -> None:
         view = self.jobs
@@ -100,12 +106,28 @@ class FacilityService:
                     row["ts"],
                 )
             self._unsubscribe = self.runtime.bus.subscribe(view.on_event)
+        self._unsubscribe_stops = self.runtime.bus.subscribe(self._on_stop)
         log.info("facility service: staff %s", ", ".join(sorted(self.identity.staff)) or "none")
 
     async def aclose(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        for unsubscribe in (self._unsubscribe, self._unsubscribe_stops):
+            if unsubscribe is not None:
+                unsubscribe()
+        self._unsubscribe = self._unsubscribe_stops = None
+
+    async def _on_stop(self, ev: Event) -> None:
+        if ev.type in (EventType.SESSION_STOPPED, EventType.SESSION_RESUMED):
+            self.stops_version += 1
+            self._stops_changed.set()
+            self._stops_changed = asyncio.Event()
+
+    async def wait_stops(self, since: int, timeout_s: float) -> int:
+        """The kill switch's version once it differs from ``since`` (or at the timeout)."""
+        if self.stops_version == since:
+            changed = self._stops_changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout_s)
+        return self.stops_version
 
     def viewer(self, p: Principal) -> Viewer:
         return self.identity.viewer(p)
