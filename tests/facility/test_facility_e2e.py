@@ -247,6 +247,9 @@ def test_a_stop_at_the_facility_ends_a_running_agent_command_at_once(facility: F
 
         wait_until(started, 60, "alice's agent command running")
         carol.ok("admin", "stop-user", "tt-alice", "--reason", "runaway")
+        bob = facility.users["tt-bob"]
+        assert "tt-alice" not in json.dumps(bob.ok("admin", "stopped"))  # not bob's business
+        assert "tt-alice" in json.dumps(alice.ok("admin", "stopped"))
         # no further request from the agent: the daemon learns of the stop and ends it
         cmd.wait(timeout=30)
         assert cmd.returncode != 0
