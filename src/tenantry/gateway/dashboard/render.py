@@ -70,6 +70,13 @@ def table(header: list[str], rows: list[list[str]], empty: str = "nothing yet") 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def table_card(
+    title: str, header: list[str], rows: list[list[str]], empty: str = "nothing yet"
+) -> str:
+    """A card holding one table."""
+    return card(title, table(header, rows, empty))
+
+
 def who(principal: str) -> str:
     parts = principal.split("/")
     if len(parts) == 3:
