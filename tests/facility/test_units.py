@@ -279,3 +279,23 @@ def test_channels_by_address_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(link.CHANNELS, "munge", factory)
     link.open_channel("munge://login1:7070", 1.0)
     assert made == ["munge://login1:7070"]
+
+
+async def test_the_cluster_pollers_cache_answers_executors_by_slurm_id_per_user() -> None:
+    from tenantry.core.models import JobState
+    from tenantry.facility.polled_status import PolledScheduler
+    from tenantry.facility.poller import JobStatus, StatusCache
+
+    cache = StatusCache()
+    cache.absorb(
+        [
+            JobStatus("101", "alice", JobState.RUNNING, seq=1, observed_at=1.0),
+            JobStatus("102", "bob", JobState.COMPLETED, exit_code=0, seq=2, observed_at=1.0),
+        ]
+    )
+    cache.mark_polled(1.0)
+    sched = PolledScheduler(cache)
+    alice = await sched.query(["101", "102", "999"], Viewer(1, "alice"))
+    assert set(alice) == {"101"} and alice["101"].state is JobState.RUNNING
+    staff = await sched.query(["101", "102"], Viewer(3, "carol", is_staff=True))
+    assert staff["102"].state is JobState.COMPLETED and staff["102"].exit_code == 0
