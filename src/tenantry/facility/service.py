@@ -21,11 +21,12 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenantry.core.errors import NotFound, PermissionDenied, UsageError
 from tenantry.core.events import Event, EventType
 from tenantry.core.models import Principal
+from tenantry.core.tasks import TaskGroup
 from tenantry.facility import routing
 from tenantry.facility.identity import (
     FacilityIdentity,
@@ -39,9 +40,13 @@ from tenantry.facility.telemetry import CommandRecorder
 from tenantry.service.ops import REGISTRY, OpContext, check_fields
 from tenantry.service.runtime import Runtime
 
+if TYPE_CHECKING:
+    from tenantry.facility.poller import Poller
+
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000
+CLUSTER_POLL_S = 1.0  # squeue --json for every user, once a second
 FUTURE_SLACK_S = 60.0
 
 
@@ -85,6 +90,9 @@ class FacilityService:
         # a cluster-wide poller of the scheduler, when one is plugged in: executors then
         # take their jobs' states from it (``facility.scheduler_status``)
         self.scheduler = scheduler
+        self.events_view = jobs if isinstance(jobs, EventJobView) else None
+        self.poller: Poller | None = None
+        self._tasks = TaskGroup("facility")
         self._unsubscribe: Any = None
         self._unsubscribe_stops: Any = None
         self.commands = CommandRecorder(runtime.journal)
@@ -92,9 +100,35 @@ class FacilityService:
         self.stops_version = 0
         self._stops_changed = asyncio.Event()
 
+    def poll_the_cluster(self) -> None:
+        """One poller of the scheduler for every user (this service alone, no replicas).
+
+        Job views keep their owners from the executors' events and take their state
+        from the poller; executors take their jobs' states from it as well.
+        """
+        from tenantry.facility.polled_status import PolledScheduler
+        from tenantry.facility.polled_view import PolledJobView
+        from tenantry.facility.poller import (
+            LocalPublisher,
+            Poller,
+            SlurmSnapshotSource,
+            StatusCache,
+        )
+
+        views = self.events_view
+        if views is None:
+            return  # another job view was plugged in: it brings its own state
+        cache = StatusCache()
+        source = SlurmSnapshotSource(timeout_s=float(self.runtime.settings.slurm_timeout_s))
+        self.poller = Poller(source, cache, LocalPublisher(cache), interval_s=CLUSTER_POLL_S)
+        self.jobs = PolledJobView(views, cache)
+        self.scheduler = PolledScheduler(cache)
+
     async def start(self) -> None:
-        view = self.jobs
-        if isinstance(view, EventJobView):
+        if self.poller is not None:
+            self._tasks.supervise("poller", self.poller.run)
+        view = self.events_view
+        if view is not None:
             past = await self.runtime.journal.events(types=list(JOB_EVENTS), limit=100_000)
             for row in past:
                 view.apply(
@@ -110,6 +144,7 @@ class FacilityService:
         log.info("facility service: staff %s", ", ".join(sorted(self.identity.staff)) or "none")
 
     async def aclose(self) -> None:
+        await self._tasks.aclose()
         for unsubscribe in (self._unsubscribe, self._unsubscribe_stops):
             if unsubscribe is not None:
                 unsubscribe()
@@ -192,6 +227,8 @@ def create(runtime: Runtime) -> FacilityService:
     staff = staff_members(runtime.settings.facility_staff_group)
     identity = FacilityIdentity([PeerCredAuthenticator()], staff)
     service = FacilityService(runtime, identity, EventJobView())
+    if runtime.backend.name == "slurm":
+        service.poll_the_cluster()
     runtime.identify = identity
     runtime.gates["facility"] = service
     return service
