@@ -55,6 +55,12 @@ def register(sub: Any) -> None:
             help="also serve the dashboard and /metrics on HOST:PORT (a daemon already running"
             " for this state directory is stopped first; jobs keep running)",
         )
+        p.add_argument(
+            "--facility",
+            metavar="SOCKET",
+            help="facility mode: run as this user's executor of the facility service at SOCKET"
+            " (setting facility_address); it decides policy, budgets, kill switch and memory",
+        )
     with command(
         sub,
         "mcp",
@@ -416,6 +422,8 @@ def _serve(args: argparse.Namespace) -> int:
     from tenantry.gateway.server import run
 
     settings = settings_from(args)
+    if args.facility:
+        settings = settings.replace(facility_address=args.facility)
     if args.http:
         settings = settings.replace(http=args.http)
         from tenantry.cli.daemon import stop

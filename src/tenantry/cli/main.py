@@ -59,6 +59,7 @@ COMMANDS: dict[str, str] = {
     "leases": "tenantry.leases.cli",
     "pilot": "tenantry.leases.cli",
     "agent": "tenantry.safety.sandbox.cli",
+    "facility": "tenantry.cli.facility",
 }
 EXTENSIONS: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_WITH_VALUE = ("--socket", "--state-dir")

@@ -20,6 +20,7 @@ a message that says what to do next, and whether retrying may help.
     |   +-- BackendUnavailable   the scheduler/backend cannot be reached
     |   +-- AuditUnavailable     the audit record cannot be written (action refused)
     |   +-- SandboxUnavailable   no usable bubblewrap for `tenantry agent`
+    |   +-- FacilityUnavailable  the facility service cannot be reached (facility mode)
     +-- BackendError             the backend refused or failed an operation
     |   +-- SubmissionRejected   the scheduler rejected a submission
     +-- LeaseLost                the lease running a command went away
@@ -225,6 +226,19 @@ class LeaseCapReached(BudgetExceeded):
     """A user or session already holds as many leases as allowed."""
 
     code = "lease_cap"
+
+
+# --- facility mode ------------------------------------------------------------
+
+
+class FacilityUnavailable(Unavailable):
+    """The facility service that decides for this daemon cannot be reached.
+
+    Agent actions are refused (fail closed) until it answers again; the user's
+    own commands keep working.
+    """
+
+    code = "facility_unavailable"
 
 
 # --- integrations -------------------------------------------------------------

@@ -158,6 +158,25 @@ DECLARED: tuple[Setting, ...] = (
         "sandbox_writable", "", "Comma-separated directories (scratch) agent sessions may write."
     ),
     Setting("audit_syslog", False, "Also ship the audit anchor to syslog/journald with `logger`."),
+    Setting(
+        "facility_address",
+        "",
+        "Facility mode: the facility service's socket this daemon executes for (it asks the"
+        " service for every decision); empty = user mode.",
+    ),
+    Setting(
+        "facility_socket",
+        "/run/tenantry/facility.sock",
+        "The socket `tenantry facility serve` listens on (every user may connect).",
+    ),
+    Setting(
+        "facility_staff_group",
+        "tenantry-staff",
+        "Unix group whose members are facility staff (approve lessons, stop anyone's agents,"
+        " see every user's jobs and events).",
+    ),
+    Setting("facility_user", "tenantry", "System account that runs the facility service."),
+    Setting("facility_timeout_s", 10.0, "Timeout of each call a daemon makes to its facility."),
 )
 
 
@@ -220,6 +239,11 @@ class Settings:
     sandbox_hide: str
     sandbox_writable: str
     audit_syslog: bool
+    facility_address: str
+    facility_socket: str
+    facility_staff_group: str
+    facility_user: str
+    facility_timeout_s: float
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}

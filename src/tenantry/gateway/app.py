@@ -62,6 +62,7 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.index.ops",
     "tenantry.leases.ops",
     "tenantry.safety.sandbox.ops",
+    "tenantry.facility.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
@@ -77,6 +78,8 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("memory", "tenantry.memory.component:create"),
     ("index", "tenantry.index.component:create"),
     ("leases", "tenantry.leases.component:create"),
+    # last: in facility mode it hands the decisions of the others to the facility service
+    ("facility", "tenantry.facility.executor:create"),
 )
 
 PRINCIPAL_HEADER = "x-tenantry-principal"
@@ -114,7 +117,9 @@ def _load(target: str) -> Callable[[Runtime], Component]:
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings, backend: Backend | None = None
+    settings: Settings,
+    backend: Backend | None = None,
+    components: tuple[tuple[str, str], ...] = COMPONENTS,
 ) -> AsyncIterator[Runtime]:
     """Open the store, backend and components; close them in reverse order."""
     for mod in OP_MODULES:
@@ -130,6 +135,10 @@ async def open_runtime(
         bus = Bus()
         bus.subscribe(journal.add_event)
         backend = backend or make_backend(settings)
+        if settings.facility_address:  # an executor: its jobs' states from the facility
+            from tenantry.facility.status import with_facility_status
+
+            backend = with_facility_status(backend, settings)
         await backend.start()
         stack.push_async_callback(backend.aclose)
         rt = Runtime(settings, journal, bus, backend)
@@ -140,7 +149,7 @@ async def open_runtime(
             ("jobs", JobService(rt)),
             ("commands", CommandService(rt, runner)),
         ]
-        extra = [(name, _load(target)(rt)) for name, target in COMPONENTS]
+        extra = [(name, _load(target)(rt)) for name, target in components]
         for name, comp in core + extra:
             rt.components[name] = comp
             await comp.start()
@@ -155,7 +164,10 @@ async def open_runtime(
 async def principal_of(request: Request) -> Principal:
     """The caller's principal: from the socket it came on (see ``gateway.identity``)."""
     rt: Runtime = request.app.state.runtime
-    return await resolve(rt, request.scope, request.headers.get(PRINCIPAL_HEADER, "{}"))
+    claims = request.headers.get(PRINCIPAL_HEADER, "{}")
+    if rt.identify is not None:  # the facility service: any uid, proven by the connection
+        return await rt.identify.principal(request.scope, claims)
+    return await resolve(rt, request.scope, claims)
 
 
 async def read_body(request: Request, cap: int) -> bytes:
@@ -234,6 +246,10 @@ async def op_endpoint(request: Request) -> Response:
                     {"agent": p.agent.value, "host": p.host, "project": p.project},
                 )
             )
+        if rt.forwarder is not None and rt.forwarder.forwards(op.name):
+            # facility mode: the facility service owns this state, gates and answers it
+            result, warnings = await rt.forwarder.forward(p, op.name, params, rid)
+            return JSONResponse({"ok": True, "result": result, **_warned(warnings)})
         warnings = await _gate(rt, op, p, params)
         ctx = OpContext(p, rt, rid)
         if op.streaming:
@@ -248,6 +264,10 @@ async def op_endpoint(request: Request) -> Response:
         return envelope(err)
     except Exception as exc:
         return envelope(_internal(exc))
+
+
+def _warned(warnings: list[str]) -> dict[str, list[str]]:
+    return {"warnings": warnings} if warnings else {}
 
 
 async def _record_denial(rt: Runtime, p: Principal | None, name: str, err: TenantryError) -> None:
@@ -317,10 +337,14 @@ async def health(request: Request) -> Response:
     )
 
 
-def create_app(settings: Settings, backend: Backend | None = None) -> Starlette:
+def create_app(
+    settings: Settings,
+    backend: Backend | None = None,
+    components: tuple[tuple[str, str], ...] = COMPONENTS,
+) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with open_runtime(settings, backend) as rt:
+        async with open_runtime(settings, backend, components) as rt:
             app.state.runtime = rt
             listener = getattr(app.state, "session_listener", None)
             sandbox = rt.components.get("sandbox")

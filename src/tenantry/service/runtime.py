@@ -23,6 +23,8 @@ from tenantry.service.seams import (
     Gate,
     LeaseRunner,
     LessonSource,
+    OpForwarder,
+    PrincipalResolver,
     Sandboxes,
     StatusSource,
 )
@@ -39,8 +41,10 @@ __all__ = ["GATE_ORDER", "Component", "Runtime"]
 T = TypeVar("T")
 
 # Gates run in this order before every op; gates of other names run before "audit",
-# which records only requests every other gate let through.
-GATE_ORDER: tuple[str, ...] = ("kill", "policy", "budgets")
+# which records only requests every other gate let through. "facility" is first: on
+# the facility service it refuses the ops the service does not serve; on a user's
+# executor it is the service's decision.
+GATE_ORDER: tuple[str, ...] = ("facility", "kill", "policy", "budgets")
 LAST_GATES: tuple[str, ...] = ("audit",)
 
 
@@ -59,6 +63,9 @@ class Runtime:
         self.budgets: StatusSource | None = None
         self.flags: FlagSink | None = None
         self.sandboxes: Sandboxes | None = None
+        # facility mode: who the callers are (the service) and where decisions go (executor)
+        self.identify: PrincipalResolver | None = None
+        self.forwarder: OpForwarder | None = None
 
     @property
     def store(self) -> Store:

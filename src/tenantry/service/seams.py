@@ -8,7 +8,7 @@ component factory. The type checker therefore sees both sides of every seam.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Protocol
 
 from tenantry.core.models import CommandResult, CommandSpec, Principal
@@ -22,6 +22,8 @@ __all__ = [
     "Gate",
     "LeaseRunner",
     "LessonSource",
+    "OpForwarder",
+    "PrincipalResolver",
     "StatusSource",
 ]
 
@@ -113,3 +115,24 @@ class Sandboxes(Protocol):
         ...
 
     def list(self) -> Sequence[SandboxView]: ...
+
+
+class PrincipalResolver(Protocol):
+    """Who is calling, from the connection (facility mode: any uid, proven by the socket).
+
+    When the slot is empty the daemon serves its own uid only (user mode).
+    """
+
+    async def principal(self, scope: MutableMapping[str, Any], raw_claims: str) -> Principal: ...
+
+
+class OpForwarder(Protocol):
+    """Sends the ops whose state another service owns to it (facility mode's executor)."""
+
+    def forwards(self, op_name: str) -> bool: ...
+
+    async def forward(
+        self, principal: Principal, op_name: str, params: dict[str, Any], request_id: str
+    ) -> tuple[Any, list[str]]:
+        """The op's result and warnings, as the owning service answered them."""
+        ...

@@ -81,4 +81,15 @@ async def resume_user(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 
 @op("admin.list_stopped", "Active stops of the kill switch")
 async def list_stopped(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
-    return {"stopped": _switch(ctx).list_stopped()}
+    stops = _switch(ctx).list_stopped()
+    if ctx.runtime.settings.admin_users.strip() and not _staff(ctx):
+        # staff are set (a facility): other users see only the stops that concern them
+        stops = [s for s in stops if _concerns(s, ctx.principal.user)]
+    return {"stopped": stops}
+
+
+def _concerns(stop: dict[str, Any], user: str) -> bool:
+    target = str(stop.get("target", ""))
+    if stop.get("kind") == "user":
+        return target == user
+    return stop.get("owner") == user or target.startswith(f"{user}/")

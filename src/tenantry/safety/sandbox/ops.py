@@ -12,6 +12,8 @@ from typing import Any
 
 from tenantry.client.principal import PRODUCTS
 from tenantry.core.events import Event, EventType
+from tenantry.core.settings import Settings
+from tenantry.safety.sandbox.profile import hidden_extra
 from tenantry.safety.sandbox.registry import SandboxRegistry, inside_runtime
 from tenantry.service.ops import OpContext, op, param
 
@@ -56,7 +58,7 @@ async def register(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         "state_dir": paths.state_dir,
         "home": paths.home,
         "writable": list(paths.scratch),
-        "hide": ctx.runtime.settings.sandbox_hide,
+        "hide": _hide(ctx.runtime.settings),
         "env_allow": ctx.runtime.settings.sandbox_env_allow,
         "bwrap": ctx.runtime.settings.sandbox_bwrap,
     }
@@ -87,3 +89,7 @@ async def list_sessions(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any
         if s.uid == ctx.principal.uid
     ]
     return {"sessions": rows}
+
+
+def _hide(settings: Settings) -> str:
+    return hidden_extra(settings.sandbox_hide, settings.facility_address, settings.facility_socket)

@@ -38,6 +38,20 @@ HIDDEN_DIRS: tuple[str, ...] = (
     "~/.password-store",
     "~/.local/share/keyrings",
 )
+
+
+def hidden_extra(sandbox_hide: str, *facility_sockets: str) -> str:
+    """The setting's extra hidden directories plus each facility socket's directory.
+
+    An agent reaches Tenantry only through its session socket: the facility
+    service's socket (which takes any local uid) must not be reachable from
+    inside, or the agent could describe itself to the service as its human.
+    """
+    dirs = [d for d in (x.strip() for x in sandbox_hide.split(",")) if d]
+    dirs += [os.path.dirname(s) for s in facility_sockets if s and os.path.dirname(s)]
+    return ",".join(dict.fromkeys(dirs))
+
+
 # Files replaced by /dev/null (read as empty, cannot be written).
 HIDDEN_FILES: tuple[str, ...] = (
     "/etc/slurm/jwt_hs256.key",

@@ -300,7 +300,9 @@ class SandboxRegistry:
         bwrap = (settings.sandbox_bwrap or "bwrap") if lease else find_bwrap(settings.sandbox_bwrap)
         argv = profile.bwrap_argv(
             bwrap, paths, spec.argv, env,
-            extra_hidden=_split(settings.sandbox_hide), bind_try=lease,
+            extra_hidden=_split(profile.hidden_extra(
+                settings.sandbox_hide, settings.facility_address, settings.facility_socket)),
+            bind_try=lease,
             keep_visible=profile.own_runtime(),
         )  # fmt: skip
         argv[argv.index("--chdir") + 1] = spec.cwd

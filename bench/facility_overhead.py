@@ -1,0 +1,158 @@
+"""What facility mode costs per request: the same ops on a user-mode daemon and on an executor.
+
+Both daemons run on this machine with the local backend; the executor asks a
+facility service (also local, same uid) for every decision and sends it every
+event. Measured with a warm in-process client (no process start):
+
+  commands.run ["true"]   as the human and as a (claimed) agent
+  jobs.list               a cached read (the executor still asks for the decision)
+
+Budgets are lifted (``replace_defaults = true``) so the agent is never limited.
+Each run starts fresh daemons; the table prints the median over runs of each
+p50/p99, and the load average before and after (the machine is shared).
+
+Usage: python bench/facility_overhead.py [--n 200] [--runs 3] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tenantry.client.sync import Client
+from tenantry.core.settings import load
+
+AGENT = {"agent": "claude-code", "session": "bench", "host": "", "project": ""}
+RUN = {"argv": ["true"], "cwd": "/tmp"}
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+def timed(fn: Callable[[], Any], n: int) -> dict[str, float]:
+    fn()  # warm-up
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        lat.append(time.perf_counter() - t)
+    return {"p50_ms": statistics.median(lat) * 1000, "p99_ms": pct(lat, 0.99) * 1000}
+
+
+def _run(client: Client) -> None:
+    list(client.stream("commands.run", RUN))
+
+
+def _listening(path: str, proc: subprocess.Popen[bytes], deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{path}: the process exited ({proc.returncode})")
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(path)
+                return
+            except OSError:
+                time.sleep(0.05)
+    raise SystemExit(f"{path}: not listening in time")
+
+
+def one_run(n: int) -> dict[str, dict[str, float]]:
+    base = Path(tempfile.mkdtemp(prefix="tnt-facb-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        budgets = base / "budgets.toml"
+        budgets.write_text("replace_defaults = true\n")
+        common = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX"))}
+        common |= {"TENANTRY_BUDGETS_FILE": str(budgets),
+                   "TENANTRY_POLICY_FILE": str(base / "none.cedar")}  # fmt: skip
+        fac_sock = str(base / "run" / "facility.sock")
+        envs = {
+            "facility": common
+            | {
+                "TENANTRY_STATE_DIR": str(base / "fac"),
+                "TENANTRY_FACILITY_SOCKET": fac_sock,
+            },
+            "user mode": common
+            | {
+                "TENANTRY_STATE_DIR": str(base / "u"),
+                "TENANTRY_SOCKET": str(base / "u" / "sock"),
+            },
+            "facility mode": common
+            | {
+                "TENANTRY_STATE_DIR": str(base / "x"),
+                "TENANTRY_SOCKET": str(base / "x" / "sock"),
+                "TENANTRY_FACILITY_ADDRESS": fac_sock,
+            },
+        }
+        argv = {"facility": ["facility", "serve"], "user mode": ["serve"],
+                "facility mode": ["serve"]}  # fmt: skip
+        for name in ("facility", "user mode", "facility mode"):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tenantry", *argv[name]],
+                env=envs[name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            procs.append(proc)
+            sock = fac_sock if name == "facility" else envs[name]["TENANTRY_SOCKET"]
+            _listening(sock, proc, time.monotonic() + 60)
+        out: dict[str, dict[str, float]] = {}
+        for mode in ("user mode", "facility mode"):
+            settings = load(env=envs[mode])
+            human = Client(settings, autostart=False, claims={})
+            agent = Client(settings, autostart=False, claims=AGENT)
+            for who, client in (("human", human), ("agent", agent)):
+                out[f"{mode}: commands.run ({who})"] = timed(partial(_run, client), n)
+            out[f"{mode}: jobs.list (agent)"] = timed(partial(agent.call, "jobs.list", {}), n)
+        return out
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(timeout=30)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--n", type=int, default=200, help="requests per op and mode, per run")
+    ap.add_argument("--runs", type=int, default=3, help="fresh daemons per run; medians over runs")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+    load_before = os.getloadavg()
+    runs = [one_run(args.n) for _ in range(args.runs)]
+    load_after = os.getloadavg()
+    rows = []
+    for name in runs[0]:
+        rows.append({
+            "name": name,
+            "p50_ms": round(statistics.median(r[name]["p50_ms"] for r in runs), 3),
+            "p99_ms": round(statistics.median(r[name]["p99_ms"] for r in runs), 3),
+        })  # fmt: skip
+    print(f"{'op':42} {'p50 ms':>8} {'p99 ms':>8}")
+    for r in rows:
+        print(f"{r['name']:42} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}")
+    print(f"n={args.n} runs={args.runs} load average before {load_before}, after {load_after}")
+    if args.json:
+        report = {
+            "rows": rows,
+            "n": args.n,
+            "runs": args.runs,
+            "loadavg": [load_before, load_after],
+        }
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""``tenantry facility``: serve, install and inspect the facility service.
+
+Standard library only at import time (the client path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from tenantry.cli.common import add_json, client_from, emit, settings_from
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_FMT = argparse.RawDescriptionHelpFormatter
+
+EPILOG = """\
+examples:
+  tenantry facility install --dry-run --json     what install would write
+  sudo tenantry facility install                 account, directories, unit, config
+  sudo systemctl enable --now tenantry-facility  start it (or tenantry-facility-start)
+  tenantry serve --facility /run/tenantry/facility.sock   a user's daemon in facility mode
+  tenantry facility status                       who the facility says you are
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "facility",
+        help="the facility service: one Tenantry for every user of a cluster",
+        description="Facility mode: a service under its own system account holds what governs"
+        " agents (policy, budgets, kill switch, audit, memory); each user's daemon becomes the"
+        " user's executor and asks it for every decision. See docs/facility.md.",
+        formatter_class=_FMT,
+        epilog=EPILOG,
+    )
+    fsub = p.add_subparsers(dest="facility_command", metavar="VERB")
+    s = fsub.add_parser(
+        "serve",
+        help="run the facility service in the foreground (as its system account)",
+        formatter_class=_FMT,
+        epilog="examples:\n  tenantry --state-dir /var/lib/tenantry facility serve",
+    )
+    s.add_argument("--listen", metavar="PATH", help="socket to serve (default facility_socket)")
+    s.add_argument("--backend", choices=["local", "slurm"], help="scheduler facts from (default)")
+    s.add_argument("--http", help="also serve the facility's dashboard and /metrics on HOST:PORT")
+    s.set_defaults(handler=_serve)
+
+    i = fsub.add_parser(
+        "install",
+        help="write the system account, directories, systemd unit, start script and config",
+        formatter_class=_FMT,
+        epilog="examples:\n  tenantry facility install --dry-run --json\n"
+        "  tenantry facility install --root /tmp/pkg --no-accounts",
+    )
+    i.add_argument("--account", default="tenantry", help="system account (default tenantry)")
+    i.add_argument("--staff-group", default="tenantry-staff", help="Unix group of staff")
+    i.add_argument("--state-dir", dest="install_state", default="/var/lib/tenantry")
+    i.add_argument("--listen", default="/run/tenantry/facility.sock", help="service socket")
+    i.add_argument("--backend", choices=["local", "slurm"], default="slurm")
+    i.add_argument("--config-dir", default="/etc/tenantry", help="policy and shared config")
+    i.add_argument("--unit-dir", default="/etc/systemd/system", help="where the unit goes")
+    i.add_argument("--bin-dir", default="/usr/local/sbin", help="where the start script goes")
+    i.add_argument("--root", default="", help="prefix every written path (packaging, tests)")
+    i.add_argument("--no-accounts", action="store_true", help="do not create account or group")
+    i.add_argument("--tenantry", default="", help="the tenantry program the service runs")
+    i.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    add_json(i)
+    i.set_defaults(handler=_install)
+
+    st = fsub.add_parser("status", help="who the facility service says you are (staff or not)")
+    add_json(st)
+    st.set_defaults(handler=_status)
+
+    j = fsub.add_parser(
+        "jobs",
+        help="jobs at the facility: yours (staff: every user's)",
+        formatter_class=_FMT,
+        epilog="examples:\n  tenantry facility jobs --active --json",
+    )
+    j.add_argument("--active", action="store_true", help="only jobs not finished")
+    add_json(j)
+    j.set_defaults(handler=_jobs)
+
+    e = fsub.add_parser("events", help="events at the facility: yours (staff: any user's)")
+    e.add_argument("--since", type=float, default=3600.0, help="seconds back (default 3600)")
+    e.add_argument("--user", default="", help="staff: only this user's")
+    e.add_argument("--type", action="append", default=[], help="event type (repeatable)")
+    add_json(e)
+    e.set_defaults(handler=_events)
+    p.set_defaults(handler=lambda _a: (p.print_help(), 0)[1])
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from tenantry.gateway.facility import run
+
+    settings = settings_from(args)
+    if args.listen:
+        settings = settings.replace(facility_socket=args.listen)
+    if args.http:
+        settings = settings.replace(http=args.http)
+    return run(settings)
+
+
+def _install(args: argparse.Namespace) -> int:
+    from tenantry.facility.install import Layout, apply, plan
+
+    exe = os.path.abspath(args.tenantry or shutil.which("tenantry") or sys.argv[0])
+    lay = Layout(
+        account=args.account,
+        staff_group=args.staff_group,
+        state_dir=args.install_state,
+        socket=args.listen,
+        tenantry=exe,
+        backend=args.backend,
+        config_dir=args.config_dir,
+        unit_dir=args.unit_dir,
+        sbin_dir=args.bin_dir,
+    )
+    steps = plan(lay, root=args.root, accounts=not args.no_accounts)
+    if args.dry_run:
+        rows = [s.to_dict() for s in steps]
+        emit(args, {"steps": rows}, lambda d: "\n".join(_row(s) for s in d["steps"]))
+        return 0
+    done = apply(steps)
+    emit(args, {"changed": done}, lambda d: "\n".join(d["changed"]) or "nothing to change")
+    return 0
+
+
+def _row(step: dict[str, Any]) -> str:
+    return f"{step['kind']:8} {step.get('path') or step.get('name')}"
+
+
+def _status(args: argparse.Namespace) -> int:
+    data = client_from(args).call("facility.whoami", {})
+    emit(args, data, lambda d: f"{d['principal']['user']} (staff: {d['staff']})")
+    return 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    data = client_from(args).call("facility.jobs", {"active": args.active})
+    emit(
+        args,
+        data,
+        lambda d: "\n".join(f"{j['user']:12} {j['id']:8} {j['state']}" for j in d["jobs"]),
+    )
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    params = {"since": -abs(args.since), "types": args.type, "user": args.user}
+    data = client_from(args).call("facility.events", params)
+    emit(
+        args,
+        data,
+        lambda d: "\n".join(f"{e['type']:18} {e['principal']} {e['subject']}" for e in d["events"]),
+    )
+    return 0

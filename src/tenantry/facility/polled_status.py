@@ -1,0 +1,35 @@
+"""``PolledScheduler``: the service's ``SchedulerStatus`` from the cluster's one poller.
+
+Executors ask ``facility.scheduler_status`` for their jobs' states by Slurm id
+(``status.FacilityStatusBackend``); this answers from the poller's cache
+(``poller.StatusCache`` or a replica's ``ReplicatedStatus``) with the viewer's
+visibility: a user gets only their own jobs (staff: any), and an id the cache
+does not know is left out, so the executor asks its own backend for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tenantry.backends.base import JobUpdate
+from tenantry.core import errors
+from tenantry.facility.polled_view import StatusReader
+from tenantry.facility.seams import Viewer
+
+
+class PolledScheduler:
+    def __init__(self, status: StatusReader) -> None:
+        self.status = status
+
+    async def query(self, backend_ids: Sequence[str], viewer: Viewer) -> dict[str, JobUpdate]:
+        out: dict[str, JobUpdate] = {}
+        for bid in backend_ids:
+            try:
+                st = self.status.status_of(bid, viewer).status
+            except (errors.NotFound, errors.Unavailable):
+                continue
+            if not viewer.is_staff and st.user != viewer.user:
+                continue  # the cache's own visibility already says so; never another's
+            code = st.exit_code if st.state.terminal else None
+            out[bid] = JobUpdate(bid, st.state, exit_code=code, reason=st.reason)
+        return out

@@ -1,0 +1,45 @@
+"""Which ops belong to the facility service. Pure data, shared by both sides.
+
+- ``FORWARDED``: ops whose state the facility owns (memory, kill switch,
+  approvals, budgets, the facility's views). A user daemon in facility mode
+  sends them to the service as they are, for the calling principal.
+- ``SERVED``: every op the service answers. Everything else (submitting jobs,
+  running commands, the workspace index, leases, sandboxes) runs as the user,
+  in the user's daemon, and the service refuses it.
+"""
+
+from __future__ import annotations
+
+FORWARDED_PREFIXES: tuple[str, ...] = ("memory.", "admin.", "approvals.")
+FORWARDED_OPS: frozenset[str] = frozenset(
+    {
+        "budgets.show",
+        "policy.check",
+        "facility.whoami",
+        "facility.jobs",
+        "facility.job",
+        "facility.events",
+    }
+)
+# what only executors send: the decision for one of their own ops, their events
+SERVICE_OPS: frozenset[str] = frozenset(
+    {
+        "facility.decide",
+        "facility.ingest",
+        "facility.flag",
+        "facility.lessons",
+        "facility.scheduler_status",
+        "facility.stops",
+        "facility.info",
+        "events.list",
+        "sessions.list",
+    }
+)
+
+
+def forwarded(op_name: str) -> bool:
+    return op_name in FORWARDED_OPS or op_name.startswith(FORWARDED_PREFIXES)
+
+
+def served(op_name: str) -> bool:
+    return op_name in SERVICE_OPS or forwarded(op_name)

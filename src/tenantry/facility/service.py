@@ -1,0 +1,234 @@
+"""The facility service's own component: who may call what, decisions, ingest.
+
+``create(runtime)`` fills ``rt.identify`` (callers of any uid, proven by the
+socket) and registers the ``facility`` gate, which refuses every op the
+service does not serve (``routing.SERVED``): a user's jobs and commands run in
+the user's own daemon, never under the service's account.
+
+- ``decide``: the executor asks before one of its ops runs; the service runs
+  its gates (kill switch, policy, budgets, audit) for that op, as declared in
+  the service's own op registry, for the forwarded principal.
+- ``ingest``: the executor sends its events; each is checked to belong to the
+  caller's user and published on the service's bus, so the journal, audit,
+  budgets, memory capture, metrics and the job view see every user's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tenantry.core.errors import NotFound, PermissionDenied, UsageError
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import Principal
+from tenantry.core.tasks import TaskGroup
+from tenantry.facility import routing
+from tenantry.facility.identity import (
+    FacilityIdentity,
+    PeerCredAuthenticator,
+    parse_claims,
+    staff_members,
+)
+from tenantry.facility.jobview import JOB_EVENTS, EventJobView
+from tenantry.facility.seams import JobStatusSource, Peer, SchedulerStatus, Viewer
+from tenantry.facility.telemetry import CommandRecorder
+from tenantry.service.ops import REGISTRY, OpContext, check_fields
+from tenantry.service.runtime import Runtime
+
+if TYPE_CHECKING:
+    from tenantry.facility.poller import Poller
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 1000
+CLUSTER_POLL_S = 1.0  # squeue --json for every user, once a second
+FUTURE_SLACK_S = 60.0
+
+
+def _event_of(raw: Any, user: str) -> Event:
+    if not isinstance(raw, dict):
+        raise UsageError("each event must be a JSON object")
+    try:
+        kind = EventType(str(raw.get("type", "")))
+    except ValueError as exc:
+        raise UsageError(f"unknown event type {raw.get('type')!r}") from exc
+    principal = str(raw.get("principal") or f"{user}/daemon/-")
+    if principal.split("/", 1)[0] != user:
+        raise PermissionDenied(f"an event of {principal.split('/', 1)[0]!r} sent by {user!r}")
+    data = raw.get("data") or {}
+    if not isinstance(data, dict):
+        raise UsageError("an event's data must be a JSON object")
+    duration = raw.get("duration_s")
+    ts = float(raw.get("ts") or time.time())
+    return Event(
+        kind,
+        principal,
+        str(raw.get("subject", ""))[:500],
+        str(raw.get("outcome", ""))[:100],
+        float(duration) if isinstance(duration, int | float) else None,
+        data,
+        min(ts, time.time() + FUTURE_SLACK_S),
+    )
+
+
+class FacilityService:
+    def __init__(
+        self,
+        runtime: Runtime,
+        identity: FacilityIdentity,
+        jobs: JobStatusSource,
+        scheduler: SchedulerStatus | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.identity = identity
+        self.jobs = jobs
+        # a cluster-wide poller of the scheduler, when one is plugged in: executors then
+        # take their jobs' states from it (``facility.scheduler_status``)
+        self.scheduler = scheduler
+        self.events_view = jobs if isinstance(jobs, EventJobView) else None
+        self.poller: Poller | None = None
+        self._tasks = TaskGroup("facility")
+        self._unsubscribe: Any = None
+        self._unsubscribe_stops: Any = None
+        self.commands = CommandRecorder(runtime.journal)
+        # the kill switch's version: executors wait on it to learn of stops at once
+        self.stops_version = 0
+        self._stops_changed = asyncio.Event()
+
+    def poll_the_cluster(self) -> None:
+        """One poller of the scheduler for every user (this service alone, no replicas).
+
+        Job views keep their owners from the executors' events and take their state
+        from the poller; executors take their jobs' states from it as well.
+        """
+        from tenantry.facility.polled_status import PolledScheduler
+        from tenantry.facility.polled_view import PolledJobView
+        from tenantry.facility.poller import (
+            LocalPublisher,
+            Poller,
+            SlurmSnapshotSource,
+            StatusCache,
+        )
+
+        views = self.events_view
+        if views is None:
+            return  # another job view was plugged in: it brings its own state
+        cache = StatusCache()
+        source = SlurmSnapshotSource(timeout_s=float(self.runtime.settings.slurm_timeout_s))
+        self.poller = Poller(source, cache, LocalPublisher(cache), interval_s=CLUSTER_POLL_S)
+        self.jobs = PolledJobView(views, cache)
+        self.scheduler = PolledScheduler(cache)
+
+    async def start(self) -> None:
+        if self.poller is not None:
+            self._tasks.supervise("poller", self.poller.run)
+        view = self.events_view
+        if view is not None:
+            past = await self.runtime.journal.events(types=list(JOB_EVENTS), limit=100_000)
+            for row in past:
+                view.apply(
+                    row["type"],
+                    row["principal"],
+                    row["subject"],
+                    row["outcome"],
+                    row["data"],
+                    row["ts"],
+                )
+            self._unsubscribe = self.runtime.bus.subscribe(view.on_event)
+        self._unsubscribe_stops = self.runtime.bus.subscribe(self._on_stop)
+        log.info("facility service: staff %s", ", ".join(sorted(self.identity.staff)) or "none")
+
+    async def aclose(self) -> None:
+        await self._tasks.aclose()
+        for unsubscribe in (self._unsubscribe, self._unsubscribe_stops):
+            if unsubscribe is not None:
+                unsubscribe()
+        self._unsubscribe = self._unsubscribe_stops = None
+
+    async def _on_stop(self, ev: Event) -> None:
+        if ev.type in (EventType.SESSION_STOPPED, EventType.SESSION_RESUMED):
+            self.stops_version += 1
+            self._stops_changed.set()
+            self._stops_changed = asyncio.Event()
+
+    async def wait_stops(self, since: int, timeout_s: float) -> int:
+        """The kill switch's version once it differs from ``since`` (or at the timeout)."""
+        if self.stops_version == since:
+            changed = self._stops_changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout_s)
+        return self.stops_version
+
+    def viewer(self, p: Principal) -> Viewer:
+        return self.identity.viewer(p)
+
+    # -- the gate: the service serves only its own ops ---------------------------
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        if not routing.served(op_name):
+            raise PermissionDenied(
+                f"the facility service does not run {op_name}: it runs as the user, in the"
+                " user's own daemon",
+                hint="talk to your own daemon (unset TENANTRY_SOCKET); it asks the facility",
+            )
+        return []
+
+    # -- what executors ask ---------------------------------------------------------
+    async def decide(self, p: Principal, op_name: str, params: dict[str, Any]) -> list[str]:
+        """Run the service's gates for one executor op; raise the refusal or return warnings."""
+        op = REGISTRY.get(op_name)
+        if op is None:
+            raise NotFound(f"unknown operation {op_name!r}")
+        warnings: list[str] = []
+        for gate in self.runtime.ordered_gates():
+            if gate is not self:
+                warnings.extend(await gate.gate(p, op.name, op.action, params))
+        return warnings
+
+    async def call(
+        self, peer: Peer, claims: Mapping[str, Any], op_name: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One op for a caller proven by another transport (a MUNGE-authenticated TCP
+        listener hands each verified request here): the same principal, gates and op as
+        the Unix socket's HTTP endpoint; answered as ``{"result", "warnings"}``."""
+        p = self.identity.describe(peer, parse_claims(json.dumps(dict(claims))))
+        op = REGISTRY.get(op_name)
+        if op is None:
+            raise NotFound(f"unknown operation {op_name!r}", hint="see facility.info for the list")
+        if op.streaming:
+            raise UsageError(f"{op_name} streams; it is not served over this transport")
+        if op.fields is not None:
+            check_fields(params, op.name, op.fields)
+        await self.runtime.journal.touch_session(p)
+        warnings: list[str] = []
+        for gate in self.runtime.ordered_gates():
+            warnings.extend(await gate.gate(p, op.name, op.action, params))
+        result = await op.fn(OpContext(p, self.runtime), params)
+        return {"result": result, "warnings": warnings}
+
+    async def ingest(self, p: Principal, raw: list[Any]) -> int:
+        if len(raw) > MAX_BATCH:
+            raise UsageError(f"at most {MAX_BATCH} events per call")
+        events = [_event_of(item, p.user) for item in raw]
+        for ev in events:
+            await self.commands.record(ev, p.uid)
+            await self.runtime.emit(ev)
+        return len(events)
+
+
+def create(runtime: Runtime) -> FacilityService:
+    """The service side (``tenantry facility serve`` adds it to the components)."""
+    staff = staff_members(runtime.settings.facility_staff_group)
+    identity = FacilityIdentity([PeerCredAuthenticator()], staff)
+    service = FacilityService(runtime, identity, EventJobView())
+    if runtime.backend.name == "slurm":
+        service.poll_the_cluster()
+    runtime.identify = identity
+    runtime.gates["facility"] = service
+    return service

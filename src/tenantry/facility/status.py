@@ -1,0 +1,108 @@
+"""The executor takes its jobs' states from the facility (one poller per cluster).
+
+``FacilityStatusBackend`` wraps the user's own backend: submitting and
+cancelling still run as the user (``sbatch``/``scancel`` with the user's
+credentials), but ``query`` asks the service (``facility.scheduler_status``),
+which answers from its ``SchedulerStatus`` source. Jobs the service does not
+know (or a service without a poller, or one that cannot be reached) are asked
+of the user's own backend, so status never depends on the service being up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from tenantry.backends.base import Backend, JobUpdate, Recoverable, Submitted
+from tenantry.core.errors import TenantryError
+from tenantry.core.models import JobSpec, JobState, Principal
+from tenantry.core.settings import Settings
+from tenantry.facility.identity import user_name
+from tenantry.facility.link import open_channel
+from tenantry.facility.seams import FacilityChannel
+
+
+def update_to_wire(u: JobUpdate) -> dict[str, Any]:
+    return {"backend_id": u.backend_id, "state": u.state.value, "exit_code": u.exit_code,
+            "started_at": u.started_at, "ended_at": u.ended_at, "reason": u.reason}  # fmt: skip
+
+
+def update_from_wire(d: dict[str, Any]) -> JobUpdate:
+    code = d.get("exit_code")
+    started, ended = d.get("started_at"), d.get("ended_at")
+    return JobUpdate(
+        backend_id=str(d["backend_id"]),
+        state=JobState(str(d["state"])),
+        exit_code=int(code) if isinstance(code, int) else None,
+        started_at=float(started) if isinstance(started, int | float) else None,
+        ended_at=float(ended) if isinstance(ended, int | float) else None,
+        reason=str(d.get("reason", "")),
+    )
+
+
+class FacilityStatusBackend:
+    def __init__(self, inner: Backend, link: FacilityChannel) -> None:
+        self.inner = inner
+        self.link = link
+        self.name = inner.name
+        self.me = Principal(uid=os.getuid(), user=user_name(os.getuid()))
+        self.from_facility = 0  # how many states came from the service (for info/tests)
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def aclose(self) -> None:
+        await self.link.aclose()
+        await self.inner.aclose()
+
+    async def submit(self, spec: JobSpec, principal: Principal, job_id: str) -> Submitted:
+        return await self.inner.submit(spec, principal, job_id)
+
+    async def cancel(self, backend_id: str) -> None:
+        await self.inner.cancel(backend_id)
+
+    async def info(self) -> dict[str, Any]:
+        return await self.inner.info()
+
+    async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
+        ids = list(backend_ids)
+        known: dict[str, JobUpdate] = {}
+        try:
+            result, _ = await self.link.call(self.me, "facility.scheduler_status", {"ids": ids})
+            for bid, raw in ((result or {}).get("jobs") or {}).items():
+                if bid in ids and isinstance(raw, dict):
+                    known[bid] = update_from_wire(raw)
+        except (TenantryError, ValueError, KeyError):
+            known = {}  # the user's own backend answers instead
+        self.from_facility += len(known)
+        rest = [b for b in ids if b not in known]
+        if rest:
+            known.update(await self.inner.query(rest))
+        return known
+
+
+class RecoverableFacilityStatusBackend(FacilityStatusBackend):
+    """The same, for a backend that finds jobs handed over before a crash."""
+
+    async def submit(
+        self, spec: JobSpec, principal: Principal, job_id: str, *, intent: str = ""
+    ) -> Submitted:
+        inner = self.inner
+        assert isinstance(inner, Recoverable)
+        return await inner.submit(spec, principal, job_id, intent=intent)
+
+    async def find(
+        self, spec: JobSpec, principal: Principal, job_id: str, intent: str
+    ) -> Submitted | None:
+        inner = self.inner
+        assert isinstance(inner, Recoverable)
+        return await inner.find(spec, principal, job_id, intent)
+
+
+def with_facility_status(backend: Backend, settings: Settings) -> Backend:
+    """The user's backend, taking job states from the facility service when it has them."""
+    link = open_channel(settings.facility_address, float(settings.facility_timeout_s))
+    if isinstance(backend, Recoverable):
+        return RecoverableFacilityStatusBackend(backend, link)
+    return FacilityStatusBackend(backend, link)

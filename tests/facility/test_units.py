@@ -1,0 +1,301 @@
+"""Fast tests of facility mode's parts (no root, no Slurm): identity, routing, views."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry.core.errors import FacilityUnavailable, NotFound, PermissionDenied, UsageError
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.facility import routing
+from tenantry.facility.executor import RemoteGate
+from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, staff_members
+from tenantry.facility.install import Layout, plan, start_script, unit_text
+from tenantry.facility.jobview import EventJobView
+from tenantry.facility.link import FacilityLink
+from tenantry.facility.seams import Peer, Viewer
+from tenantry.facility.service import _event_of
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+
+
+class FixedPeer:
+    def __init__(self, peer: Peer | None) -> None:
+        self.peer = peer
+
+    async def authenticate(self, scope: Any) -> Peer | None:
+        return self.peer
+
+
+async def test_the_uid_comes_from_the_connection_never_the_claims() -> None:
+    ident = FacilityIdentity([PeerCredAuthenticator()], frozenset({ME}))
+    scope: dict[str, Any] = {"tenantry.peer": (123, os.getuid(), os.getgid())}
+    p = await ident.principal(scope, '{"agent": "codex", "session": "s1", "origin": "sandboxed"}')
+    assert (p.uid, p.user, p.agent, p.origin) == (os.getuid(), ME, AgentProduct.CODEX, "sandboxed")
+    # an agent claiming to be a human's origin is still an agent (claimed)
+    p2 = await ident.principal(scope, '{"agent": "codex", "origin": "user"}')
+    assert p2.origin == "claimed"
+    with pytest.raises(PermissionDenied):
+        await ident.principal({}, "{}")  # TCP without an authenticator that applies
+    with pytest.raises(UsageError):
+        await ident.principal(scope, '{"session": "a\\nb"}')
+
+
+async def test_authenticators_are_tried_in_order() -> None:
+    munge_like = FixedPeer(Peer(uid=os.getuid(), gid=0, host="login2", via="munge"))
+    ident = FacilityIdentity([PeerCredAuthenticator(), munge_like], frozenset())
+    p = await ident.principal({}, "{}")
+    assert p.host == "login2"
+    assert await ident.peer({}) == munge_like.peer
+
+
+def test_staff_are_a_group_and_only_as_humans() -> None:
+    assert staff_members("") == frozenset()
+    assert staff_members("no-such-group-tt") == frozenset()
+    ident = FacilityIdentity([], frozenset({"carol"}))
+    human = Principal(uid=1, user="carol")
+    agent = Principal(uid=1, user="carol", agent=AgentProduct.CLAUDE_CODE)
+    assert ident.viewer(human).is_staff and not ident.viewer(agent).is_staff
+
+
+def test_routing_keeps_user_work_in_the_users_daemon() -> None:
+    for name in ("memory.recall", "memory.approve", "admin.stop_user", "approvals.decide",
+                 "budgets.show", "facility.jobs"):  # fmt: skip
+        assert routing.forwarded(name) and routing.served(name)
+    for name in ("jobs.submit", "commands.run", "index.grep", "leases.list", "sandbox.register"):
+        assert not routing.forwarded(name) and not routing.served(name)
+    assert routing.served("facility.decide") and not routing.forwarded("facility.decide")
+
+
+def _ev(kind: EventType, principal: str, job: str, outcome: str = "ok") -> Event:
+    return Event(kind, principal, job, outcome, None, {"backend_id": "7"})
+
+
+async def test_job_view_per_user_visibility_and_wait() -> None:
+    view = EventJobView()
+    await view.on_event(_ev(EventType.JOB_SUBMITTED, "alice/human/-", "t1"))
+    await view.on_event(_ev(EventType.JOB_SUBMITTED, "bob/claude-code/s", "t1"))
+    alice, bob, staff = Viewer(1, "alice"), Viewer(2, "bob"), Viewer(3, "carol", is_staff=True)
+    assert [j["user"] for j in await view.jobs_of(alice)] == ["alice"]
+    assert {j["key"] for j in await view.jobs_of(staff)} == {"alice:t1", "bob:t1"}
+    with pytest.raises(NotFound):
+        await view.status_of("alice:t1", bob)
+    assert (await view.status_of("t1", staff, owner="bob"))["user"] == "bob"
+
+    async def later() -> None:
+        await asyncio.sleep(0.05)
+        await view.on_event(_ev(EventType.JOB_STATE, "alice/human/-", "t1", "RUNNING"))
+
+    task = asyncio.create_task(later())
+    got = await view.wait_change("t1", alice, "PENDING", 5.0)
+    await task
+    assert got["state"] == "RUNNING"
+    assert [j["id"] for j in await view.jobs_of(alice, active=True)] == ["t1"]
+
+
+def test_ingested_events_must_be_the_callers() -> None:
+    ev = _event_of({"type": "command.started", "principal": "alice/codex/s"}, "alice")
+    assert ev.principal == "alice/codex/s"
+    assert _event_of({"type": "daemon.started"}, "alice").principal == "alice/daemon/-"
+    with pytest.raises(PermissionDenied):
+        _event_of({"type": "command.started", "principal": "bob/codex/s"}, "alice")
+    with pytest.raises(UsageError):
+        _event_of({"type": "no.such"}, "alice")
+    far = _event_of({"type": "daemon.started", "ts": 4e9}, "alice")
+    assert far.ts < 4e9
+
+
+async def test_unreachable_facility_refuses_agents_and_warns_humans(tmp_path: Path) -> None:
+    gate = RemoteGate(FacilityLink(str(tmp_path / "none.sock"), 1.0))
+    agent = Principal(uid=1, user="alice", agent=AgentProduct.CODEX, origin="claimed")
+    with pytest.raises(FacilityUnavailable) as info:
+        await gate.gate(agent, "commands.run", "run_command", {})
+    assert info.value.retryable and info.value.code == "facility_unavailable"
+    warnings = await gate.gate(Principal(uid=1, user="alice"), "commands.run", "run_command", {})
+    assert warnings and "cannot be reached" in warnings[0]
+    await gate.link.aclose()
+
+
+def test_install_plan_modes_and_files() -> None:
+    lay = Layout(account="svc", state_dir="/srv/t", socket="/run/t/f.sock", tenantry="/opt/t")
+    steps = plan(lay, root="/pkg", accounts=False)
+    dirs = {s.path: (s.mode, s.owner) for s in steps if s.kind == "dir"}
+    assert dirs["/pkg/srv/t"] == (0o700, "svc") and dirs["/pkg/run/t"] == (0o755, "svc")
+    assert "ExecStart=/opt/t --state-dir /srv/t facility serve" in unit_text(lay)
+    assert "setpriv --reuid=svc" in start_script(lay)
+
+
+class CannedLink(FacilityLink):
+    """A link whose service answers ``facility.scheduler_status`` from a dict (or is down)."""
+
+    def __init__(self, jobs: dict[str, Any] | None) -> None:
+        super().__init__("/nonexistent/facility.sock", 1.0)
+        self.jobs = jobs
+        self.calls = 0
+
+    async def call(
+        self,
+        p: Principal,
+        op: str,
+        params: dict[str, Any],
+        *,
+        request_id: str = "",
+        timeout_s: float | None = None,
+    ) -> tuple[Any, list[str]]:
+        self.calls += 1
+        if self.jobs is None:
+            raise FacilityUnavailable("down")
+        return {"source": "poller", "jobs": self.jobs}, []
+
+
+async def test_executor_takes_job_states_from_the_facility_and_asks_its_own_for_the_rest() -> None:
+    from tenantry.backends.base import JobUpdate, Recoverable
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.models import JobSpec, JobState
+    from tenantry.facility.status import RecoverableFacilityStatusBackend, update_to_wire
+
+    inner = FakeBackend()
+    me = Principal(uid=1, user="alice")
+    a = await inner.submit(JobSpec(script="/a", script_text="#!/bin/sh\n"), me, "t1")
+    b = await inner.submit(JobSpec(script="/b", script_text="#!/bin/sh\n"), me, "t2")
+    polled = {a.backend_id: update_to_wire(JobUpdate(a.backend_id, JobState.RUNNING))}
+    link = CannedLink(polled)
+    backend = RecoverableFacilityStatusBackend(inner, link)
+    assert isinstance(backend, Recoverable)
+    got = await backend.query([a.backend_id, b.backend_id])
+    assert got[a.backend_id].state is JobState.RUNNING  # from the facility's poller
+    assert got[b.backend_id].state is JobState.PENDING  # unknown there: asked of its own
+    assert inner.calls["query"] == 1 and backend.from_facility == 1
+    link.jobs = None  # the facility is down: status still answers, from the own backend
+    again = await backend.query([a.backend_id])
+    assert again[a.backend_id].state is JobState.PENDING and inner.calls["query"] == 2
+
+
+class RecordingLink(FacilityLink):
+    """Accepts ingest batches (records their sizes) or refuses the first one."""
+
+    def __init__(self, refuse_first: bool = False) -> None:
+        super().__init__("/nonexistent/facility.sock", 1.0)
+        self.batches: list[int] = []
+        self.refuse_first = refuse_first
+
+    async def call(
+        self,
+        p: Principal,
+        op: str,
+        params: dict[str, Any],
+        *,
+        request_id: str = "",
+        timeout_s: float | None = None,
+    ) -> tuple[Any, list[str]]:
+        if self.refuse_first:
+            self.refuse_first = False
+            raise UsageError("request body over 8388608 bytes")
+        self.batches.append(len(params["events"]))
+        return {"accepted": len(params["events"])}, []
+
+
+def _executor(link: FacilityLink) -> Any:
+    from typing import cast
+
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.events import Bus
+    from tenantry.core.settings import Settings
+    from tenantry.facility.executor import Executor
+    from tenantry.service.runtime import Runtime
+    from tenantry.store.journal import Journal
+
+    rt = Runtime(Settings(facility_address="/x"), cast(Journal, None), Bus(), FakeBackend())
+    ex = Executor(rt)
+    ex.link = link
+    return ex
+
+
+async def test_events_go_in_bounded_batches_and_a_refused_batch_is_dropped_not_looped() -> None:
+    link = RecordingLink(refuse_first=True)
+    ex = _executor(link)
+    big = "x" * 400_000
+    for i in range(5):
+        await ex._on_event(
+            Event(EventType.JOB_SUBMITTED, "alice/human/-", f"t{i}", data={"s": big})
+        )
+    await ex._send_batch()  # refused: those events are dropped and counted
+    assert ex.dropped == 2 and len(ex._queue) == 3
+    while ex._queue:
+        await ex._send_batch()
+    assert link.batches == [2, 1] and ex.sent == 3  # at most ~1 MB of JSON per batch
+
+
+async def test_another_transport_calls_ops_with_the_same_identity_and_gates(
+    tmp_path: Path,
+) -> None:
+    """What a MUNGE-authenticated TCP listener hands to the service: a proven peer."""
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.settings import Settings
+    from tenantry.facility.service import FacilityService
+    from tenantry.gateway.app import open_runtime
+    from tenantry.gateway.facility import FACILITY_COMPONENTS, service_settings
+
+    settings = service_settings(
+        Settings(
+            state_dir=str(tmp_path),
+            policy_file=str(tmp_path / "none.cedar"),
+            memory_verify_interval_s=0.0,
+            facility_staff_group="",
+        )
+    )
+    async with open_runtime(settings, FakeBackend(), FACILITY_COMPONENTS) as rt:
+        svc = rt.components["facility_service"]
+        assert isinstance(svc, FacilityService)
+        peer = Peer(uid=os.getuid(), gid=os.getgid(), host="login2", via="munge")
+        who = await svc.call(peer, {"agent": "codex", "session": "s9"}, "facility.whoami", {})
+        p = who["result"]["principal"]
+        assert (p["user"], p["host"], p["agent"], p["origin"]) == (ME, "login2", "codex", "claimed")
+        with pytest.raises(PermissionDenied, match="runs as the user"):
+            await svc.call(peer, {}, "jobs.submit", {"script": "/x"})
+        ok = await svc.call(peer, {}, "facility.decide", {"op": "jobs.list", "params": {}})
+        assert ok["result"] == {"warnings": []}
+
+
+def test_channels_by_address_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tenantry.facility import link
+
+    assert isinstance(link.open_channel("/run/tenantry/facility.sock", 1.0), FacilityLink)
+    assert link.open_channel("unix:///run/t.sock", 1.0).address == "/run/t.sock"
+    with pytest.raises(UsageError, match="no channel for munge"):
+        link.open_channel("munge://login1:7070", 1.0)
+    made: list[str] = []
+
+    def factory(address: str, timeout_s: float) -> FacilityLink:
+        made.append(address)
+        return FacilityLink("/dev/null", timeout_s)
+
+    monkeypatch.setitem(link.CHANNELS, "munge", factory)
+    link.open_channel("munge://login1:7070", 1.0)
+    assert made == ["munge://login1:7070"]
+
+
+async def test_the_cluster_pollers_cache_answers_executors_by_slurm_id_per_user() -> None:
+    from tenantry.core.models import JobState
+    from tenantry.facility.polled_status import PolledScheduler
+    from tenantry.facility.poller import JobStatus, StatusCache
+
+    cache = StatusCache()
+    cache.absorb(
+        [
+            JobStatus("101", "alice", JobState.RUNNING, seq=1, observed_at=1.0),
+            JobStatus("102", "bob", JobState.COMPLETED, exit_code=0, seq=2, observed_at=1.0),
+        ]
+    )
+    cache.mark_polled(1.0)
+    sched = PolledScheduler(cache)
+    alice = await sched.query(["101", "102", "999"], Viewer(1, "alice"))
+    assert set(alice) == {"101"} and alice["101"].state is JobState.RUNNING
+    staff = await sched.query(["101", "102"], Viewer(3, "carol", is_staff=True))
+    assert staff["102"].state is JobState.COMPLETED and staff["102"].exit_code == 0
