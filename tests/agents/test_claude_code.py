@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("Bash", {"command": "squeue -u me", "description": "list my jobs"}),
-    Step("Bash", {"command": "rm -rf ~", "description": "clean up"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script(
+    "Bash",
+    {"command": "squeue -u me", "description": "list my jobs"},
+    {"command": "rm -rf ~", "description": "clean up"},
+)
 
 # a user's own settings, in their own formatting, that uninstall must give back byte for byte
 USER_SETTINGS = (

@@ -5,17 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, Step, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("exec_command", {"cmd": "squeue -u me"}),
-    Step("exec_command", {"cmd": "shutdown -h now"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script("exec_command", {"cmd": "squeue -u me"}, {"cmd": "shutdown -h now"})
 
 
 def user_config(url: str) -> str:

@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("run_shell_command", {"command": "squeue -u me"}),
-    Step("run_shell_command", {"command": "shutdown -h now"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script(
+    "run_shell_command", {"command": "squeue -u me"}, {"command": "shutdown -h now"}
+)
 # the user's own settings (API-key auth, no folder-trust prompt, no usage statistics)
 USER_SETTINGS = (
     '{"security": {"auth": {"selectedType": "gemini-api-key"},'

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("bash", {"command": "squeue -u me", "description": "list my jobs"}),
-    Step("bash", {"command": "shutdown -h now", "description": "stop"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script(
+    "bash",
+    {"command": "squeue -u me", "description": "list my jobs"},
+    {"command": "shutdown -h now", "description": "stop"},
+)
 
 
 def user_config(url: str) -> str:
