@@ -34,6 +34,11 @@ def field_values(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
+def _texts(d: dict[str, Any], *names: str) -> dict[str, str]:
+    """Text fields of a wire dict by name, each ``""`` where the dict has none."""
+    return {name: str(d.get(name, "")) for name in names}
+
+
 # session tiers, strictest first: what a session may do beyond its agent rules
 TIERS: tuple[str, ...] = ("read-only", "standard", "trusted")
 
@@ -76,11 +81,8 @@ class Principal:
             uid=int(d["uid"]),
             user=str(d["user"]),
             agent=AgentProduct(d.get("agent", "human")),
-            session=str(d.get("session", "")),
-            host=str(d.get("host", "")),
-            project=str(d.get("project", "")),
             origin=str(d.get("origin", "user")),
-            tier=str(d.get("tier", "")),
+            **_texts(d, "session", "host", "project", "tier"),
         )
 
 
@@ -211,18 +213,13 @@ class Job:
         return cls(
             id=str(d["id"]),
             backend=str(d["backend"]),
-            backend_id=str(d.get("backend_id", "")),
             state=JobState(d["state"]),
-            principal=str(d.get("principal", "")),
             uid=int(d.get("uid", -1)),
-            name=str(d.get("name", "")),
             submitted_at=float(d.get("submitted_at") or 0.0),
             started_at=d.get("started_at"),
             ended_at=d.get("ended_at"),
             exit_code=d.get("exit_code"),
-            reason=str(d.get("reason", "")),
-            output=str(d.get("output", "")),
-            error=str(d.get("error", "")),
+            **_texts(d, "backend_id", "principal", "name", "reason", "output", "error"),
             resources=Resources.from_dict(d.get("resources")),
             updated_at=float(d.get("updated_at") or 0.0),
             cwd=str(d.get("cwd") or ""),
