@@ -72,9 +72,7 @@ def test_session_mcp_hooks_principal_and_clean_uninstall(sandbox: Sandbox) -> No
     assert "squeue goes through Tenantry" in results[1]
     assert "Tenantry policy" in results[2] and "rm -rf ~" in results[2]
 
-    sessions = sandbox.tenantry_json("sessions")["sessions"]
-    agents = [s for s in sessions if s["agent"] != "human"]
-    assert [(s["agent"], s["session"]) for s in agents] == [("claude-code", session)]
+    assert sandbox.agent_sessions() == [("claude-code", session)]
     events = sandbox.tenantry_json("events", "--since", "3600", "--limit", "500")["events"]
     mine = [e for e in events if (e.get("principal") or "").endswith(f"/claude-code/{session}")]
     kinds = {e["type"] for e in mine}

@@ -47,9 +47,7 @@ def test_session_mcp_principal_hooks_and_clean_uninstall(sandbox: Sandbox) -> No
     assert (you["agent"], you["session"]) == ("gemini-cli", session)
     assert "squeue goes through Tenantry" in results[1]
     assert "Tenantry policy" in results[2] and "shutdown" in results[2]
-    sessions = sandbox.tenantry_json("sessions")["sessions"]
-    agents = [(s["agent"], s["session"]) for s in sessions if s["agent"] != "human"]
-    assert agents == [("gemini-cli", session)], sessions
+    assert sandbox.agent_sessions() == [("gemini-cli", session)]
 
     sandbox.tenantry("uninstall", "--agent", "gemini-cli", "--user", "--yes")
     after = {k: v for k, v in sandbox.snapshot(settings.parent).items() if k in before}

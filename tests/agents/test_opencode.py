@@ -47,10 +47,9 @@ def test_session_mcp_principal_plugin_and_clean_uninstall(sandbox: Sandbox) -> N
     assert "tenantry_facility_info" in offered
     assert len(results) == 3, results
     you = json.loads(results[0])["you"]
-    sessions = sandbox.tenantry_json("sessions")["sessions"]
-    agents = [(s["agent"], s["session"]) for s in sessions if s["agent"] != "human"]
+    agents = sandbox.agent_sessions()
     # OpenCode gives its MCP servers no session id: it comes from the plugin's session event
-    assert agents == [("opencode", you["session"])] and you["session"], sessions
+    assert agents == [("opencode", you["session"])] and you["session"]
     assert you["agent"] == "opencode"
     assert "squeue goes through Tenantry" in results[1]
     assert "Tenantry policy" in results[2] and "shutdown" in results[2]

@@ -337,6 +337,10 @@ def _texts(job: Mapping[str, Any], **keys: str) -> dict[str, str]:
     return {name: str(job.get(key) or "") for name, key in keys.items()}
 
 
+# the text fields squeue and sacct both give under the field's own name
+_SAME_NAMED = {name: name for name in ("name", "account", "partition", "qos", "nodes")}
+
+
 def _squeue_job(job: Mapping[str, Any]) -> SlurmJob:
     raw_id = str(_int(job.get("job_id")) or "")
     array_id, task = _array_fields(job)
@@ -357,13 +361,9 @@ def _squeue_job(job: Mapping[str, Any]) -> SlurmJob:
         array_task=task,
         **_texts(
             job,
-            name="name",
+            **_SAME_NAMED,
             user="user_name",
-            account="account",
-            partition="partition",
-            qos="qos",
             reason="state_reason",
-            nodes="nodes",
             comment="comment",
             stdout="standard_output",
             stderr="standard_error",
@@ -446,16 +446,7 @@ def _sacct_job(job: Mapping[str, Any]) -> SlurmJob:
         state=map_state(raw_state),
         array_job_id=array_id,
         array_task=task_s,
-        **_texts(
-            job,
-            name="name",
-            user="user",
-            account="account",
-            partition="partition",
-            qos="qos",
-            nodes="nodes",
-            cwd="working_directory",
-        ),
+        **_texts(job, **_SAME_NAMED, user="user", cwd="working_directory"),
         reason=str(st.get("reason") or "") if st else "",
         exit_code=exit_code,
         signal=signal,
