@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tenantry.core.models import field_values
+from tenantry.core.proc import spawn
 from tenantry.jobs.request import api_argv
 
 
@@ -179,15 +180,7 @@ class SlurmProber:
         if exe is None:
             raise ProbeUnavailable(f"{argv[0]} is not installed here")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                exe,
-                *argv[1:],
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=self.env,
-                start_new_session=True,  # a timeout kills the tool and its children
-            )
+            proc = await spawn(exe, argv[1:], stdin=stdin, env=self.env)
         except OSError as exc:
             raise ProbeUnavailable(f"cannot run {argv[0]}: {exc}") from exc
         try:
