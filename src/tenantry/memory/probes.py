@@ -64,15 +64,9 @@ _INFINITE = 0xFFFFFFFF
 
 
 def _minutes(value: Any) -> int | None:
-    """A Slurm time in minutes (plain int or the ``{set, infinite, number}`` form)."""
-    if isinstance(value, dict):
-        if value.get("infinite") or not value.get("set", True):
-            return None
-        value = value.get("number")
-    if value is None or isinstance(value, bool):
-        return None
-    n = int(value)
-    return None if n >= _INFINITE - 1 or n < 0 else n * 60
+    """A Slurm time in minutes (plain int or the ``{set, infinite, number}`` form), in seconds."""
+    n = _number(value)
+    return None if n is None else n * 60
 
 
 def _number(value: Any) -> int | None:
