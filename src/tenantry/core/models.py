@@ -34,6 +34,14 @@ def field_values(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
+def wire_dict(obj: Any, **values: Any) -> dict[str, Any]:
+    """``dataclasses.asdict(obj)`` with ``values`` put in (enums as their value, tuples
+    as lists, derived fields): the body of a ``to_dict`` that changes a few fields."""
+    d = dataclasses.asdict(obj)
+    d.update(values)
+    return d
+
+
 def _texts(d: dict[str, Any], *names: str) -> dict[str, str]:
     """Text fields of a wire dict by name, each ``""`` where the dict has none."""
     return {name: str(d.get(name, "")) for name in names}
@@ -71,9 +79,7 @@ class Principal:
         return f"{self.user}/{self.agent.value}/{self.session or '-'}"
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["agent"] = self.agent.value
-        return d
+        return wire_dict(self, agent=self.agent.value)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Principal:
@@ -156,10 +162,7 @@ class JobSpec:
     force: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["args"] = list(self.args)
-        d["extra"] = list(self.extra)
-        return d
+        return wire_dict(self, args=list(self.args), extra=list(self.extra))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobSpec:
@@ -203,10 +206,7 @@ class Job:
     nodes: str = ""  # the node list the scheduler reports once it runs
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["state"] = self.state.value
-        d["terminal"] = self.state.terminal
-        return d
+        return wire_dict(self, state=self.state.value, terminal=self.state.terminal)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
@@ -240,9 +240,7 @@ class CommandSpec:
     idempotent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["argv"] = list(self.argv)
-        return d
+        return wire_dict(self, argv=list(self.argv))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CommandSpec:
