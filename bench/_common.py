@@ -1,5 +1,5 @@
 """What the start-up benchmarks share: the checkout, the CPU time of finished child
-processes, and the environment of a throw-away daemon state directory."""
+processes, the environment of a throw-away daemon state directory, and a daemon."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,12 +32,13 @@ def bench_env(base: dict[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def serve(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """``tenantry serve`` in its own session, its output discarded."""
+def serve(env: dict[str, str], log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+    """``tenantry serve`` in its own session, its output to ``log`` (default: discarded)."""
+    out: IO[bytes] | int = subprocess.DEVNULL if log is None else log
     return subprocess.Popen(
         [sys.executable, "-m", "tenantry", "serve"],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=out,
+        stderr=out,
         start_new_session=True,
     )

@@ -369,8 +369,8 @@ async def latency(
 def daemon_latency(state: Path, synth: Synth, n: int, dense: bool = True) -> dict[str, float]:
     """Recall through a real daemon (``tenantry serve`` on ``state``, a Unix socket)."""
     import signal
-    import subprocess
 
+    from _common import serve
     from tenantry.client.sync import Client, socket_answers
     from tenantry.core.settings import load as load_settings
 
@@ -380,13 +380,7 @@ def daemon_latency(state: Path, synth: Synth, n: int, dense: bool = True) -> dic
     env.update(TENANTRY_STATE_DIR=str(state), TENANTRY_SOCKET=str(state / "sock"))
     env["TENANTRY_MEMORY_DENSE"] = "true" if dense else "false"
     with open(state / "daemon.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tenantry", "serve"],
-            env=env,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
+        proc = serve(env, log)
     try:
         deadline = time.monotonic() + 60
         while not socket_answers(str(state / "sock")):

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import serve
 from tenantry.client.sync import Client
 from tenantry.core.settings import load
 
@@ -165,14 +166,7 @@ def start_daemon(state: str) -> tuple[subprocess.Popen[bytes], Any]:
         TENANTRY_POLL_FAST_S="0.5",
         TENANTRY_POLL_SLOW_S="1",  # status never staler than ~1-2 s
     )
-    log = (Path(state) / "daemon.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tenantry", "serve"],
-        env=env,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
+    proc = serve(env, (Path(state) / "daemon.log").open("ab"))
     sock = str(Path(state) / "sock")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

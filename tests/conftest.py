@@ -115,30 +115,10 @@ wait_for = gw.wait_for
 
 @pytest.fixture
 def start_daemon() -> Iterator[Callable[..., Any]]:
-    started: list[Any] = []
-
-    def start(files: dict[str, str] | None = None, **env: str) -> Any:
-        state = gw.state_tempdir()
-        for name, text in (files or {}).items():
-            (Path(state) / name).write_text(text)
-        env = {k: v.replace("{state}", state) for k, v in env.items()}
-        d = gw.Daemon(
-            state,
-            gw.clean_env(
-                state, TENANTRY_LOCAL_SLOTS="2", TENANTRY_POLL_FAST_S="0.1",
-                TENANTRY_POLL_SLOW_S="0.5", **env,
-            ),
-        )  # fmt: skip
-        d.start()
-        started.append(d)
-        return d
-
-    yield start
-    for d in started:
-        d.stop()
-        if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
-            sys.stderr.write(d.log())
-        gw.remove_state(d.state)
+    with gw.daemons(
+        TENANTRY_LOCAL_SLOTS="2", TENANTRY_POLL_FAST_S="0.1", TENANTRY_POLL_SLOW_S="0.5"
+    ) as start:
+        yield start
 
 
 # -- PostgreSQL (facility mode's store) ------------------------------------------

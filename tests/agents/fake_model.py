@@ -29,6 +29,18 @@ class Step:
     text: str = ""
 
 
+def session_script(tool: str, allowed: dict[str, Any], refused: dict[str, Any]) -> list[Step]:
+    """The session every agent test plays: ask the facility, run ``tool`` once with
+    ``allowed`` (a command the policy lets through) and once with ``refused`` (one
+    it denies), then finish."""
+    return [
+        Step("facility_info", {}),
+        Step(tool, allowed),
+        Step(tool, refused),
+        Step(text="all done"),
+    ]
+
+
 @dataclass
 class Script:
     steps: list[Step]

@@ -96,6 +96,11 @@ class Sandbox:
     def tenantry_json(self, *args: str) -> Any:
         return json.loads(self.tenantry(*args, "--json").stdout)
 
+    def agent_sessions(self) -> list[tuple[str, str]]:
+        """(agent, session id) of every agent session the daemon knows of."""
+        sessions = self.tenantry_json("sessions")["sessions"]
+        return [(s["agent"], s["session"]) for s in sessions if s["agent"] != "human"]
+
     def run(
         self, argv: list[str], timeout: float = 240, **extra: str
     ) -> subprocess.CompletedProcess[str]:

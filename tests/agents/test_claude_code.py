@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("Bash", {"command": "squeue -u me", "description": "list my jobs"}),
-    Step("Bash", {"command": "rm -rf ~", "description": "clean up"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script(
+    "Bash",
+    {"command": "squeue -u me", "description": "list my jobs"},
+    {"command": "rm -rf ~", "description": "clean up"},
+)
 
 # a user's own settings, in their own formatting, that uninstall must give back byte for byte
 USER_SETTINGS = (
@@ -73,9 +72,7 @@ def test_session_mcp_hooks_principal_and_clean_uninstall(sandbox: Sandbox) -> No
     assert "squeue goes through Tenantry" in results[1]
     assert "Tenantry policy" in results[2] and "rm -rf ~" in results[2]
 
-    sessions = sandbox.tenantry_json("sessions")["sessions"]
-    agents = [s for s in sessions if s["agent"] != "human"]
-    assert [(s["agent"], s["session"]) for s in agents] == [("claude-code", session)]
+    assert sandbox.agent_sessions() == [("claude-code", session)]
     events = sandbox.tenantry_json("events", "--since", "3600", "--limit", "500")["events"]
     mine = [e for e in events if (e.get("principal") or "").endswith(f"/claude-code/{session}")]
     kinds = {e["type"] for e in mine}

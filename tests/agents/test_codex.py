@@ -5,17 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, Step, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("exec_command", {"cmd": "squeue -u me"}),
-    Step("exec_command", {"cmd": "shutdown -h now"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script("exec_command", {"cmd": "squeue -u me"}, {"cmd": "shutdown -h now"})
 
 
 def user_config(url: str) -> str:
@@ -71,9 +66,7 @@ def test_session_mcp_principal_hooks_and_clean_uninstall(sandbox: Sandbox) -> No
     assert you["session"] == thread, "the MCP call carries the Codex session id"
     assert "squeue goes through Tenantry" in results[1]
     assert "Tenantry" in results[2] and "shutdown" in results[2]
-    sessions = sandbox.tenantry_json("sessions")["sessions"]
-    agents = [(s["agent"], s["session"]) for s in sessions if s["agent"] != "human"]
-    assert agents == [("codex", thread)], sessions
+    assert sandbox.agent_sessions() == [("codex", thread)]
 
     sandbox.tenantry("uninstall", "--agent", "codex", "--user", "--yes")
     after = {k: v for k, v in sandbox.snapshot(home).items() if k.endswith("config.toml")}

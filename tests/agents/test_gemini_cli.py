@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("run_shell_command", {"command": "squeue -u me"}),
-    Step("run_shell_command", {"command": "shutdown -h now"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script(
+    "run_shell_command", {"command": "squeue -u me"}, {"command": "shutdown -h now"}
+)
 # the user's own settings (API-key auth, no folder-trust prompt, no usage statistics)
 USER_SETTINGS = (
     '{"security": {"auth": {"selectedType": "gemini-api-key"},'
@@ -50,9 +47,7 @@ def test_session_mcp_principal_hooks_and_clean_uninstall(sandbox: Sandbox) -> No
     assert (you["agent"], you["session"]) == ("gemini-cli", session)
     assert "squeue goes through Tenantry" in results[1]
     assert "Tenantry policy" in results[2] and "shutdown" in results[2]
-    sessions = sandbox.tenantry_json("sessions")["sessions"]
-    agents = [(s["agent"], s["session"]) for s in sessions if s["agent"] != "human"]
-    assert agents == [("gemini-cli", session)], sessions
+    assert sandbox.agent_sessions() == [("gemini-cli", session)]
 
     sandbox.tenantry("uninstall", "--agent", "gemini-cli", "--user", "--yes")
     after = {k: v for k, v in sandbox.snapshot(settings.parent).items() if k in before}

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.agents.fake_model import FakeModel, Step
+from tests.agents.fake_model import FakeModel, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
-SCRIPT = [
-    Step("facility_info", {}),
-    Step("bash", {"command": "squeue -u me", "description": "list my jobs"}),
-    Step("bash", {"command": "shutdown -h now", "description": "stop"}),
-    Step(text="all done"),
-]
+SCRIPT = session_script(
+    "bash",
+    {"command": "squeue -u me", "description": "list my jobs"},
+    {"command": "shutdown -h now", "description": "stop"},
+)
 
 
 def user_config(url: str) -> str:
@@ -48,10 +47,9 @@ def test_session_mcp_principal_plugin_and_clean_uninstall(sandbox: Sandbox) -> N
     assert "tenantry_facility_info" in offered
     assert len(results) == 3, results
     you = json.loads(results[0])["you"]
-    sessions = sandbox.tenantry_json("sessions")["sessions"]
-    agents = [(s["agent"], s["session"]) for s in sessions if s["agent"] != "human"]
+    agents = sandbox.agent_sessions()
     # OpenCode gives its MCP servers no session id: it comes from the plugin's session event
-    assert agents == [("opencode", you["session"])] and you["session"], sessions
+    assert agents == [("opencode", you["session"])] and you["session"]
     assert you["agent"] == "opencode"
     assert "squeue goes through Tenantry" in results[1]
     assert "Tenantry policy" in results[2] and "shutdown" in results[2]

@@ -8,9 +8,7 @@ full run is 20). The fuzz sends ``TENANTRY_FAULT_ITERATIONS * 1000`` requests
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,25 +27,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def fault_daemon() -> Iterator[Callable[..., Any]]:
     """Start real daemons on private state directories; removed afterwards."""
-    made: list[Any] = []
-
-    def start(**env: str) -> Any:
-        state = tempfile.mkdtemp(prefix="tnt-")
-        os.chmod(state, 0o700)
-        d = gw.Daemon(
-            state,
-            gw.clean_env(
-                state,
-                TENANTRY_POLL_FAST_S="0.1",
-                TENANTRY_POLL_SLOW_S="0.5",
-                **env,
-            ),
-        )
-        d.start()
-        made.append(d)
-        return d
-
-    yield start
-    for d in made:
-        d.stop()
-        shutil.rmtree(d.state, ignore_errors=True)
+    with gw.daemons(TENANTRY_POLL_FAST_S="0.1", TENANTRY_POLL_SLOW_S="0.5") as start:
+        yield start

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +148,33 @@ def clean_env(state: str, **extra: str) -> dict[str, str]:
     env.update(TENANTRY_STATE_DIR=state, TENANTRY_SOCKET=str(Path(state) / "sock"))
     env.update(extra)
     return env
+
+
+@contextlib.contextmanager
+def daemons(**defaults: str) -> Iterator[Callable[..., Daemon]]:
+    """Start real daemons, each on its own state directory (``files`` written into it
+    first, ``{state}`` in an env value replaced by its path); all stopped and removed
+    at the end. ``defaults`` are env settings every one of them gets."""
+    started: list[Daemon] = []
+
+    def start(files: dict[str, str] | None = None, **env: str) -> Daemon:
+        state = state_tempdir()
+        for name, text in (files or {}).items():
+            (Path(state) / name).write_text(text)
+        env = {k: v.replace("{state}", state) for k, v in env.items()}
+        d = Daemon(state, clean_env(state, **{**defaults, **env}))
+        d.start()
+        started.append(d)
+        return d
+
+    try:
+        yield start
+    finally:
+        for d in started:
+            d.stop()
+            if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
+                sys.stderr.write(d.log())
+            remove_state(d.state)
 
 
 def _daemon() -> Iterator[Daemon]:

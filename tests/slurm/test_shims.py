@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +26,13 @@ V22 = Path(__file__).parent.parent / "fixtures" / "slurm" / "22.05"
 AGENT_ENV = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "s-1", "PATH": "/usr/bin:/bin"}
 
 
+# the fields a Slurm record and a shim job share, copied as they are
+SHARED = [f.name for f in fields(fm.ShimJob) if f.name in {g.name for g in fields(sp.SlurmJob)}]
+
+
 def from_slurm(j: sp.SlurmJob, state: str | None = None) -> fm.ShimJob:
-    return fm.ShimJob(
-        job_id=j.job_id,
-        name=j.name,
-        user=j.user,
-        uid=0,
-        state=state or j.state.value,
-        reason=j.reason,
-        exit_code=j.exit_code,
-        signal=j.signal,
-        submit_time=j.submit_time,
-        start_time=j.start_time,
-        end_time=j.end_time,
-        time_limit_s=j.time_limit_s,
-        partition=j.partition,
-        account=j.account,
-        cpus=j.cpus or 1,
-        nodes=j.nodes,
-        cwd=j.cwd,
-        stdout=j.stdout,
-        stderr=j.stderr,
-        comment=j.comment,
-    )
+    same = {name: getattr(j, name) for name in SHARED}
+    return fm.ShimJob(**{**same, "uid": 0, "state": state or j.state.value, "cpus": j.cpus or 1})
 
 
 def recorded_squeue() -> dict[str, sp.SlurmJob]:

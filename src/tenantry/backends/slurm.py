@@ -30,6 +30,7 @@ from tenantry.backends import slurm_parse as sp
 from tenantry.backends.base import JobUpdate, Submitted
 from tenantry.core import attribution, errors
 from tenantry.core.models import JobSpec, Principal
+from tenantry.core.proc import spawn
 from tenantry.core.settings import Settings
 
 __all__ = ["CONTROLLER_COMMANDS", "SlurmBackend"]
@@ -100,15 +101,7 @@ class SlurmBackend:
         self.calls[cmd] += 1
         exe = self._bin.get(cmd) or cmd
         try:
-            proc = await asyncio.create_subprocess_exec(
-                exe,
-                *argv[1:],
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=dict(env) if env is not None else None,
-                start_new_session=True,
-            )
+            proc = await spawn(exe, argv[1:], stdin=stdin, env=env)
         except FileNotFoundError as exc:
             raise errors.BackendUnavailable(
                 f"{cmd} is not installed on this host",

@@ -337,6 +337,35 @@ def _texts(job: Mapping[str, Any], **keys: str) -> dict[str, str]:
     return {name: str(job.get(key) or "") for name, key in keys.items()}
 
 
+def _slurm_job(
+    job: Mapping[str, Any],
+    job_id: str,
+    raw_state: str,
+    array: tuple[str, str],
+    limit_min: float | None,
+    **fields: Any,
+) -> SlurmJob:
+    """A job as squeue and sacct both derive it: the state from the raw one, exit status
+    and signal from ``exit_code``, the time limit from minutes; ``array`` is (array job
+    id, task)."""
+    exit_code, signal = _exit_of(job.get("exit_code"))
+    return SlurmJob(
+        job_id=job_id,
+        raw_state=raw_state,
+        state=map_state(raw_state),
+        array_job_id=array[0],
+        array_task=array[1],
+        exit_code=exit_code,
+        signal=signal,
+        time_limit_s=None if limit_min is None else limit_min * 60,
+        **fields,
+    )
+
+
+# the text fields squeue and sacct both give under the field's own name
+_SAME_NAMED = {name: name for name in ("name", "account", "partition", "qos", "nodes")}
+
+
 def _squeue_job(job: Mapping[str, Any]) -> SlurmJob:
     raw_id = str(_int(job.get("job_id")) or "")
     array_id, task = _array_fields(job)
@@ -347,34 +376,25 @@ def _squeue_job(job: Mapping[str, Any]) -> SlurmJob:
     else:
         job_id = raw_id
     raw_state = state_name(job.get("job_state"))
-    exit_code, signal = _exit_of(job.get("exit_code"))
-    limit = number(job.get("time_limit"))
-    return SlurmJob(
-        job_id=job_id,
-        raw_state=raw_state,
-        state=map_state(raw_state),
-        array_job_id=array_id,
-        array_task=task,
+    return _slurm_job(
+        job,
+        job_id,
+        raw_state,
+        (array_id, task),
+        number(job.get("time_limit")),
         **_texts(
             job,
-            name="name",
+            **_SAME_NAMED,
             user="user_name",
-            account="account",
-            partition="partition",
-            qos="qos",
             reason="state_reason",
-            nodes="nodes",
             comment="comment",
             stdout="standard_output",
             stderr="standard_error",
             cwd="current_working_directory",
         ),
-        exit_code=exit_code,
-        signal=signal,
         submit_time=_epoch(job.get("submit_time")),
         start_time=_epoch(job.get("start_time")),
         end_time=_epoch(job.get("end_time")) if map_state(raw_state).terminal else None,
-        time_limit_s=None if limit is None else limit * 60,
         cpus=_int(job.get("cpus")),
         extra={"job_id_raw": raw_id},
     )
@@ -435,34 +455,20 @@ def _sacct_job(job: Mapping[str, Any]) -> SlurmJob:
     st = job.get("state") if isinstance(job.get("state"), Mapping) else {}
     raw_state = state_name(st.get("current") if st else None)
     times = job.get("time") if isinstance(job.get("time"), Mapping) else {}
-    exit_code, signal = _exit_of(job.get("exit_code"))
-    limit = number(times.get("limit")) if times else None
     comment = job.get("comment")
     comment_text = str(comment.get("job") or "") if isinstance(comment, Mapping) else ""
     required = job.get("required") if isinstance(job.get("required"), Mapping) else {}
-    return SlurmJob(
-        job_id=job_id,
-        raw_state=raw_state,
-        state=map_state(raw_state),
-        array_job_id=array_id,
-        array_task=task_s,
-        **_texts(
-            job,
-            name="name",
-            user="user",
-            account="account",
-            partition="partition",
-            qos="qos",
-            nodes="nodes",
-            cwd="working_directory",
-        ),
+    return _slurm_job(
+        job,
+        job_id,
+        raw_state,
+        (array_id, task_s),
+        number(times.get("limit")) if times else None,
+        **_texts(job, **_SAME_NAMED, user="user", cwd="working_directory"),
         reason=str(st.get("reason") or "") if st else "",
-        exit_code=exit_code,
-        signal=signal,
         submit_time=_epoch(times.get("submission")) if times else None,
         start_time=_epoch(times.get("start")) if times else None,
         end_time=_epoch(times.get("end")) if times else None,
-        time_limit_s=None if limit is None else limit * 60,
         cpus=_int(required.get("CPUs")) if required else None,
         comment=comment_text,
         extra={"job_id_raw": raw_id, "submit_line": str(job.get("submit_line") or "")},

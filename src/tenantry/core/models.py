@@ -34,6 +34,19 @@ def field_values(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
+def wire_dict(obj: Any, **values: Any) -> dict[str, Any]:
+    """``dataclasses.asdict(obj)`` with ``values`` put in (enums as their value, tuples
+    as lists, derived fields): the body of a ``to_dict`` that changes a few fields."""
+    d = dataclasses.asdict(obj)
+    d.update(values)
+    return d
+
+
+def _texts(d: dict[str, Any], *names: str) -> dict[str, str]:
+    """Text fields of a wire dict by name, each ``""`` where the dict has none."""
+    return {name: str(d.get(name, "")) for name in names}
+
+
 # session tiers, strictest first: what a session may do beyond its agent rules
 TIERS: tuple[str, ...] = ("read-only", "standard", "trusted")
 
@@ -66,9 +79,7 @@ class Principal:
         return f"{self.user}/{self.agent.value}/{self.session or '-'}"
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["agent"] = self.agent.value
-        return d
+        return wire_dict(self, agent=self.agent.value)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Principal:
@@ -76,11 +87,8 @@ class Principal:
             uid=int(d["uid"]),
             user=str(d["user"]),
             agent=AgentProduct(d.get("agent", "human")),
-            session=str(d.get("session", "")),
-            host=str(d.get("host", "")),
-            project=str(d.get("project", "")),
             origin=str(d.get("origin", "user")),
-            tier=str(d.get("tier", "")),
+            **_texts(d, "session", "host", "project", "tier"),
         )
 
 
@@ -154,10 +162,7 @@ class JobSpec:
     force: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["args"] = list(self.args)
-        d["extra"] = list(self.extra)
-        return d
+        return wire_dict(self, args=list(self.args), extra=list(self.extra))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobSpec:
@@ -201,28 +206,20 @@ class Job:
     nodes: str = ""  # the node list the scheduler reports once it runs
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["state"] = self.state.value
-        d["terminal"] = self.state.terminal
-        return d
+        return wire_dict(self, state=self.state.value, terminal=self.state.terminal)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
         return cls(
             id=str(d["id"]),
             backend=str(d["backend"]),
-            backend_id=str(d.get("backend_id", "")),
             state=JobState(d["state"]),
-            principal=str(d.get("principal", "")),
             uid=int(d.get("uid", -1)),
-            name=str(d.get("name", "")),
             submitted_at=float(d.get("submitted_at") or 0.0),
             started_at=d.get("started_at"),
             ended_at=d.get("ended_at"),
             exit_code=d.get("exit_code"),
-            reason=str(d.get("reason", "")),
-            output=str(d.get("output", "")),
-            error=str(d.get("error", "")),
+            **_texts(d, "backend_id", "principal", "name", "reason", "output", "error"),
             resources=Resources.from_dict(d.get("resources")),
             updated_at=float(d.get("updated_at") or 0.0),
             cwd=str(d.get("cwd") or ""),
@@ -243,9 +240,7 @@ class CommandSpec:
     idempotent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["argv"] = list(self.argv)
-        return d
+        return wire_dict(self, argv=list(self.argv))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CommandSpec:

@@ -118,6 +118,23 @@ class _Forwarder:
         return result
 
 
+def _resources(
+    cpus: int, mem: str | None, time: str | int | None = None, **more: Any
+) -> dict[str, Any]:
+    """A tool call's resources, its memory and time limit parsed (a bad one: a tool error)."""
+    from tenantry.core.units import parse_mem_mb, parse_time_s
+
+    resources: dict[str, Any] = {"cpus": cpus, **more}
+    try:
+        if mem:
+            resources["mem_mb"] = parse_mem_mb(mem)
+        if time is not None and time != "":
+            resources["time_s"] = parse_time_s(str(time))
+    except TenantryError as err:
+        raise ToolError(_message(err)) from err
+    return resources
+
+
 def _message(err: TenantryError) -> str:
     text = f"[{err.code}] {err.message}"
     if err.hint:
@@ -263,14 +280,7 @@ def build_server(settings: Settings) -> MCPServer:
             bool, Field(description="true if running it twice is harmless (allows a retry)")
         ] = False,
     ) -> dict[str, Any]:
-        from tenantry.core.units import parse_mem_mb
-
-        try:
-            resources: dict[str, Any] = {"cpus": cpus}
-            if mem:
-                resources["mem_mb"] = parse_mem_mb(mem)
-        except TenantryError as err:
-            raise ToolError(_message(err)) from err
+        resources = _resources(cpus, mem)
         params = {
             "argv": argv,
             "cwd": cwd or os.getcwd(),
@@ -327,18 +337,10 @@ def build_server(settings: Settings) -> MCPServer:
             bool, Field(description="submit even if an identical job was submitted just now")
         ] = False,
     ) -> dict[str, Any]:
-        from tenantry.core.units import parse_mem_mb, parse_time_s
-
-        try:
-            resources: dict[str, Any] = {"cpus": cpus, "gpus": gpus, "partition": partition}
-            if account:
-                resources["account"] = account
-            if mem:
-                resources["mem_mb"] = parse_mem_mb(mem)
-            if time is not None and time != "":
-                resources["time_s"] = parse_time_s(str(time))
-        except TenantryError as err:
-            raise ToolError(_message(err)) from err
+        more: dict[str, Any] = {"gpus": gpus, "partition": partition}
+        if account:
+            more["account"] = account
+        resources = _resources(cpus, mem, time, **more)
         params = {
             "script": script,
             "script_text": script_text,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,10 @@ class PoolKey:
         return ",".join(parts) + (f"@{where}" if where else "")
 
 
+# the fields of LeaseConfig that are the setting ``lease_<field>`` as it is
+_LEASE_SETTINGS = ("idle_s", "time_s", "drain_s", "max_per_user", "max_per_session")
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseConfig:
     """Tuning of the lease manager (from settings, plus knobs tests turn)."""
@@ -100,12 +105,8 @@ class LeaseConfig:
             listen_host=host,
             listen_port=port,
             slots=max(1, s.lease_slots),
-            idle_s=s.lease_idle_s,
-            time_s=s.lease_time_s,
-            drain_s=s.lease_drain_s,
-            max_per_user=s.lease_max_per_user,
-            max_per_session=s.lease_max_per_session,
             output_cap_bytes=s.output_cap_bytes,
+            **{name: getattr(s, "lease_" + name) for name in _LEASE_SETTINGS},
         )
         return base.__class__(**{**_fields(base), **overrides})
 
@@ -171,50 +172,40 @@ class Lease:
         return self.state in ACTIVE
 
     def row(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "user": self.key.user,
-            "uid": self.uid,
-            "owner": self.owner,
-            "pool": self.key.to_json(),
-            "secret_hash": self.secret_hash,
-            "backend": self.backend,
-            "backend_id": self.backend_id,
-            "state": self.state,
-            "slots": self.slots,
-            "walltime_end": self.walltime_end,
-            "created_at": self.created_at,
-            "ready_at": self.ready_at,
-            "ended_at": self.ended_at,
-            "served": self.served,
-            "idle_core_s": self.idle_core_s,
-            "host": self.host,
-            "pid": self.pid,
-            "reason": self.reason,
-        }
+        key = {"user": self.key.user, "pool": self.key.to_json()}
+        return {**key, **{c: getattr(self, c) for c in _COLUMNS}}
 
     @classmethod
     def from_row(cls, r: Any) -> Lease:
-        return cls(
-            id=r["id"],
-            key=PoolKey.from_json(r["pool"]),
-            uid=int(r["uid"]),
-            owner=r["owner"],
-            secret_hash=r["secret_hash"],
-            backend=r["backend"],
-            state=r["state"],
-            backend_id=r["backend_id"],
-            slots=int(r["slots"]),
-            walltime_end=float(r["walltime_end"]),
-            created_at=float(r["created_at"]),
-            ready_at=r["ready_at"],
-            ended_at=r["ended_at"],
-            served=int(r["served"]),
-            idle_core_s=float(r["idle_core_s"]),
-            host=r["host"],
-            pid=int(r["pid"]),
-            reason=r["reason"],
-        )
+        values = {c: read(r[c]) for c, read in _COLUMNS.items()}
+        return cls(key=PoolKey.from_json(r["pool"]), **values)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+# the columns of a lease row that hold one field each, and how a stored value is read
+# back (the row also has the pool key, as its user and its JSON)
+_COLUMNS: dict[str, Callable[[Any], Any]] = {
+    "id": _as_is,
+    "uid": int,
+    "owner": _as_is,
+    "secret_hash": _as_is,
+    "backend": _as_is,
+    "backend_id": _as_is,
+    "state": _as_is,
+    "slots": int,
+    "walltime_end": float,
+    "created_at": float,
+    "ready_at": _as_is,
+    "ended_at": _as_is,
+    "served": int,
+    "idle_core_s": float,
+    "host": _as_is,
+    "pid": int,
+    "reason": _as_is,
+}
 
 
 def pilot_script(

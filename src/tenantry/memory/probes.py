@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tenantry.core.models import field_values
+from tenantry.core.proc import spawn
 from tenantry.jobs.request import api_argv
 
 
@@ -63,15 +64,9 @@ _INFINITE = 0xFFFFFFFF
 
 
 def _minutes(value: Any) -> int | None:
-    """A Slurm time in minutes (plain int or the ``{set, infinite, number}`` form)."""
-    if isinstance(value, dict):
-        if value.get("infinite") or not value.get("set", True):
-            return None
-        value = value.get("number")
-    if value is None or isinstance(value, bool):
-        return None
-    n = int(value)
-    return None if n >= _INFINITE - 1 or n < 0 else n * 60
+    """A Slurm time in minutes (plain int or the ``{set, infinite, number}`` form), in seconds."""
+    n = _number(value)
+    return None if n is None else n * 60
 
 
 def _number(value: Any) -> int | None:
@@ -179,15 +174,7 @@ class SlurmProber:
         if exe is None:
             raise ProbeUnavailable(f"{argv[0]} is not installed here")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                exe,
-                *argv[1:],
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=self.env,
-                start_new_session=True,  # a timeout kills the tool and its children
-            )
+            proc = await spawn(exe, argv[1:], stdin=stdin, env=self.env)
         except OSError as exc:
             raise ProbeUnavailable(f"cannot run {argv[0]}: {exc}") from exc
         try:

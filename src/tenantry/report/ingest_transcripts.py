@@ -90,6 +90,11 @@ def _shell_text(value: Any) -> str:
     return str(value or "")
 
 
+def _tool_call(call: dict[str, Any], args_key: str) -> tuple[str, str]:
+    """A tool call's name, and the shell command among its arguments ("" if none)."""
+    return str(call.get("name") or ""), str(_dict(call.get(args_key)).get("command") or "")
+
+
 def _row(
     source: str, user: str, actor: str, session: str, ts: Any, tool: str, cmd: str, key: str
 ) -> dict[str, object]:
@@ -139,9 +144,7 @@ def read_claude(p: Path, clock: Clock, stats: IngestStats) -> list[dict[str, obj
         for item in content:
             if not isinstance(item, dict) or item.get("type") != "tool_use":
                 continue
-            tool = str(item.get("name") or "")
-            args = _dict(item.get("input"))
-            cmd = str(args.get("command") or "")
+            tool, cmd = _tool_call(item, "input")
             key = f"claude:{item.get('id') or f'{session}:{ts}:{tool}:{cmd}'}"
             rows.append(_row(p.name, user, "claude-code", session, ts, tool, cmd, key))
     return rows
@@ -205,9 +208,7 @@ def read_gemini(p: Path, clock: Clock, stats: IngestStats) -> list[dict[str, obj
                     Unreadable(str(p), i, "no valid timestamp", str(call)[:200])
                 )
                 continue
-            tool = str(call.get("name") or "")
-            args = _dict(call.get("args"))
-            cmd = str(args.get("command") or "")
+            tool, cmd = _tool_call(call, "args")
             key = f"gemini:{session}:{call.get('id') or f'{ts}:{tool}:{cmd}'}"
             rows.append(_row(p.name, user, "gemini-cli", session, ts, tool, cmd, key))
     return rows

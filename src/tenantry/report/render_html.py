@@ -79,21 +79,7 @@ def render(report: dict[str, Any]) -> str:
         "<h2>Burstiness and concentration</h2>",
         _table(*tables.burstiness(report)),
         "<h2>Top users</h2>",
-        _table(
-            ["user", "class", "evidence", "submissions", "rate/h", "core-h", "GPU-h"],
-            [
-                [
-                    str(u["user"]),
-                    str(u["class"]),
-                    str(u["evidence"]),
-                    _num(u["n_sub"]),
-                    _num(u["rate"]),
-                    _num(u["core_h"]),
-                    _num(u["gpu_h"]),
-                ]
-                for u in report["top_users"]
-            ],
-        ),
+        _table(*tables.top_users(report)),
         "<h2>Tenantry telemetry, by principal</h2>",
         f'<p class="note">{escape(report["telemetry"]["definition"])}</p>',
         _table(*tables.telemetry(report)),

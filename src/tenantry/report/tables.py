@@ -6,6 +6,7 @@ same way, so each table is defined once here.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 Table = tuple[list[str], list[list[str]]]
@@ -30,6 +31,25 @@ def num(v: Any) -> str:
         return "-"
     f = float(v)
     return f"{f:,.0f}" if abs(f) >= 100 else f"{f:,.2f}".rstrip("0").rstrip(".")
+
+
+# a column: its header, the record's key, how the value is written
+Column = tuple[str, str, Callable[[Any], str]]
+
+
+def _cells(columns: Sequence[Column], record: Mapping[str, Any]) -> list[str]:
+    return [fmt(record[key]) for _, key, fmt in columns]
+
+
+def records(columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> Table:
+    """One row per record, one cell per column."""
+    return [h for h, _, _ in columns], [_cells(columns, r) for r in rows]
+
+
+def by_class(first: str, columns: Sequence[Column], items: Iterable[tuple[str, Any]]) -> Table:
+    """One row per (class, record) pair that holds a record, the class first."""
+    header = [first, *(h for h, _, _ in columns)]
+    return header, [[c, *_cells(columns, v)] for c, v in items if isinstance(v, dict)]
 
 
 def headline_rows(report: dict[str, Any]) -> list[list[str]]:
@@ -57,35 +77,28 @@ def headline(report: dict[str, Any]) -> Table:
 
 
 def command_rate(report: dict[str, Any]) -> Table:
-    return (
-        ["class", "commands", "active hours", "rate/hour", "median user rate"],
+    return by_class(
+        "class",
         [
-            [
-                c,
-                num(v["commands"]),
-                num(v["active_hours"]),
-                num(v["rate_per_hour"]),
-                num(v["median_user_rate"]),
-            ]
-            for c, v in report["command_rate"]["by_class"].items()
+            ("commands", "commands", num),
+            ("active hours", "active_hours", num),
+            ("rate/hour", "rate_per_hour", num),
+            ("median user rate", "median_user_rate", num),
         ],
+        report["command_rate"]["by_class"].items(),
     )
 
 
 def off_hours(report: dict[str, Any]) -> Table:
-    return (
-        ["class", "submissions", "night", "weekend", "off-hours"],
+    return by_class(
+        "class",
         [
-            [
-                c,
-                num(v["submissions"]),
-                pct(v["night_pct"]),
-                pct(v["weekend_pct"]),
-                pct(v["off_hours_pct"]),
-            ]
-            for c, v in report["off_hours"].items()
-            if isinstance(v, dict)
+            ("submissions", "submissions", num),
+            ("night", "night_pct", pct),
+            ("weekend", "weekend_pct", pct),
+            ("off-hours", "off_hours_pct", pct),
         ],
+        report["off_hours"].items(),
     )
 
 
@@ -123,38 +136,45 @@ def burstiness(report: dict[str, Any]) -> Table:
 
 
 def telemetry(report: dict[str, Any]) -> Table:
-    t = report.get("telemetry", {})
-    return (
-        ["principal class", "commands", "principals", "active hours", "rate/hour"],
+    return by_class(
+        "principal class",
         [
-            [
-                c,
-                num(v["commands"]),
-                num(v["principals"]),
-                num(v["active_hours"]),
-                num(v["rate_per_hour"]),
-            ]
-            for c, v in t.items()
-            if isinstance(v, dict)
+            ("commands", "commands", num),
+            ("principals", "principals", num),
+            ("active hours", "active_hours", num),
+            ("rate/hour", "rate_per_hour", num),
         ],
+        report.get("telemetry", {}).items(),
     )
 
 
 def inputs(report: dict[str, Any]) -> Table:
     """One row per input file: what was read, skipped, repaired, unreadable."""
-    return (
-        ["source", "kind", "records", "steps skipped", "repaired", "unreadable"],
+    return records(
         [
-            [
-                s["source"],
-                s["kind"],
-                num(s["records"]),
-                num(s["skipped_steps"]),
-                num(s["repaired"]),
-                num(s["unreadable"]),
-            ]
-            for s in report["inputs"]
+            ("source", "source", str),
+            ("kind", "kind", str),
+            ("records", "records", num),
+            ("steps skipped", "skipped_steps", num),
+            ("repaired", "repaired", num),
+            ("unreadable", "unreadable", num),
         ],
+        report["inputs"],
+    )
+
+
+def top_users(report: dict[str, Any]) -> Table:
+    return records(
+        [
+            ("user", "user", str),
+            ("class", "class", str),
+            ("evidence", "evidence", str),
+            ("submissions", "n_sub", num),
+            ("rate/h", "rate", num),
+            ("core-h", "core_h", num),
+            ("GPU-h", "gpu_h", num),
+        ],
+        report["top_users"],
     )
 
 

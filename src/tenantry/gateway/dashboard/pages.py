@@ -269,24 +269,18 @@ async def page_scheduler(request: Request, rt: Runtime, w: data.Window) -> str:
 async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
     le = await data.leases(rt.journal.db, w)
     now = time.time()
+
+    def lease(x: dict[str, Any]) -> list[str]:
+        """The cells both lease tables begin with."""
+        return [e(x["id"]), who(x["principal"]), pill(x["state"]), e(x.get("cpus"))]
+
     active = [
-        [
-            e(x["id"]),
-            who(x["principal"]),
-            pill(x["state"]),
-            e(x.get("cpus")),
-            e(x.get("gpus")),
-            e(x.get("host", "")),
-            e(ago(x.get("since"), now)),
-        ]
+        [*lease(x), e(x.get("gpus")), e(x.get("host", "")), e(ago(x.get("since"), now))]
         for x in le["active"]
     ]
     ended = [
         [
-            e(x["id"]),
-            who(x["principal"]),
-            pill(x["state"]),
-            e(x.get("cpus")),
+            *lease(x),
             e(x.get("commands")),
             e(f"{(x.get('idle_core_s') or 0) / 3600:.2f}"),
             e(ago(x.get("ended"), now)),

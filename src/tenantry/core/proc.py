@@ -1,0 +1,27 @@
+"""Child processes: the one way the daemon starts a short-lived tool."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+
+async def spawn(
+    exe: str,
+    args: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> asyncio.subprocess.Process:
+    """Start ``exe args...`` in a session of its own (a timeout can end it and its
+    children), stdout and stderr piped, stdin piped only when there is ``stdin`` to send
+    (else /dev/null); ``env`` None: this process's environment."""
+    return await asyncio.create_subprocess_exec(
+        exe,
+        *args,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+    )
