@@ -56,9 +56,7 @@ def test_repeated_request_is_not_normalized_again(
     assert calls[0] == 3
 
 
-def test_a_changed_symlink_is_judged_again(
-    fresh: Judge, agent: Principal, tmp_path: Path
-) -> None:
+def test_a_changed_symlink_is_judged_again(fresh: Judge, agent: Principal, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hi\n")
     link = tmp_path / "lnk"
     link.symlink_to(tmp_path / "notes.txt")
@@ -71,9 +69,7 @@ def test_a_changed_symlink_is_judged_again(
     assert fresh.cache_hits == 0
 
 
-def test_a_changed_script_is_judged_again(
-    fresh: Judge, agent: Principal, tmp_path: Path
-) -> None:
+def test_a_changed_script_is_judged_again(fresh: Judge, agent: Principal, tmp_path: Path) -> None:
     script = tmp_path / "s.sh"
     script.write_text("echo hello\n")
     params = {"argv": ["bash", "s.sh"], "cwd": str(tmp_path)}

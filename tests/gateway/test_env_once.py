@@ -1,0 +1,42 @@
+"""A session's environment crosses the socket once; later commands name it by digest.
+
+The measured cost: every MCP ``run_command`` sent the whole ``os.environ``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry.errors import EnvUnknown
+from tenantry.wire import ENV_DIGEST, env_digest
+
+from .conftest import Daemon
+
+
+def _run(daemon: Daemon, params: dict[str, Any], **claims: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for chunk in daemon.client(**claims).stream("commands.run", params):
+        out.update(chunk)
+    return out["result"]  # type: ignore[no-any-return]
+
+
+def test_a_digest_stands_for_the_environment_sent_before(daemon: Daemon, tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "first-value"}
+    argv = ["sh", "-c", 'echo "$TT_ONCE"']
+    base = {"argv": argv, "cwd": str(tmp_path), "where": "local"}
+    assert _run(daemon, {**base, "env": env})["stdout_tail"] == "first-value\n"
+    res = _run(daemon, {**base, ENV_DIGEST: env_digest(env)})
+    assert res["stdout_tail"] == "first-value\n" and res["exit_code"] == 0
+
+
+def test_an_unknown_or_foreign_digest_is_refused(daemon: Daemon, tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "owned-by-s1"}
+    base = {"argv": ["true"], "cwd": str(tmp_path), "where": "local"}
+    _run(daemon, {**base, "env": env}, session="tt-env-s1")
+    with pytest.raises(EnvUnknown):  # another session cannot name s1's environment
+        _run(daemon, {**base, ENV_DIGEST: env_digest(env)}, session="tt-env-s2")
+    with pytest.raises(EnvUnknown):
+        _run(daemon, {**base, ENV_DIGEST: "0" * 64})
