@@ -23,8 +23,8 @@ from tenantry.errors import TenantryError
 from tenantry.models import Principal
 from tenantry.policy.engine import Engine, Outcome, Request
 from tenantry.policy.facts import Facts
-from tenantry.policy.observed import Look, recording, unchanged
 from tenantry.policy.normalize import Env, OwnerLookup, WhereOf, build
+from tenantry.policy.observed import Look, recording, unchanged
 
 
 @dataclass(slots=True)

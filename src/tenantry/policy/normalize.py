@@ -20,10 +20,10 @@ from typing import Any
 
 from tenantry.errors import UsageError
 from tenantry.models import Principal
-from tenantry.policy.observed import look
 from tenantry.policy import slurmcmds
 from tenantry.policy.engine import Request
 from tenantry.policy.facts import Facts
+from tenantry.policy.observed import look
 from tenantry.policy.paths import PathContext, PathInfo, classify
 from tenantry.policy.schema import ACTIONS
 from tenantry.policy.unwrap import Analysis, Effective, analyze_argv, analyze_shell
