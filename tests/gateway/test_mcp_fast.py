@@ -76,6 +76,7 @@ async def test_daemon_errors_read_as_the_sdks(daemon: Daemon, tmp_path: Path) ->
 
 def test_anything_unusual_is_left_to_the_sdk() -> None:
     assert run_params({"argv": ["true"]}) is not None
+    bad: object
     for bad in (
         {"argv": []},
         {"argv": "true"},
