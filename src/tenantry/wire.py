@@ -199,7 +199,7 @@ class Connection:
             raise  # FileNotFoundError / ConnectionRefusedError: the caller may start one
         return sock
 
-    def request(self, data: bytes) -> Iterator[Head | bytes]:
+    def request(self, data: bytes, timeout: float | None = None) -> Iterator[Head | bytes]:
         """Send one encoded request; yields the ``Head`` and then body chunks.
 
         Connecting raises ``OSError`` (no daemon); a break after that raises
@@ -211,6 +211,7 @@ class Connection:
         self.fresh = self._sock is None
         if self._sock is None:
             self._sock = self._open()
+        self._sock.settimeout(timeout if timeout is not None else self.timeout)
         try:
             self._sock.sendall(data)
         except OSError as exc:
