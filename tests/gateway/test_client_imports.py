@@ -25,10 +25,14 @@ except SystemExit:
     pass
 sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 """
-FORBIDDEN_TOP = {"http", "email", "ssl", "starlette", "uvicorn", "httpx", "anyio", "mcp",
-                 "pydantic", "cedarpy", "tree_sitter", "polars", "sqlite3", "watchdog", "rich"}  # fmt: skip
-DAEMON_SIDE = ("tenantry.gateway", "tenantry.store", "tenantry.index.component",
-               "tenantry.index.store", "tenantry.index.query", "tenantry.service")  # fmt: skip
+FORBIDDEN_TOP = {
+    *("http", "email", "ssl", "starlette", "uvicorn", "httpx", "anyio", "mcp", "pydantic"),
+    *("cedarpy", "tree_sitter", "polars", "sqlite3", "watchdog", "rich"),
+}
+DAEMON_SIDE = (
+    *("tenantry.gateway", "tenantry.store", "tenantry.service"),
+    *("tenantry.index.component", "tenantry.index.store", "tenantry.index.query"),
+)
 
 
 @pytest.mark.parametrize(
