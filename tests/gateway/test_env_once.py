@@ -5,6 +5,7 @@ The measured cost: every MCP ``run_command`` sent the whole ``os.environ``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +41,31 @@ def test_an_unknown_or_foreign_digest_is_refused(daemon: Daemon, tmp_path: Path)
         _run(daemon, {**base, ENV_DIGEST: env_digest(env)}, session="tt-env-s2")
     with pytest.raises(EnvUnknown):
         _run(daemon, {**base, ENV_DIGEST: "0" * 64})
+
+
+async def test_the_async_client_sends_an_environment_once(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenantry import wire
+    from tenantry.async_client import AsyncClient
+
+    bodies: list[dict[str, Any]] = []
+    real = wire.encode_request
+
+    def spy(method: str, path: str, body: bytes = b"", headers: Any = None) -> bytes:
+        if path.endswith("/commands.run"):
+            bodies.append(json.loads(body))
+        return real(method, path, body, headers)
+
+    monkeypatch.setattr(wire, "encode_request", spy)
+    client = AsyncClient(daemon.settings, claims={"agent": "human", "session": "tt-env-once"})
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "v"}
+    params = {"argv": ["sh", "-c", 'echo "$TT_ONCE"'], "cwd": str(tmp_path), "env": env}
+    try:
+        for _ in range(3):
+            out = [c async for c in client.stream("commands.run", params)]
+            assert out[-1]["result"]["stdout_tail"] == "v\n"
+    finally:
+        await client.aclose()
+    assert ["env" in b for b in bodies] == [True, False, False]
+    assert all(b.get(ENV_DIGEST) == env_digest(env) for b in bodies[1:])
