@@ -290,10 +290,10 @@ class LeaseArm:
         self.state = state
 
     async def open(self) -> float:
+        from tenantry.core.models import AgentProduct, CommandSpec, Principal
+        from tenantry.core.settings import load
         from tenantry.leases.manager import LeaseManager
         from tenantry.leases.model import LeaseConfig
-        from tenantry.models import AgentProduct, CommandSpec, Principal
-        from tenantry.settings import load
 
         self.spec = CommandSpec
         settings = load(env={}, overrides={"state_dir": str(self.state)})
@@ -434,8 +434,8 @@ class DaemonArm:
         self.state = state
 
     async def open(self) -> float:
-        from tenantry.async_client import AsyncClient
-        from tenantry.settings import load
+        from tenantry.client.aio import AsyncClient
+        from tenantry.core.settings import load
 
         self.state.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE"))}

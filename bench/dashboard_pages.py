@@ -21,10 +21,10 @@ import time
 import httpx
 
 from tenantry.backends.fake import FakeBackend
-from tenantry.events import Bus
-from tenantry.gateway.dashboard import ensure_token, http_app
-from tenantry.gateway.runtime import Runtime
-from tenantry.settings import load
+from tenantry.core.events import Bus
+from tenantry.core.settings import load
+from tenantry.gateway.dashboard.routes import ensure_token, http_app
+from tenantry.service.runtime import Runtime
 from tenantry.store.journal import Journal
 
 AGENTS = ("claude-code", "codex", "gemini-cli", "human")

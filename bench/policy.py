@@ -27,11 +27,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from tenantry.policy.cases import case_params, case_principal, load_cases
-from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
-from tenantry.policy.normalize import build
+from tenantry.safety.policy.cases import case_params, case_principal, load_cases
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
+from tenantry.safety.policy.normalize import build
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "policy" / "cases.jsonl"

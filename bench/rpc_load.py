@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.client import Client
-from tenantry.settings import load
+from tenantry.client.sync import Client
+from tenantry.core.settings import load
 
 RPC_LINE = re.compile(r"^\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)")
 

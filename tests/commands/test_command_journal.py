@@ -15,10 +15,10 @@ import pytest
 
 from tenantry.backends.fake import FakeBackend
 from tenantry.commands.service import CommandService
+from tenantry.core.models import CommandSpec, Principal
+from tenantry.core.settings import load
 from tenantry.gateway.app import open_runtime
-from tenantry.gateway.runtime import Runtime
-from tenantry.models import CommandSpec, Principal
-from tenantry.settings import load
+from tenantry.service.runtime import Runtime
 
 ME = Principal(1000, "alice")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.wire import END, Head, Lines, Parser, WireError, encode_request, env_digest
+from tenantry.client.wire import END, Head, Lines, Parser, WireError, encode_request, env_digest
 
 PLAIN = (
     b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}'

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.errors import StoreError
-from tenantry.events import Event, EventType
-from tenantry.models import Job, JobSpec, JobState, Principal
+from tenantry.core.errors import StoreError
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import Job, JobSpec, JobState, Principal
 from tenantry.store.journal import Journal
 
 ME = Principal(1000, "alice")

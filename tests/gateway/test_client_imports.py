@@ -18,7 +18,7 @@ from .conftest import Daemon
 PROBE = """
 import json, sys
 sys.argv = ["tenantry", *sys.argv[1:]]
-from tenantry.cli import main
+from tenantry.cli.main import main
 try:
     main()
 except SystemExit:

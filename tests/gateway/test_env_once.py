@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import EnvUnknown
-from tenantry.wire import ENV_DIGEST, env_digest
+from tenantry.client.wire import ENV_DIGEST, env_digest
+from tenantry.core.errors import EnvUnknown
 
 from .conftest import Daemon
 
@@ -46,8 +46,8 @@ def test_an_unknown_or_foreign_digest_is_refused(daemon: Daemon, tmp_path: Path)
 async def test_the_async_client_sends_an_environment_once(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tenantry import wire
-    from tenantry.async_client import AsyncClient
+    from tenantry.client import wire
+    from tenantry.client.aio import AsyncClient
 
     bodies: list[dict[str, Any]] = []
     real = wire.encode_request

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.events import Event, EventType
+from tenantry.core.events import Event, EventType
 from tenantry.index.component import IndexService
 from tenantry.index.grep import GrepSpec
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from tests.agents.harness import reap
 
-from tenantry import errors
-from tenantry.integrations import hook, steer
+from tenantry.agents import hook, steer
+from tenantry.core import errors
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -344,7 +344,7 @@ def test_hook_subprocess_without_daemon(tmp_path: Path) -> None:
 
 def test_hook_import_path_is_stdlib_only() -> None:
     code = (
-        "import sys, tenantry.cli, tenantry.integrations.hook, tenantry.client;"
+        "import sys, tenantry.cli.main, tenantry.agents.hook, tenantry.client.sync;"
         "heavy={'starlette','uvicorn','mcp','polars','tomlkit','prometheus_client','httpx','rich'};"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )

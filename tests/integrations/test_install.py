@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tenantry import errors
-from tenantry.integrations import files, installer
-from tenantry.integrations.agents.common import Target
-from tenantry.integrations.files import BEGIN, END
+from tenantry.agents import files, installer
+from tenantry.agents.files import BEGIN, END
+from tenantry.agents.products.common import Target
+from tenantry.core import errors
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 EXE = ("/opt/tenantry/bin/tenantry",)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from tenantry.backends.local import LocalBackend
-from tenantry.client import Client, socket_answers
+from tenantry.client.sync import Client, socket_answers
+from tenantry.core.models import AgentProduct, Job, JobSpec, JobState, Principal
+from tenantry.core.settings import Settings, load
 from tenantry.gateway.app import open_runtime
 from tenantry.jobs.service import JobService
-from tenantry.models import AgentProduct, Job, JobSpec, JobState, Principal
-from tenantry.settings import Settings, load
 from tenantry.store.journal import Journal
 
 ALICE = Principal(1000, "alice", AgentProduct.CLAUDE_CODE, "s1")

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from tenantry.models import Principal
-from tenantry.policy import judge as judge_mod
-from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
+from tenantry.core.models import Principal
+from tenantry.safety.policy import judge as judge_mod
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.models import AgentProduct, JobSpec, Principal, Resources
+from tenantry.core.models import AgentProduct, JobSpec, Principal, Resources
+from tenantry.core.settings import load
 from tenantry.report import classify, ingest_sacct, metrics, sources
-from tenantry.settings import load
 
 from . import lua51
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tenantry.attribution import encode
-from tenantry.models import AgentProduct, Principal
+from tenantry.core.attribution import encode
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.report.ingest_json import read_json
 from tenantry.report.ingest_sacct import XDMOD_FIELDS, read_sacct
 

@@ -9,7 +9,7 @@ by name, so the gateway can report how many queries reached Slurm.
 Status for any number of jobs costs one ``squeue --json`` (22.05 ignores
 ``-j`` with ``--json`` anyway) plus one ``sacct`` for the jobs that already
 left the queue. Every job carries its principal in ``--comment``
-(``tenantry.attribution``); never in AdminComment.
+(``tenantry.core.attribution``); never in AdminComment.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tenantry import attribution, errors
 from tenantry.backends import slurm_parse as sp
 from tenantry.backends.base import JobUpdate, Submitted
-from tenantry.models import JobSpec, Principal
-from tenantry.settings import Settings
+from tenantry.core import attribution, errors
+from tenantry.core.models import JobSpec, Principal
+from tenantry.core.settings import Settings
 
 __all__ = ["CONTROLLER_COMMANDS", "SlurmBackend"]
 
@@ -65,7 +65,7 @@ class SlurmBackend:
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
-        from tenantry.shims.entry import find_real
+        from tenantry.agents.shims.entry import find_real
 
         path = os.environ.get("PATH", os.defpath)
         for cmd in COMMANDS:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tenantry import errors
-from tenantry.models import JobState
+from tenantry.core import errors
+from tenantry.core.models import JobState
 
 __all__ = [
     "SlurmJob",

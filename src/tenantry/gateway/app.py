@@ -23,47 +23,47 @@ from starlette.types import Receive, Scope, Send
 
 from tenantry import __version__
 from tenantry.backends.base import Backend
+from tenantry.commands.runner import LocalRunner
 from tenantry.commands.service import CommandService
-from tenantry.errors import TenantryError, Unavailable, UsageError
-from tenantry.events import Bus, Event, EventType
+from tenantry.core.errors import TenantryError, Unavailable, UsageError
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.settings import Settings
 from tenantry.gateway import opserve
 from tenantry.gateway.envs import SessionEnvs
 from tenantry.gateway.identity import own_peer
 from tenantry.jobs.service import JobService
-from tenantry.runner import LocalRunner
-from tenantry.sandbox.registry import SandboxRegistry
+from tenantry.safety.sandbox.registry import SandboxRegistry
 from tenantry.service.runtime import Component, Runtime
-from tenantry.settings import Settings
 from tenantry.store.journal import Journal
 
 log = logging.getLogger(__name__)
 
 # Modules whose @op registrations the daemon serves.
 OP_MODULES: tuple[str, ...] = (
-    "tenantry.core_ops",
+    "tenantry.service.daemon_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
-    "tenantry.policy.ops",
-    "tenantry.integrations.ops",
-    "tenantry.budgets.ops",
-    "tenantry.kill.ops",
+    "tenantry.safety.policy.ops",
+    "tenantry.agents.ops",
+    "tenantry.safety.budgets.ops",
+    "tenantry.safety.kill.ops",
     "tenantry.report.ops",
     "tenantry.memory.ops",
     "tenantry.index.ops",
     "tenantry.leases.ops",
-    "tenantry.sandbox.ops",
+    "tenantry.safety.sandbox.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime, fills the typed slots its component provides
 # (rt.gates, rt.leases, ...: tenantry.service.seams) and returns the component.
 COMPONENTS: tuple[tuple[str, str], ...] = (
-    ("metrics", "tenantry.integrations.metrics:create"),
-    ("sandbox", "tenantry.sandbox.registry:create"),
-    ("audit", "tenantry.audit.component:create"),
-    ("kill", "tenantry.kill.component:create"),
-    ("policy", "tenantry.policy.component:create"),
-    ("budgets", "tenantry.budgets.service:create"),
+    ("metrics", "tenantry.gateway.metrics:create"),
+    ("sandbox", "tenantry.safety.sandbox.registry:create"),
+    ("audit", "tenantry.safety.audit.component:create"),
+    ("kill", "tenantry.safety.kill.component:create"),
+    ("policy", "tenantry.safety.policy.component:create"),
+    ("budgets", "tenantry.safety.budgets.service:create"),
     ("memory", "tenantry.memory.component:create"),
     ("index", "tenantry.index.component:create"),
     ("leases", "tenantry.leases.component:create"),
@@ -88,7 +88,7 @@ def make_backend(settings: Settings) -> Backend:
 
 
 def redact_secrets(text: str) -> str:
-    from tenantry.guard.secrets import find_secrets, redact
+    from tenantry.safety.guard.secrets import find_secrets, redact
 
     return redact(text, find_secrets(text)) if text else text
 

@@ -3,7 +3,7 @@
 A client forwards its environment with a command (``env``: PATH, module
 systems' variables, ...), a few KiB that rarely change within a session. The
 daemon keeps each environment it received, per principal, under its digest
-(``env_digest``: ``tenantry.wire.env_digest``); a request that carries
+(``env_digest``: ``tenantry.client.wire.env_digest``); a request that carries
 ``env_digest`` instead of ``env`` gets the stored one back before the gates
 see it, so policy, placement and the command see the same environment either
 way. An unknown digest (another principal's, or a daemon restarted since) is
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from tenantry.errors import EnvUnknown, UsageError
-from tenantry.models import Principal
-from tenantry.wire import ENV_DIGEST, env_digest
+from tenantry.client.wire import ENV_DIGEST, env_digest
+from tenantry.core.errors import EnvUnknown, UsageError
+from tenantry.core.models import Principal
 
 MAX_ENVS = 1024
 

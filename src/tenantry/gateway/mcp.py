@@ -18,12 +18,12 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from tenantry import __version__
-from tenantry.async_client import AsyncClient
-from tenantry.errors import TenantryError
+from tenantry.client.aio import AsyncClient
+from tenantry.core.errors import TenantryError
+from tenantry.core.settings import Settings
 from tenantry.gateway.mcp_start import INSTRUCTIONS
 from tenantry.index.mcp_tools import add_tools as index_tools
 from tenantry.memory.mcp_tools import add_tools as memory_tools
-from tenantry.settings import Settings
 
 RUN_COMMAND = """\
 Run one short command (build, a single test, a quick check) and get its exit
@@ -79,7 +79,7 @@ class Forwarder:
         """Take the session id the agent's hook recorded when the agent gives us none."""
         if self._told:
             return
-        from tenantry.integrations.agent_session import lookup
+        from tenantry.agents.agent_session import lookup
 
         agent, session = lookup(self._sessions)
         if session:
@@ -263,7 +263,7 @@ def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
             bool, Field(description="true if running it twice is harmless (allows a retry)")
         ] = False,
     ) -> dict[str, Any]:
-        from tenantry.units import parse_mem_mb
+        from tenantry.core.units import parse_mem_mb
 
         try:
             resources: dict[str, Any] = {"cpus": cpus}
@@ -332,7 +332,7 @@ def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
             bool, Field(description="submit even if an identical job was submitted just now")
         ] = False,
     ) -> dict[str, Any]:
-        from tenantry.units import parse_mem_mb, parse_time_s
+        from tenantry.core.units import parse_mem_mb, parse_time_s
 
         try:
             resources: dict[str, Any] = {"cpus": cpus, "gpus": gpus, "partition": partition}

@@ -22,9 +22,9 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from tenantry.errors import TenantryError
+from tenantry.core.errors import TenantryError
+from tenantry.core.units import parse_mem_mb
 from tenantry.gateway.mcp import ORIGIN, Forwarder, message_of
-from tenantry.units import parse_mem_mb
 
 WHERE = ("auto", "local", "lease")
 ARGUMENTS = frozenset({"argv", "cwd", "timeout_s", "cpus", "mem", "where", "idempotent"})

@@ -12,9 +12,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from tenantry.core.settings import Settings
 from tenantry.gateway.mcp import Forwarder, build_server
 from tenantry.gateway.mcp_fast import FastRunCommand
-from tenantry.settings import Settings
 
 
 class _ReplayIn:

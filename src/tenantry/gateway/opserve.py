@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from typing import Any
 
-from tenantry.errors import (
+from tenantry.core.errors import (
     BudgetExceeded,
     NotFound,
     PermissionDenied,
@@ -28,13 +28,13 @@ from tenantry.errors import (
     TenantryError,
     UsageError,
 )
-from tenantry.events import Event, EventType
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import Principal
 from tenantry.gateway import edge
 from tenantry.gateway.envs import ENV_DIGEST, SessionEnvs
 from tenantry.gateway.identity import resolve
-from tenantry.integrations.metrics import Metrics
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY, Op, OpContext, check_fields
+from tenantry.gateway.metrics import Metrics
+from tenantry.service.ops import REGISTRY, Op, OpContext, check_fields
 from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tenantry import attribution
+from tenantry.core import attribution
 from tenantry.report.schema import FAIL_STATES
 
 MARKERS: dict[str, str] = {

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tenantry.cli_common import add_json, emit
-from tenantry.errors import UsageError
+from tenantry.cli.common import add_json, emit
+from tenantry.core.errors import UsageError
 
 REPORT_EPILOG = """\
 inputs (format detected from the content; force with --input-format):

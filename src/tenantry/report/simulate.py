@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from tenantry import attribution
-from tenantry.errors import UsageError
-from tenantry.models import AgentProduct, Principal
+from tenantry.core import attribution
+from tenantry.core.errors import UsageError
+from tenantry.core.models import AgentProduct, Principal
 
 
 @dataclass(frozen=True, slots=True)

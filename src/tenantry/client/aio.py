@@ -1,0 +1,146 @@
+"""An asyncio client of the daemon: the wire codec on kept-alive Unix-socket connections.
+
+The MCP shim and the benchmarks use it: idle connections are kept in a small
+pool, so a tool call costs one request on an open connection, and calls in
+flight at once each get their own. Errors come back as the same
+``TenantryError``s the synchronous client raises, and the daemon is started
+on demand the same way. An environment sent once goes by its digest after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from tenantry.client import wire
+from tenantry.client.principal import client_claims
+from tenantry.client.sync import ensure_daemon, new_request_id
+from tenantry.client.wire import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER
+from tenantry.core import errors
+from tenantry.core.settings import Settings
+
+POOL = 8  # idle connections kept
+
+
+class AsyncClient:
+    def __init__(self, settings: Settings, *, claims: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.claims = claims if claims is not None else client_claims()
+        self._idle: list[wire.AsyncConnection] = []
+        self._envs: set[str] = set()  # digests of environments the daemon holds from us
+
+    async def aclose(self) -> None:
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()
+
+    def _checkout(self) -> wire.AsyncConnection:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.open:
+                return conn
+            conn.close()
+        return wire.AsyncConnection(self.settings.socket)
+
+    def _checkin(self, conn: wire.AsyncConnection) -> None:
+        if conn.open and len(self._idle) < POOL:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def _params(self, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        env = params.get("env")
+        if not isinstance(env, dict):
+            return params, ""
+        digest = wire.env_digest(env)
+        if digest in self._envs:
+            out = {k: v for k, v in params.items() if k != "env"}
+            out[wire.ENV_DIGEST] = digest
+            return out, digest
+        return params, digest
+
+    async def _send(
+        self, op: str, params: dict[str, Any]
+    ) -> AsyncGenerator[wire.Head | bytes, None]:
+        """The response events of one request (the connection goes back to the pool after)."""
+        headers = {PRINCIPAL_HEADER: json.dumps(self.claims), REQUEST_ID_HEADER: new_request_id()}
+        data = wire.encode_request("POST", f"{API}/op/{op}", json.dumps(params).encode(), headers)
+        for attempt in range(2):
+            conn = self._checkout()
+            try:
+                if not conn.open:
+                    await conn.connect()
+            except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
+                if attempt == 0:
+                    await asyncio.to_thread(ensure_daemon, self.settings)
+                    continue
+                raise errors.DaemonUnavailable(
+                    f"no daemon answers on {self.settings.socket}",
+                    hint="start one with `tenantry serve`",
+                ) from exc
+            except OSError as exc:
+                raise errors.DaemonUnavailable(f"cannot reach the daemon: {exc}") from exc
+            try:
+                async for event in conn.request(data):
+                    yield event
+            except wire.WireError as exc:
+                raise errors.DaemonUnavailable(str(exc)) from exc
+            finally:
+                self._checkin(conn)
+            return
+
+    async def call(self, op: str, params: dict[str, Any]) -> tuple[Any, list[str]]:
+        """One op: its result and any warnings that came with it."""
+        body = b""
+        async for event in self._send(op, params):
+            if isinstance(event, bytes):
+                body += event
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise errors.DaemonUnavailable("the daemon sent a response that is not JSON") from exc
+        if not data.get("ok"):
+            raise errors.from_dict(data.get("error") or {})
+        return data.get("result"), list(data.get("warnings") or [])
+
+    async def stream(self, op: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """A streaming op's chunks (the last holds ``result``)."""
+        sent, digest = self._params(params)
+        events = self._send(op, sent)
+        head: wire.Head | None = None
+        body = b""
+        lines = wire.Lines()
+        try:
+            async for event in events:
+                if isinstance(event, wire.Head):
+                    head = event
+                elif head is not None and head.content_type.startswith("application/json"):
+                    body += event
+                else:
+                    for line in lines.feed(event):
+                        chunk = json.loads(line)
+                        if "error" in chunk:
+                            raise errors.from_dict(chunk["error"])
+                        yield chunk
+        finally:
+            await events.aclose()
+        if head is not None and head.content_type.startswith("application/json"):
+            data = json.loads(body)
+            if not data.get("ok"):
+                err = errors.from_dict(data.get("error") or {})
+                if isinstance(err, errors.EnvUnknown) and digest in self._envs:
+                    self._envs.discard(digest)  # a daemon restarted since: send it again
+                    async for chunk in self.stream(op, params):
+                        yield chunk
+                    return
+                raise err
+            if digest:
+                self._envs.add(digest)
+            yield {"result": data.get("result")}
+            return
+        if digest:
+            self._envs.add(digest)
+        for line in lines.close():
+            yield json.loads(line)
