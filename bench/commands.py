@@ -23,8 +23,10 @@ running two tool calls at once):
   socket, the agent's path (``commands.run`` with ``where=local`` / ``lease``;
   policy, audit, journal, guard), from the warm asyncio client the MCP shim uses.
 - ``mcp``: ``run_command`` through a real ``tenantry mcp`` stdio shim.
-- ``hyperqueue``: ``hq submit --wait`` style via the HyperQueue Python API, when
-  ``hq`` is installed (skipped otherwise).
+- ``hyperqueue``: HyperQueue's Python API (``pip install hyperqueue``: a local
+  server and one 2-core worker in-process), one job per command. Its client is
+  not thread-safe, so calls go one at a time: latency-bound, not its best
+  throughput (it is built for many tasks per job).
 
 ``--workload true`` runs only ``true`` (the peer-benchmark definition: what
 is measured is each system's per-command cost, not the commands').
@@ -56,6 +58,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -557,14 +560,16 @@ class HyperQueueArm:
         self.state = state
 
     async def open(self) -> float:
-        from hyperqueue import Client, Job
-        from hyperqueue.cluster import LocalCluster
+        from hyperqueue import Job
+        from hyperqueue.cluster import LocalCluster, WorkerConfig
 
         t0 = time.perf_counter()
         self.Job = Job
-        self.cluster = LocalCluster(server_dir=str(self.state))
-        self.cluster.start_worker(cores=WINDOW)
-        self.client: Any = Client(self.cluster.server_dir)
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.cluster = LocalCluster(server_dir=str(self.state))  # type: ignore[arg-type]
+        self.cluster.start_worker(WorkerConfig(cores=WINDOW))
+        self.client: Any = self.cluster.client()
+        self.lock = threading.Lock()
         await self.run(["true"])
         return time.perf_counter() - t0
 
@@ -572,8 +577,9 @@ class HyperQueueArm:
         def one() -> int:
             job = self.Job()
             job.program(argv)
-            sub = self.client.submit(job)
-            ok = self.client.wait_for_jobs([sub], raise_on_error=False)
+            with self.lock:  # its Python client is not thread-safe: one call at a time
+                sub = self.client.submit(job)
+                ok = self.client.wait_for_jobs([sub], raise_on_error=False)
             return 0 if ok else 1
 
         return await asyncio.to_thread(one)
