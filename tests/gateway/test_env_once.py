@@ -69,3 +69,23 @@ async def test_the_async_client_sends_an_environment_once(
         await client.aclose()
     assert ["env" in b for b in bodies] == [True, False, False]
     assert all(b.get(ENV_DIGEST) == env_digest(env) for b in bodies[1:])
+
+
+@pytest.mark.own_daemon
+async def test_after_a_daemon_restart_the_environment_is_sent_again(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    from tenantry.client.aio import AsyncClient
+
+    client = AsyncClient(daemon.settings, claims={"agent": "human", "session": "tt-env-rs"})
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "again"}
+    params = {"argv": ["sh", "-c", 'echo "$TT_ONCE"'], "cwd": str(tmp_path), "env": env}
+    try:
+        for _ in range(2):
+            [c async for c in client.stream("commands.run", params)]
+        daemon.stop()
+        daemon.start()
+        out = [c async for c in client.stream("commands.run", params)]
+    finally:
+        await client.aclose()
+    assert out[-1]["result"]["stdout_tail"] == "again\n"

@@ -29,7 +29,8 @@ class AsyncClient:
         self.settings = settings
         self.claims = claims if claims is not None else client_claims()
         self._idle: list[wire.AsyncConnection] = []
-        self._envs: set[str] = set()  # digests of environments the daemon holds from us
+        # the environment the daemon holds from us (sent whole once, then by digest)
+        self._held: dict[str, Any] | None = None
 
     async def aclose(self) -> None:
         for conn in self._idle:
@@ -50,16 +51,16 @@ class AsyncClient:
         else:
             conn.close()
 
-    def _params(self, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    def _params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``params`` with an environment the daemon holds replaced by its digest."""
         env = params.get("env")
         if not isinstance(env, dict):
-            return params, ""
-        digest = wire.env_digest(env)
-        if digest in self._envs:
-            out = {k: v for k, v in params.items() if k != "env"}
-            out[wire.ENV_DIGEST] = digest
-            return out, digest
-        return params, digest
+            return params, None
+        if env != self._held:  # a first send costs no digest (nor a hashlib import)
+            return params, env
+        out = {k: v for k, v in params.items() if k != "env"}
+        out[wire.ENV_DIGEST] = wire.env_digest(env)
+        return out, None
 
     async def _send(
         self, op: str, params: dict[str, Any]
@@ -107,7 +108,7 @@ class AsyncClient:
 
     async def stream(self, op: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """A streaming op's chunks (the last holds ``result``)."""
-        sent, digest = self._params(params)
+        sent, whole = self._params(params)
         events = self._send(op, sent)
         head: wire.Head | None = None
         body = b""
@@ -130,17 +131,17 @@ class AsyncClient:
             data = json.loads(body)
             if not data.get("ok"):
                 err = errors.from_dict(data.get("error") or {})
-                if isinstance(err, errors.EnvUnknown) and digest in self._envs:
-                    self._envs.discard(digest)  # a daemon restarted since: send it again
+                if isinstance(err, errors.EnvUnknown) and self._held is not None:
+                    self._held = None  # a daemon restarted since: send it whole again
                     async for chunk in self.stream(op, params):
                         yield chunk
                     return
                 raise err
-            if digest:
-                self._envs.add(digest)
+            if whole is not None:
+                self._held = dict(whole)
             yield {"result": data.get("result")}
             return
-        if digest:
-            self._envs.add(digest)
+        if whole is not None:
+            self._held = dict(whole)
         for line in lines.close():
             yield json.loads(line)

@@ -60,7 +60,8 @@ class Client:
         self.last_warnings: list[str] = []
         self.on_warnings = on_warnings
         self._conn = wire.Connection(settings.socket, timeout)
-        self._envs: set[str] = set()  # digests of environments the daemon holds from us
+        # the environment the daemon holds from us (sent whole once, then by digest)
+        self._held: dict[str, Any] | None = None
 
     def close(self) -> None:
         self._conn.close()
@@ -106,18 +107,19 @@ class Client:
             hint="start one with `tenantry serve` (or let the CLI start it)",
         ) from last
 
-    def _params(self, params: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    def _params(
+        self, params: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """``params`` with an environment the daemon holds replaced by its digest."""
         params = params or {}
         env = params.get("env")
         if not isinstance(env, dict):
-            return params, ""
-        digest = wire.env_digest(env)
-        if digest in self._envs:
-            out = {k: v for k, v in params.items() if k != "env"}
-            out[wire.ENV_DIGEST] = digest
-            return out, digest
-        return params, digest
+            return params, None
+        if env != self._held:  # a first send costs no digest (nor a hashlib import)
+            return params, env
+        out = {k: v for k, v in params.items() if k != "env"}
+        out[wire.ENV_DIGEST] = wire.env_digest(env)
+        return out, None
 
     def call(
         self,
@@ -156,23 +158,23 @@ class Client:
 
     def stream(self, op: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Call a streaming op; yields its chunks (the last holds ``result``)."""
-        sent, digest = self._params(params)
+        sent, whole = self._params(params)
         head, events = self._request("POST", f"{API}/op/{op}", sent)
         if head.content_type.startswith("application/json"):
             data = _read_json(head, events)
             if not data.get("ok"):
                 err = errors.from_dict(data.get("error") or {})
-                if isinstance(err, errors.EnvUnknown) and digest in self._envs:
-                    self._envs.discard(digest)  # a daemon restarted since: send it again
+                if isinstance(err, errors.EnvUnknown) and self._held is not None:
+                    self._held = None  # a daemon restarted since: send it whole again
                     yield from self.stream(op, params)
                     return
                 raise err
-            if digest:
-                self._envs.add(digest)
+            if whole is not None:
+                self._held = dict(whole)
             yield {"result": data.get("result")}
             return
-        if digest:
-            self._envs.add(digest)
+        if whole is not None:
+            self._held = dict(whole)
         lines = wire.Lines()
         try:
             for event in events:

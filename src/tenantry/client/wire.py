@@ -249,9 +249,12 @@ class Connection:
             self._sock = None
 
 
-def _closed_by_peer(sock: socket.socket) -> bool:
+def _closed_by_peer(sock: socket.socket | None) -> bool:
     """Is an idle socket readable (the daemon closed it, or sent what nobody asked for)?"""
     import select
+
+    if sock is None:
+        return True
 
     poller = select.poll()
     poller.register(sock, select.POLLIN | select.POLLHUP)
@@ -274,6 +277,7 @@ class AsyncConnection:
             and self._reader is not None
             and not self._writer.is_closing()
             and not self._reader.at_eof()
+            and not _closed_by_peer(self._writer.get_extra_info("socket"))
         )
 
     async def connect(self) -> None:

@@ -84,6 +84,10 @@ class Judge:
     def facts(self) -> Facts:
         return self.env.facts
 
+    def clear_cache(self) -> None:
+        """Forget every cached decision (the next ones are normalized again)."""
+        self._decided.clear()
+
     def set_facts(self, facts: Facts) -> None:
         self.env.facts = facts
         self._principals.clear()
