@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -424,7 +425,8 @@ class PilotArm:
     async def close(self) -> None:
         self.writer.close()
         self.pump.cancel()
-        self.proc.terminate()
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            self.proc.terminate()
         await self.proc.wait()
 
 
@@ -438,6 +440,7 @@ class DaemonArm:
 
     async def open(self) -> float:
         from tenantry.client.aio import AsyncClient
+        from tenantry.client.sync import socket_answers
         from tenantry.core.settings import load
 
         self.state.mkdir(parents=True, exist_ok=True)
@@ -453,16 +456,13 @@ class DaemonArm:
             env=env, stdout=log, stderr=log,
         )  # fmt: skip
         self.settings = load(env=env)
-        self.client = AsyncClient(self.settings, claims={"agent": "human", "host": "bench"})
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                await self.client.call("facility.info", {})
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.05)
+        # wait for this daemon (a client call now would autostart another one)
+        while not socket_answers(self.settings.socket):
+            if time.monotonic() > deadline or self.proc.returncode is not None:
+                raise RuntimeError(f"the daemon did not start: see {self.state}/daemon.log")
+            await asyncio.sleep(0.05)
+        self.client = AsyncClient(self.settings, claims={"agent": "human", "host": "bench"})
         self.cwd = os.getcwd()
         self.cmd_env = dict(os.environ)
         await self.run(["true"])
@@ -479,7 +479,8 @@ class DaemonArm:
 
     async def close(self) -> None:
         await self.client.aclose()
-        self.proc.terminate()
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            self.proc.terminate()
         await self.proc.wait()
 
 
