@@ -26,7 +26,6 @@ from tenantry.core.events import Event, EventType
 from tenantry.store import telemetry
 
 if TYPE_CHECKING:
-
     from tenantry.service.runtime import Runtime
 
 _LATENCY = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
