@@ -33,25 +33,28 @@ def _answered_records(directory: Path) -> int:
     )
 
 
+def _burst(d: Any, answered: list[int], i: int, stop: threading.Event) -> None:
+    c = d.client()
+    while not stop.is_set():
+        try:
+            c.call("facility.info")
+        except TenantryError:
+            return  # the daemon died under it
+        answered[i] += 1
+
+
 def test_answered_requests_survive_a_sigkill_mid_burst(fault_daemon: Callable[..., Any]) -> None:
     for _ in range(ITERATIONS):
         d = fault_daemon()
         answered = [0, 0]
         stop = threading.Event()
-
-        def burst(i: int) -> None:
-            c = d.client()
-            while not stop.is_set():
-                try:
-                    c.call("facility.info")
-                except TenantryError:
-                    return  # the daemon died under it
-                answered[i] += 1
-
-        threads = [threading.Thread(target=burst, args=(i,), daemon=True) for i in range(2)]
+        threads = [
+            threading.Thread(target=_burst, args=(d, answered, i, stop), daemon=True)
+            for i in range(2)
+        ]
         for t in threads:
             t.start()
-        gw.wait_for(lambda: sum(answered) >= 40, what="a burst of answered requests")
+        gw.wait_for(lambda a=answered: sum(a) >= 40, what="a burst of answered requests")
         d.kill(signal.SIGKILL)
         stop.set()
         for t in threads:
