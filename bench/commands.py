@@ -496,6 +496,7 @@ class McpArm:
         self.state.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE"))}
         env.update(TENANTRY_STATE_DIR=str(self.state), TENANTRY_SOCKET=str(self.state / "sock"))
+        self.env = env
         t0 = time.perf_counter()
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tenantry", "mcp", env=env,
@@ -550,6 +551,12 @@ class McpArm:
         except TimeoutError:
             self.proc.kill()
         self.pump.cancel()
+        # the shim started a daemon of its own on demand: stop it too
+        stop = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tenantry", "stop", env=self.env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        await stop.wait()
 
 
 class HyperQueueArm:
