@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -103,6 +104,7 @@ def main() -> int:
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
     base = statistics.median(times["python -c pass"])
     out: dict[str, Any] = {
         "load_avg_before": round(load0[0], 2),

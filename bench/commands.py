@@ -854,7 +854,7 @@ def arm_pids(arm: Any) -> set[int]:
 
 
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
-    tmp = Path(tempfile.mkdtemp(prefix="tnt-bench-"))
+    tmp = args.tmp = Path(tempfile.mkdtemp(prefix="tnt-bench-"))  # removed when the run ends
     cmds = workload(args.n, tmp / "data", args.workload)
     os.chdir(tmp / "data")
     wanted = args.arms.split(",")
@@ -994,7 +994,13 @@ def main() -> int:
     if args.out:
         args.out = str(Path(args.out).resolve())
     load0 = os.getloadavg()
-    results = asyncio.run(main_async(args))
+    cwd = os.getcwd()
+    try:
+        results = asyncio.run(main_async(args))
+    finally:
+        os.chdir(cwd)
+        if getattr(args, "tmp", None):
+            shutil.rmtree(args.tmp, ignore_errors=True)
     add_ratios(results)
     load1 = os.getloadavg()
     print(table(results))
