@@ -7,12 +7,52 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tenantry.core.models import Job, JobState, Principal
+
+
+def new_job(who: Principal, **fields: Any) -> Job:
+    """A job record as the journal first holds it (pending, nothing handed yet)."""
+    now = time.time()
+    base: dict[str, Any] = {
+        "id": "",
+        "backend": "local",
+        "backend_id": "",
+        "state": JobState.PENDING,
+        "principal": who.key,
+        "uid": who.uid,
+        "name": "job",
+        "submitted_at": now,
+        "updated_at": now,
+    }
+    return Job(**{**base, **fields})
+
+
+def run_tenantry(
+    *args: str,
+    env: dict[str, str],
+    cwd: Path | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+    module: str = "tenantry",
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tenantry ARGS`` (or another module) to its end, text output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def slurm_up() -> bool:
@@ -99,3 +139,75 @@ def start_daemon() -> Iterator[Callable[..., Any]]:
         if os.environ.get("TENANTRY_TEST_SHOW_LOG"):
             sys.stderr.write(d.log())
         gw.remove_state(d.state)
+
+
+# -- PostgreSQL (facility mode's store) ------------------------------------------
+
+POSTGRES_URL_ENV = "TENANTRY_TEST_POSTGRES_URL"
+POSTGRES_DEFAULT_URL = "postgresql://tenantry_test:tenantry_test@127.0.0.1:5432/postgres"
+
+
+def _no_postgres(reason: str) -> None:
+    if os.environ.get("TENANTRY_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"PostgreSQL is required (TENANTRY_REQUIRE_POSTGRES=1): {reason}")
+    pytest.skip(f"{reason}; start one with scripts/dev-postgres and export {POSTGRES_URL_ENV}")
+
+
+def _with_path(url: str, path: str, query: str = "") -> str:
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """URL of a throwaway PostgreSQL database for this test session (dropped at the end).
+
+    The server and a role that may create databases come from
+    ``TENANTRY_TEST_POSTGRES_URL`` (default: scripts/dev-postgres's role).
+    Skipped when no server answers, failed instead with TENANTRY_REQUIRE_POSTGRES=1.
+    """
+    import secrets
+
+    try:
+        import psycopg
+        from psycopg import sql
+    except ImportError:
+        _no_postgres("psycopg is not installed (pip install -e '.[dev]')")
+        raise
+    from tenantry.store.url import mask_url
+
+    admin = os.environ.get(POSTGRES_URL_ENV) or POSTGRES_DEFAULT_URL
+    try:
+        conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
+    except psycopg.Error as exc:
+        _no_postgres(f"no PostgreSQL answers at {mask_url(admin)} ({str(exc).strip()})")
+        raise
+    name = f"tenantry_test_{os.getpid()}_{secrets.token_hex(3)}"
+    with conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield _with_path(admin, "/" + name)
+        finally:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> Iterator[str]:
+    """URL of a fresh, empty schema in the session's database (dropped after the test)."""
+    import secrets
+    import urllib.parse
+
+    import psycopg
+    from psycopg import sql
+
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    query = urllib.parse.urlencode({"options": f"-csearch_path={schema}"})
+    try:
+        yield _with_path(pg_database, urllib.parse.urlsplit(pg_database).path, query)
+    finally:
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from tenantry.safety.policy import ops as policy_ops
 from tenantry.safety.policy.component import PolicyService, create
 from tenantry.service.ops import OpContext
 from tenantry.service.runtime import Runtime
+from tenantry.store.journal import Journal
 
 
 def runtime(state: Path, **env: str) -> tuple[Runtime, list[Event]]:
@@ -91,14 +92,20 @@ async def test_user_policy_in_state_dir_narrows(tmp_path: Path) -> None:
 
 async def test_job_owners_come_from_the_store(tmp_path: Path) -> None:
     rt, _ = runtime(tmp_path, TENANTRY_POLICY_FILE="")
-    db = sqlite3.connect(rt.settings.db_path)
-    db.execute("CREATE TABLE jobs (id TEXT, backend_id TEXT, principal TEXT)")
-    db.executemany(
-        "INSERT INTO jobs VALUES (?, ?, ?)",
-        [("t1", "501", AGENT.key), ("t2", "502", "root/human/-"), ("t3", "503", "bob/codex/x")],
-    )
-    db.commit()
-    db.close()
+    journal = Journal(rt.settings.db_path)
+    await journal.start()
+    for job_id, backend_id, key in [
+        ("t1", "501", AGENT.key),
+        ("t2", "502", "root/human/-"),
+        ("t3", "503", "bob/codex/x"),
+    ]:
+        await journal.db.execute(
+            "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, spec_json,"
+            " spec_hash, submitted_at, updated_at) VALUES (?, 'fake', ?, 'handed', 'RUNNING',"
+            " ?, 0, '{}', '', 0, ?)",
+            (job_id, backend_id, key, time.time()),
+        )
+    rt.journal = journal
     svc = await started(rt)
     assert svc.check(AGENT, "cancel_job", {"id": "t1"}).allowed
     assert svc.check(AGENT, "run_command", {"command": "scancel 501_2"}).allowed
@@ -107,6 +114,7 @@ async def test_job_owners_come_from_the_store(tmp_path: Path) -> None:
     assert svc.check(AGENT, "cancel_job", {"id": "503"}).rule == "agent-not-others-jobs"
     assert svc.check(AGENT, "read_job_output", {"id": "t2"}).allowed
     await svc.aclose()
+    await journal.aclose()
 
 
 async def test_policy_check_op(tmp_path: Path) -> None:

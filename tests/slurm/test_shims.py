@@ -6,7 +6,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ from tenantry.agents.shims.install import install
 from tenantry.backends import slurm_parse as sp
 from tenantry.core import errors
 from tenantry.core.models import Job, JobState, Resources
+
+from ..conftest import run_tenantry
 
 V22 = Path(__file__).parent.parent / "fixtures" / "slurm" / "22.05"
 AGENT_ENV = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "s-1", "PATH": "/usr/bin:/bin"}
@@ -403,11 +404,5 @@ def test_python_m_entry_point(tmp_path: Path, fake_real: Path) -> None:
         "PATH": f"{fake_real}:/usr/bin:/bin",
         "PYTHONPATH": str(Path(run.__file__).parents[3]),
     }
-    res = subprocess.run(
-        [sys.executable, "-m", "tenantry.agents.shims", "sacct", "-P"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    res = run_tenantry("sacct", "-P", env=env, timeout=30, module="tenantry.agents.shims")
     assert res.stdout == "REAL sacct -P\n"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tenantry.core.errors import StoreError
-from tenantry.store.db import Database, _split_sql
+from tenantry.store.db import Database, split_sql
+from tenantry.store.engine import Conn
 
 MIGRATIONS = [
     (1, "0001_a.sql", "CREATE TABLE t (x INTEGER);\nCREATE INDEX t_x ON t (x);"),
@@ -35,7 +36,7 @@ async def test_migrations_apply_once_and_writes_are_serialised(tmp_path: Path) -
 async def test_failed_write_rolls_back(tmp_path: Path) -> None:
     async with Database(tmp_path / "d.sqlite3", MIGRATIONS) as db:
 
-        def bad(c: sqlite3.Connection) -> None:
+        def bad(c: Conn) -> None:
             c.execute("INSERT INTO t (x) VALUES (1)")
             c.execute("INSERT INTO nope VALUES (1)")
 
@@ -51,4 +52,4 @@ async def test_reads_are_read_only(tmp_path: Path) -> None:
 
 
 def test_split_sql_respects_strings() -> None:
-    assert _split_sql("SELECT ';';\nSELECT 2;") == ["SELECT ';';", "SELECT 2;"]
+    assert split_sql("SELECT ';';\nSELECT 2;") == ["SELECT ';';", "SELECT 2;"]

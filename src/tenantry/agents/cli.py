@@ -193,20 +193,9 @@ def _warm_mcp(argv0: list[str]) -> None:
     import json
     import subprocess
 
-    msgs = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "tenantry-install", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]
+    from tenantry.client.mcp_hello import after_initialize, initialize
+
+    msgs = [initialize("tenantry-install"), *after_initialize()]
     # best effort: a failure here only costs the first session a slower start
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(

@@ -17,13 +17,18 @@ _SESSION_EVENTS = {"start", "end"}
 _DECISIONS = {"deny", "ask", "allow"}
 
 
-@op("telemetry.session", "Record an agent session starting or ending (from its hook).")
-async def session_event(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
-    event = param(params, "event", str, required=True)
-    if event not in _SESSION_EVENTS:
+def _one_of(params: dict[str, Any], name: str, allowed: set[str]) -> str:
+    value = param(params, name, str, required=True)
+    if value not in allowed:
         from tenantry.core.errors import UsageError
 
-        raise UsageError(f"event must be one of {sorted(_SESSION_EVENTS)}, got {event!r}")
+        raise UsageError(f"{name} must be one of {sorted(allowed)}, got {value!r}")
+    return value
+
+
+@op("telemetry.session", "Record an agent session starting or ending (from its hook).")
+async def session_event(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    event = _one_of(params, "event", _SESSION_EVENTS)
     data = {
         "event": event,
         "agent": param(params, "agent", str, ctx.principal.agent.value),
@@ -46,11 +51,7 @@ async def session_event(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any
 
 @op("telemetry.hook", "Record a hook's verdict on an agent's tool call.")
 async def hook_decision(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
-    decision = param(params, "decision", str, required=True)
-    if decision not in _DECISIONS:
-        from tenantry.core.errors import UsageError
-
-        raise UsageError(f"decision must be one of {sorted(_DECISIONS)}, got {decision!r}")
+    decision = _one_of(params, "decision", _DECISIONS)
     data = {
         "agent": param(params, "agent", str, ctx.principal.agent.value),
         "rule": param(params, "rule", str, ""),

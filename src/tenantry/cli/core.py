@@ -399,10 +399,11 @@ def _settings(args: argparse.Namespace) -> int:
     from tenantry.core.settings import DECLARED
 
     s = settings_from(args)
+    shown = s.shown()
     data = [
         {
             "name": d.name,
-            "value": getattr(s, d.name),
+            "value": shown[d.name],
             "default": d.default,
             "help": d.help,
             "env": f"TENANTRY_{d.name.upper()}",

@@ -12,6 +12,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -117,6 +118,7 @@ def checks(settings: Settings) -> list[dict[str, Any]]:
             "point TENANTRY_STATE_DIR (or --state-dir) at a directory you can write",
         )
     )
+    out.append(_store_check(settings))
     up = socket_answers(settings.socket)
     out.append(
         _check(
@@ -147,6 +149,31 @@ def checks(settings: Settings) -> list[dict[str, Any]]:
     )
     out.extend(_agents())
     return out
+
+
+def _store_check(settings: Any) -> dict[str, Any]:
+    """Where the store is; for PostgreSQL, whether its server accepts a connection."""
+    import urllib.parse
+
+    from tenantry.core.settings import mask_password
+
+    url = settings.store_address
+    shown = mask_password(url)
+    if not url.startswith(("postgresql://", "postgres://")):
+        return _check("store", True, f"{shown} (embedded SQLite)")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname or "localhost", parts.port or 5432
+        with socket.create_connection((host, port), timeout=3):
+            pass
+    except (OSError, ValueError) as exc:
+        return _check(
+            "store",
+            False,
+            f"{shown}: cannot connect ({exc})",
+            "start PostgreSQL or fix TENANTRY_STORE_URL (the password stays out of logs)",
+        )
+    return _check("store", True, f"{shown} (PostgreSQL answers)")
 
 
 _FLAG = {"user": "--user", "project": "--project ."}

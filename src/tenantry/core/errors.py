@@ -26,6 +26,7 @@ a message that says what to do next, and whether retrying may help.
     +-- LeaseLost                the lease running a command went away
     +-- PilotProtocolError       a pilot or the daemon sent invalid protocol
     +-- StoreError               the state store failed
+    |   +-- StoreUnavailable     the database server cannot be reached (retryable)
     +-- IngestError              an input file for the report cannot be read
     +-- IndexError_              the workspace index cannot answer
     +-- MemoryError_             the facility memory cannot answer
@@ -156,6 +157,13 @@ class LeaseLost(TenantryError):
 
 class StoreError(TenantryError):
     code = "store_error"
+
+
+class StoreUnavailable(StoreError):
+    """The database server cannot be reached (facility mode: PostgreSQL is down)."""
+
+    code = "store_unavailable"
+    retryable = True
 
 
 # --- guard (budgets, kill switch, audit) ------------------------------------

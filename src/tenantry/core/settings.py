@@ -27,6 +27,14 @@ def _default_state_dir() -> str:
     return os.path.join(base, "tenantry")
 
 
+def mask_password(url: str) -> str:
+    """``url`` with the password of its user part replaced by ``***``."""
+    import re
+
+    url = re.sub(r"(password=)[^&]*", r"\1***", url)
+    return re.sub(r"^([a-z]+://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
 class Setting:
     """One declared setting: its name, default (whose type it keeps) and help."""
 
@@ -38,6 +46,13 @@ class Setting:
 
 DECLARED: tuple[Setting, ...] = (
     Setting("state_dir", "", "Directory for the store, logs and job output (0700)."),
+    Setting(
+        "store_url",
+        "",
+        "The daemon's database: empty = sqlite:///<state_dir>/tenantry.sqlite3 (embedded);"
+        " postgresql://USER@HOST/DB for facility mode (password from ~/.pgpass or the URL;"
+        " never shown).",
+    ),
     Setting("socket", "", "Unix socket of the daemon; default $XDG_RUNTIME_DIR/tenantry/sock."),
     Setting("backend", "local", "Job backend: local (embedded default) or slurm."),
     Setting("local_slots", 0, "CPU slots of the local backend's job queue; 0 = number of CPUs."),
@@ -148,6 +163,7 @@ class Settings:
     """
 
     state_dir: str
+    store_url: str
     socket: str
     backend: str
     local_slots: int
@@ -216,7 +232,13 @@ class Settings:
         return hash(tuple(sorted(self.as_dict().items())))
 
     def __repr__(self) -> str:
-        return f"Settings({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in self.shown().items())})"
+
+    def shown(self) -> dict[str, Any]:
+        """``as_dict()`` fit for logs and listings: a password in ``store_url`` masked."""
+        out = self.as_dict()
+        out["store_url"] = mask_password(self.store_url)
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {s.name: getattr(self, s.name) for s in DECLARED}
@@ -230,6 +252,11 @@ class Settings:
     @property
     def db_path(self) -> Path:
         return self.state_path / "tenantry.sqlite3"
+
+    @property
+    def store_address(self) -> str:
+        """The store's URL: ``store_url``, or the embedded SQLite file under the state dir."""
+        return self.store_url or f"sqlite://{self.db_path}"
 
     def replace(self, **changes: Any) -> Settings:
         return Settings(**{**self.as_dict(), **changes})

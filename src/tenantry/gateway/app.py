@@ -35,6 +35,7 @@ from tenantry.jobs.service import JobService
 from tenantry.safety.sandbox.registry import SandboxRegistry
 from tenantry.service.runtime import Component, Runtime
 from tenantry.store.journal import Journal
+from tenantry.store.url import open_store
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,10 @@ async def open_runtime(
     for mod in OP_MODULES:
         importlib.import_module(mod)
     async with AsyncExitStack() as stack:
-        journal = Journal(settings.db_path)
+        store = open_store(settings.store_address)
+        await store.start()
+        stack.push_async_callback(store.aclose)
+        journal = Journal(store)
         journal.redact = redact_secrets
         await journal.start()
         stack.push_async_callback(journal.aclose)

@@ -148,14 +148,22 @@ STATES = Literal[
     "LOST",
 ]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def _writes(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    """A tool that changes something on this facility (never the open world)."""
+    return ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
 # tools that concepts add without annotations get them here, so agents can pre-approve
 ANNOTATIONS = {
-    "remember": ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    ),
-    "index_workspace": ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-    ),
+    "remember": _writes(destructive=False, idempotent=False),
+    "index_workspace": _writes(destructive=False, idempotent=True),
 }
 
 # descriptions for parameters that concepts' tools leave undescribed
@@ -229,12 +237,7 @@ def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
 
     @server.tool(
         description=RUN_COMMAND,
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=_writes(destructive=True, idempotent=False),
     )
     async def run_command(
         argv: Annotated[
@@ -290,12 +293,7 @@ def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
 
     @server.tool(
         description=SUBMIT_JOB,
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
+        annotations=_writes(destructive=False, idempotent=True),
     )
     async def submit_job(
         script: Annotated[str, Field(description="path of the batch script (relative to cwd)")],
@@ -406,9 +404,7 @@ def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
 
     @server.tool(
         description=CANCEL_JOB,
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-        ),
+        annotations=_writes(destructive=True, idempotent=True),
     )
     async def cancel_job(id: Annotated[str, Field(description=JOB_ID)]) -> dict[str, Any]:
         result: dict[str, Any] = await fwd.call("jobs.cancel", {"id": id})

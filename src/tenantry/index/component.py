@@ -34,13 +34,18 @@ from tenantry.index import crawl, query, store
 from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
 from tenantry.service.runtime import Runtime
-from tenantry.store.db import Database, load_migrations
+from tenantry.store.engine import Schema
+from tenantry.store.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEBOUNCE_S = 0.05
 WORKERS = 8
+
+
+# SQLite only: FTS5 trigram tables
+SCHEMA = Schema("index", __package__ or "tenantry.index", engines=("sqlite",))
 
 
 @dataclass(slots=True)
@@ -75,11 +80,8 @@ class IndexService:
     ) -> None:
         s = runtime.settings
         self.runtime = runtime
-        self.db = Database(
-            path or str(s.state_path / "index.sqlite3"),
-            load_migrations("tenantry.index", "migrations"),
-            readers=2,
-        )
+        # a file of its own, apart from the daemon's store: see bench/store_one_db.md
+        self.db = SQLiteStore(path or str(s.state_path / "index.sqlite3"), [SCHEMA], readers=2)
         self.sweep_s = float(s.index_sweep_s)
         self.max_bytes = int(s.index_max_file_bytes)
         self.source: ChangeSource = source or (

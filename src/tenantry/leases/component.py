@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tenantry.leases.manager import LeaseManager
+from tenantry.leases.store import SCHEMA
 
 if TYPE_CHECKING:
     from tenantry.service.runtime import Runtime
@@ -14,6 +15,7 @@ __all__ = ["LeaseManager", "create"]
 
 def create(runtime: Runtime) -> LeaseManager:
     """A lease manager on the runtime's backend; ``start()`` opens its listener."""
-    manager = LeaseManager(runtime.settings, runtime.backend, runtime.bus)
+    store = runtime.store_for(SCHEMA)
+    manager = LeaseManager(runtime.settings, runtime.backend, runtime.bus, store=store)
     runtime.leases = manager
     return manager

@@ -58,6 +58,7 @@ from tenantry.leases.pilots import PilotLinks
 from tenantry.leases.routing import route
 from tenantry.leases.state import Cmd, Live, Sink, Tail, fail, key_hex
 from tenantry.leases.store import LeaseStore
+from tenantry.store.engine import Store
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class LeaseManager(PilotLinks):
         config: LeaseConfig | None = None,
         *,
         python: str = sys.executable,
+        store: Store | Path | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend
@@ -80,7 +82,8 @@ class LeaseManager(PilotLinks):
         self.cfg = config or LeaseConfig.from_settings(settings)
         self.python = python
         self.dir = settings.state_path / "leases"
-        self.store = LeaseStore(settings.state_path / "leases.sqlite3")
+        # the daemon's store; alone (tests, tools): a file of its own
+        self.store = LeaseStore(store or settings.state_path / "leases.sqlite3")
         self.address: tuple[str, int] = (self.cfg.listen_host, 0)
         self._live: dict[str, Live] = {}
         self._queues: dict[PoolKey, deque[Cmd]] = {}

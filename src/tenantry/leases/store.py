@@ -1,33 +1,31 @@
-"""Lease persistence: ``<state>/leases.sqlite3`` (own file, own migrations)."""
+"""Lease persistence: the ``leases`` tables of the daemon's store (the user's daemon).
+
+Leases run as the user, so they normally live in the user daemon's embedded
+store; the tables migrate on PostgreSQL too.
+"""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
-from pathlib import Path
 from typing import Any
 
 from tenantry.core.models import CommandResult
 from tenantry.leases.model import ACTIVE, Lease
-from tenantry.store.db import Database, load_migrations
+from tenantry.store.engine import Schema
+from tenantry.store.repository import Repository
+
+SCHEMA = Schema("leases", __package__ or "tenantry.leases", legacy_file="leases.sqlite3")
 
 
-class LeaseStore:
-    def __init__(self, path: str | Path) -> None:
-        self.db = Database(path, load_migrations("tenantry.leases", "migrations"))
-
-    async def start(self) -> None:
-        await self.db.start()
-
-    async def aclose(self) -> None:
-        await self.db.aclose()
+class LeaseStore(Repository):
+    SCHEMA = SCHEMA
 
     async def save(self, lease: Lease) -> None:
         row = lease.row()
-        cols = ", ".join(row)
+        cols = ", ".join(f'"{c}"' for c in row)
         marks = ", ".join("?" for _ in row)
-        updates = ", ".join(f"{c}=excluded.{c}" for c in row if c != "id")
+        updates = ", ".join(f'"{c}"=excluded."{c}"' for c in row if c != "id")
         sql = (
             f"INSERT INTO leases ({cols}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}"
         )
@@ -50,7 +48,9 @@ class LeaseStore:
 
     async def put_result(self, lease_id: str, result: CommandResult) -> None:
         await self.db.execute(
-            "INSERT OR REPLACE INTO lease_results VALUES (?, ?, ?, ?)",
+            "INSERT INTO lease_results VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE"
+            " SET lease_id = excluded.lease_id, result = excluded.result,"
+            " finished_at = excluded.finished_at",
             (result.id, lease_id, json.dumps(result.to_dict()), time.time()),
         )
 
@@ -63,7 +63,8 @@ class LeaseStore:
         return None if row is None else str(row["value"])
 
     async def set_meta(self, key: str, value: str) -> None:
-        def fn(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO lease_meta VALUES (?, ?)", (key, value))
-
-        await self.db.write(fn)
+        await self.db.execute(
+            "INSERT INTO lease_meta VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )

@@ -1,6 +1,6 @@
 """The memory service: the lesson store, capture, verification and the use cases.
 
-``create(runtime)`` builds it; ``start()`` opens ``<state>/memory.sqlite3``,
+``create(runtime)`` builds it; ``start()`` opens the lessons in the daemon's store,
 subscribes to the event bus (capture) and starts the re-verification sweep.
 Every use case takes the calling ``Principal`` and enforces who may do what:
 
@@ -41,7 +41,7 @@ from tenantry.memory.models import (
     Trust,
 )
 from tenantry.memory.probes import Prober, SlurmProber
-from tenantry.memory.store import LessonStore, new_id
+from tenantry.memory.store import SCHEMA, LessonStore, new_id
 from tenantry.memory.verify import Outcome, check, unbound
 from tenantry.service.runtime import Runtime
 
@@ -98,7 +98,7 @@ class MemoryService:
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        self._store = LessonStore(self.settings.state_path / "memory.sqlite3")
+        self._store = LessonStore(self.runtime.store_for(SCHEMA))
         await self._store.start()
         if self.settings.memory_synonyms:
             self.expander = vocab.Expander.with_file(self.settings.memory_synonyms)
@@ -384,7 +384,7 @@ class MemoryService:
     # -- curation ------------------------------------------------------------------
     async def export(self, principal: Principal, *, scope: str = "") -> list[dict[str, Any]]:
         """Every lesson (staff) or the caller's own (anyone), history versions included."""
-        where, args = ["1"], []
+        where, args = ["1 = 1"], []
         if scope:
             where.append("scope = ?")
             args.append(scope)
@@ -440,7 +440,7 @@ class MemoryService:
         mine: bool = False,
         limit: int = 50,
     ) -> list[dict[str, Any]]:
-        where, args = ["1"], []
+        where, args = ["1 = 1"], []
         for col, val in (("status", status), ("scope", scope), ("kind", kind)):
             if val:
                 where.append(f"{col} = ?")

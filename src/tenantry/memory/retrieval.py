@@ -27,7 +27,6 @@ and then they always rank below every live lesson.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +36,7 @@ from tenantry.core.models import Principal
 from tenantry.memory import signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
+from tenantry.store.engine import Conn
 
 _L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
 _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
@@ -215,7 +215,7 @@ async def search(
         cond += f" AND l.kind IN ({','.join('?' * len(kinds))})"
         args += [k.value for k in kinds]
 
-    def run(conn: sqlite3.Connection) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
+    def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
         ranked: list[tuple[Lesson, float]] = []
         if words:
             ranked = _bm25(conn, terms.fts_query(words), cond, args)
@@ -249,7 +249,7 @@ async def search(
 
 
 def _bm25(
-    conn: sqlite3.Connection,
+    conn: Conn,
     match: str,
     cond: str,
     args: list[Any],

@@ -1,4 +1,4 @@
-"""The lesson store: its own SQLite file (``<state>/memory.sqlite3``).
+"""The lesson store: the memory's tables in the daemon's store (or a file of its own).
 
 Content rows are inserted once and never rewritten; lifecycle changes
 (status, trust, verification, supersession) update the row's lifecycle
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any
 from tenantry.core.errors import NotFound
 from tenantry.memory import terms
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
-from tenantry.store.db import Database, load_migrations
+from tenantry.store.engine import Conn, Row, Schema, Store
+from tenantry.store.sqlite import SQLiteStore
 
 _COLUMNS = (
     "id, kind, scope, owner_user, owner_key, owner_project, owner_agent, title, body, subject,"
@@ -31,11 +31,15 @@ _COLUMNS = (
 )
 
 
+# the FTS5 tables are plain tables on PostgreSQL (see migrations/postgresql/)
+SCHEMA = Schema("memory", __package__ or "tenantry.memory", legacy_file="memory.sqlite3")
+
+
 def new_id() -> str:
     return "L" + secrets.token_hex(5)
 
 
-def row_to_lesson(row: sqlite3.Row) -> Lesson:
+def row_to_lesson(row: Row) -> Lesson:
     claim = row["claim"]
     return Lesson(
         id=row["id"],
@@ -112,13 +116,16 @@ def fts_fields(les: Lesson) -> tuple[str, str, str, str]:
     )
 
 
-def _insert(conn: sqlite3.Connection, les: Lesson, actor: str) -> set[str]:
+def _insert(conn: Conn, les: Lesson, actor: str) -> set[str]:
     marks = ", ".join("?" * len(_COLUMNS.split(",")))
-    cur = conn.execute(f"INSERT INTO lessons ({_COLUMNS}) VALUES ({marks})", _values(les))
+    cur = conn.execute(
+        f"INSERT INTO lessons ({_COLUMNS}) VALUES ({marks}) RETURNING seq", _values(les)
+    )
+    seq = int(cur.fetchone()[0])
     fields = fts_fields(les)
     conn.execute(
         "INSERT INTO lessons_fts (rowid, title, body, subjects, signature) VALUES (?, ?, ?, ?, ?)",
-        (cur.lastrowid, *fields),
+        (seq, *fields),
     )
     conn.executemany(
         "INSERT INTO lesson_subjects (lesson_id, key, value) VALUES (?, ?, ?)",
@@ -128,7 +135,7 @@ def _insert(conn: sqlite3.Connection, les: Lesson, actor: str) -> set[str]:
         conn.execute(
             "INSERT INTO trusted_fts (rowid, title, body, subjects, signature)"
             " VALUES (?, ?, ?, ?, ?)",
-            (cur.lastrowid, *fields),
+            (seq, *fields),
         )
     _log(conn, les.id, actor, "created", {"trust": les.trust.value, "status": les.status.value})
     return set(" ".join(fields).split())
@@ -139,7 +146,7 @@ def _tiered(les: Lesson) -> bool:
     return les.trust.rank >= Trust.PROBE_VERIFIED.rank and les.status.live and not les.quarantined
 
 
-def _retier(conn: sqlite3.Connection, lesson_id: str) -> Lesson:
+def _retier(conn: Conn, lesson_id: str) -> Lesson:
     """Put a lesson in or out of the trusted tier after a lifecycle change."""
     row = conn.execute(f"SELECT seq, {_COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
     les = row_to_lesson(row)
@@ -153,9 +160,7 @@ def _retier(conn: sqlite3.Connection, lesson_id: str) -> Lesson:
     return les
 
 
-def _log(
-    conn: sqlite3.Connection, lesson_id: str, actor: str, action: str, detail: dict[str, Any]
-) -> None:
+def _log(conn: Conn, lesson_id: str, actor: str, action: str, detail: dict[str, Any]) -> None:
     conn.execute(
         "INSERT INTO lesson_history (lesson_id, ts, actor, action, detail) VALUES (?, ?, ?, ?, ?)",
         (lesson_id, time.time(), actor, action, json.dumps(detail, default=str)),
@@ -163,11 +168,11 @@ def _log(
 
 
 class LessonStore:
-    """Lessons in one SQLite file. ``async with LessonStore(path)``."""
+    """Lessons in the daemon's store, or alone in a file: ``async with LessonStore(path)``."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.db = Database(self.path, load_migrations("tenantry.memory", "migrations"))
+    def __init__(self, store: str | Path | Store) -> None:
+        self._owned = isinstance(store, str | Path)
+        self.db: Store = SQLiteStore(store) if isinstance(store, str | Path) else store
         self.df: dict[str, int] = {}
         self.n_docs = 0
 
@@ -179,9 +184,11 @@ class LessonStore:
         await self.aclose()
 
     async def start(self) -> None:
-        await self.db.start()
+        if self._owned:
+            await self.db.start()
+        await self.db.migrate(SCHEMA)
 
-        def load(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
+        def load(conn: Conn) -> tuple[dict[str, int], int]:
             df = {r[0]: int(r[1]) for r in conn.execute("SELECT term, doc FROM lessons_vocab")}
             n = conn.execute("SELECT count(*) FROM lessons").fetchone()[0]
             return df, int(n)
@@ -189,7 +196,8 @@ class LessonStore:
         self.df, self.n_docs = await self.db.read(load)
 
     async def aclose(self) -> None:
-        await self.db.aclose()
+        if self._owned:
+            await self.db.aclose()
 
     def _count(self, words: Iterable[str]) -> None:
         for w in words:
@@ -205,7 +213,7 @@ class LessonStore:
     async def add_many(self, lessons: Sequence[Lesson], actor: str) -> int:
         """Bulk insert in one transaction (imports, benchmarks)."""
 
-        def fn(conn: sqlite3.Connection) -> list[set[str]]:
+        def fn(conn: Conn) -> list[set[str]]:
             return [_insert(conn, les, actor) for les in lessons]
 
         for words in await self.db.write(fn):
@@ -215,7 +223,7 @@ class LessonStore:
     async def supersede(self, old_id: str, new: Lesson, actor: str) -> Lesson:
         """Insert ``new`` and mark ``old_id`` superseded by it, atomically."""
 
-        def fn(conn: sqlite3.Connection) -> set[str]:
+        def fn(conn: Conn) -> set[str]:
             row = conn.execute("SELECT status FROM lessons WHERE id = ?", (old_id,)).fetchone()
             if row is None:
                 raise NotFound(f"no lesson {old_id}")
@@ -244,7 +252,7 @@ class LessonStore:
         if set(changes) - allowed:
             raise ValueError(f"not a lifecycle column: {set(changes) - allowed}")
 
-        def fn(conn: sqlite3.Connection) -> Lesson:
+        def fn(conn: Conn) -> Lesson:
             sets: list[str] = ["updated_at = ?"]
             args: list[Any] = [time.time()]
             for k, v in changes.items():
@@ -268,9 +276,10 @@ class LessonStore:
     async def endorse(self, lesson_id: str, principal_key: str, user: str, project: str) -> int:
         """Record agreement; returns the number of distinct projects endorsing."""
 
-        def fn(conn: sqlite3.Connection) -> int:
+        def fn(conn: Conn) -> int:
             conn.execute(
-                "INSERT OR IGNORE INTO endorsements VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO endorsements VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (lesson_id, principal_key) DO NOTHING",
                 (lesson_id, principal_key, user, project, time.time()),
             )
             _log(conn, lesson_id, principal_key, "endorsed", {"project": project})
@@ -312,7 +321,11 @@ class LessonStore:
         ]
 
     async def query(
-        self, where: str = "1", args: Sequence[Any] = (), limit: int = 100, order: str = "seq DESC"
+        self,
+        where: str = "1 = 1",
+        args: Sequence[Any] = (),
+        limit: int = 100,
+        order: str = "seq DESC",
     ) -> list[Lesson]:
         rows = await self.db.fetchall(
             f"SELECT {_COLUMNS} FROM lessons WHERE {where} ORDER BY {order} LIMIT ?",
@@ -346,7 +359,7 @@ class LessonStore:
     async def endorsers(self, lesson_id: str) -> tuple[int, int]:
         """Distinct users and distinct (non-empty) projects endorsing a lesson."""
         row = await self.db.fetchone(
-            "SELECT count(DISTINCT user), count(DISTINCT nullif(project, ''))"
+            "SELECT count(DISTINCT \"user\"), count(DISTINCT nullif(project, ''))"
             " FROM endorsements WHERE lesson_id = ?",
             (lesson_id,),
         )

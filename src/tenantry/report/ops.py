@@ -47,6 +47,12 @@ async def latest(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         from tenantry.core.errors import UsageError
 
         raise UsageError("days must be positive")
+    if ctx.runtime.settings.store_url.startswith(("postgresql://", "postgres://")):
+        raise IngestError(
+            "report.latest reads the embedded SQLite store; this daemon keeps its state in"
+            " PostgreSQL",
+            hint="run `tenantry report` on an exported SWF or sacct file instead",
+        )
     db = ctx.runtime.settings.db_path
     if not db.exists():
         raise IngestError("no telemetry yet: the daemon's store does not exist", hint=str(db))

@@ -28,7 +28,10 @@ from tenantry.service.seams import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tenantry.backends.base import Backend
+    from tenantry.store.engine import Schema, Store
     from tenantry.store.journal import Journal
 
 __all__ = ["GATE_ORDER", "Component", "Runtime"]
@@ -56,6 +59,18 @@ class Runtime:
         self.budgets: StatusSource | None = None
         self.flags: FlagSink | None = None
         self.sandboxes: Sandboxes | None = None
+
+    @property
+    def store(self) -> Store:
+        """The daemon's one database: every concept's repository migrates into it."""
+        return self.journal.db
+
+    def store_for(self, schema: Schema) -> Store | Path:
+        """Where a concept keeps its tables: the daemon's store, or (a runtime
+        without a journal: unit tests) a SQLite file of its own in the state directory."""
+        if self.journal is not None:
+            return self.journal.db
+        return self.settings.state_path / (schema.legacy_file or f"{schema.concept}.sqlite3")
 
     def component(self, name: str, kind: type[T]) -> T:
         comp = self.components.get(name)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -18,9 +17,11 @@ from typing import Any
 from tenantry.core.errors import StoreError
 from tenantry.core.events import Event
 from tenantry.core.models import Job, JobSpec, JobState, Principal, Resources
-from tenantry.store.db import Database, load_migrations
+from tenantry.store.engine import Conn, Row, Schema, Store
+from tenantry.store.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
+SCHEMA = Schema("journal", "tenantry.store")
 MAX_PENDING_EVENTS = 100_000
 
 _JOB_COLS = (
@@ -49,8 +50,8 @@ def _redacted(value: Any, fn: Callable[[str], str]) -> Any:
 
 
 def _clean(text: str) -> str:
-    """Text SQLite can store as UTF-8 (a lone surrogate would fail the whole batch)."""
-    return text.encode("utf-8", "replace").decode("utf-8")
+    """Text every engine stores as UTF-8 (a lone surrogate or a NUL would fail the batch)."""
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
 
 
 def _dumps(data: Any) -> str:
@@ -58,7 +59,7 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, default=str, ensure_ascii=True)
 
 
-def _job(row: sqlite3.Row) -> Job:
+def _job(row: Row) -> Job:
     return Job(
         id=row["id"],
         backend=row["backend"],
@@ -92,8 +93,10 @@ class Journal:
 
     FLUSH_S = 0.05
 
-    def __init__(self, path: str | Path) -> None:
-        self.db = Database(path, load_migrations("tenantry.store"))
+    def __init__(self, store: str | Path | Store) -> None:
+        # a path: the journal opens (and closes) that SQLite file; a store: shared
+        self._owned = isinstance(store, str | Path)
+        self.db: Store = SQLiteStore(store) if isinstance(store, str | Path) else store
         self._events: list[Event] = []
         self._touches: dict[str, tuple[int, float]] = {}
         self._known: set[str] = set()
@@ -104,11 +107,14 @@ class Journal:
         self.redact: Callable[[str], str] = _same
 
     async def start(self) -> None:
-        await self.db.start()
+        if self._owned:
+            await self.db.start()
+        await self.db.migrate(SCHEMA)
 
     async def aclose(self) -> None:
         await self.flush()
-        await self.db.aclose()
+        if self._owned:
+            await self.db.aclose()
 
     def _schedule_flush(self) -> None:
         if self._flush_task is None or self._flush_task.done():
@@ -130,7 +136,7 @@ class Journal:
             if not events and not touches:
                 return
 
-            def fn(c: sqlite3.Connection) -> None:
+            def fn(c: Conn) -> None:
                 c.executemany(
                     "INSERT INTO events (ts, type, principal, subject, outcome, duration_s,"
                     " data_json) VALUES (?,?,?,?,?,?,?)",
@@ -148,9 +154,9 @@ class Journal:
                     ],
                 )
                 c.executemany(
-                    "UPDATE sessions SET last_seen=MAX(last_seen, ?), requests=requests+?"
-                    " WHERE principal=?",
-                    [(last, n, key) for key, (n, last) in touches.items()],
+                    "UPDATE sessions SET last_seen=CASE WHEN last_seen > ? THEN last_seen"
+                    " ELSE ? END, requests=requests+? WHERE principal=?",
+                    [(last, last, n, key) for key, (n, last) in touches.items()],
                 )
 
             try:
@@ -173,7 +179,7 @@ class Journal:
             return False
         self._known.add(p.key)
 
-        def fn(c: sqlite3.Connection) -> bool:
+        def fn(c: Conn) -> bool:
             cur = c.execute(
                 "UPDATE sessions SET last_seen=?, requests=requests+1 WHERE principal=?",
                 (now, p.key),
@@ -208,11 +214,10 @@ class Journal:
         ``intent`` the token the backend carries so recovery can find the job.
         """
 
-        def fn(c: sqlite3.Connection) -> Job:
-            # ids grow with insertion order, so the newest row holds the largest
-            # (an index lookup, not a scan of every job ever submitted)
-            row = c.execute("SELECT id FROM jobs ORDER BY rowid DESC LIMIT 1").fetchone()
-            job.id = f"t{int(row[0][1:]) + 1 if row else 1}"
+        def fn(c: Conn) -> Job:
+            # one counter row: the next id, also when several processes share the store
+            row = c.execute("UPDATE counters SET n = n + 1 WHERE name = 'jobs' RETURNING n")
+            job.id = f"t{int(row.fetchone()[0])}"
             c.execute(
                 "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, name,"
                 " spec_json, spec_hash, submitted_at, resources_json, updated_at,"
@@ -332,6 +337,16 @@ class Journal:
     async def unhanded_jobs(self) -> list[Job]:
         rows = await self.db.fetchall(f"SELECT {_JOB_COLS} FROM jobs WHERE phase='journaled'")
         return [_job(r) for r in rows]
+
+    async def job_owners(self, since: float) -> list[tuple[str, str, str]]:
+        """(id, backend id, principal key) of jobs not ended, or ended after ``since``."""
+        ended = [s.value for s in JobState if s.terminal]
+        rows = await self.db.fetchall(
+            "SELECT id, backend_id, principal FROM jobs"
+            f" WHERE state NOT IN ({','.join('?' * len(ended))}) OR updated_at >= ?",
+            (*ended, since),
+        )
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     async def forget_job(self, job_id: str) -> None:
         """Drop a journaled job that the backend refused (it never existed there)."""

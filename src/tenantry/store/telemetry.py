@@ -1,7 +1,7 @@
 """Read-only queries over the main store's telemetry tables (events, sessions,
 commands, jobs): the repository the dashboard and the metrics exporter read through.
 
-Every function takes the store's ``Database`` and a time window and returns
+Every function takes the daemon's ``Store`` and a time window and returns
 plain data; nothing here writes. Capabilities that other components add
 (leases, memory, index, policy, budgets) are read from the events they emit,
 so a daemon without them shows zeros, not errors.
@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.store.db import Database
+from tenantry.store.engine import Store
 
 LIVE_S = 15 * 60  # a session seen in the last 15 minutes is live
 
@@ -56,7 +56,7 @@ def _data(raw: str) -> dict[str, Any]:
 
 
 async def events(
-    db: Database, w: Window, types: tuple[str, ...], limit: int = 200_000
+    db: Store, w: Window, types: tuple[str, ...], limit: int = 200_000
 ) -> list[dict[str, Any]]:
     marks = ",".join("?" for _ in types)
     rows = await db.fetchall(
@@ -92,13 +92,13 @@ def series(
 # --- small reads ------------------------------------------------------------------------
 
 
-async def recent_sessions(db: Database, limit: int) -> list[dict[str, Any]]:
+async def recent_sessions(db: Store, limit: int) -> list[dict[str, Any]]:
     """The most recently seen sessions, newest first."""
     rows = await db.fetchall("SELECT * FROM sessions ORDER BY last_seen DESC LIMIT ?", (limit,))
     return [dict(r) for r in rows]
 
 
-async def active_job_counts(db: Database) -> dict[str, int]:
+async def active_job_counts(db: Store) -> dict[str, int]:
     """How many jobs are in each not-yet-ended state."""
     rows = await db.fetchall(
         "SELECT state, COUNT(*) AS n FROM jobs"
@@ -110,7 +110,7 @@ async def active_job_counts(db: Database) -> dict[str, int]:
 # --- pages ------------------------------------------------------------------------------
 
 
-async def sessions(db: Database, now: float | None = None) -> dict[str, Any]:
+async def sessions(db: Store, now: float | None = None) -> dict[str, Any]:
     now = now or time.time()
     rows = await recent_sessions(db, 200)
     live = [r for r in rows if r["last_seen"] >= now - LIVE_S and r["agent"] != "human"]
@@ -119,7 +119,7 @@ async def sessions(db: Database, now: float | None = None) -> dict[str, Any]:
     return {"rows": rows, "live": live, "by_agent": by_agent.most_common(), "humans_live": humans}
 
 
-async def activity(db: Database, w: Window) -> dict[str, Any]:
+async def activity(db: Store, w: Window) -> dict[str, Any]:
     cmds = await db.fetchall(
         "SELECT id, principal, argv_json, where_run, started_at, ended_at, exit_code, state"
         " FROM commands WHERE started_at>=? AND started_at<=? ORDER BY started_at DESC LIMIT 50000",
@@ -151,34 +151,51 @@ async def activity(db: Database, w: Window) -> dict[str, Any]:
     }
 
 
+def data_text(db: Store, field: str) -> str:
+    """SQL for the text of ``data_json``'s top-level ``field`` (NULL when absent)."""
+    assert field.isidentifier()
+    if db.engine == "postgresql":
+        return f"(data_json::jsonb ->> '{field}')"
+    return f"json_extract(data_json, '$.{field}')"
+
+
+def data_number(db: Store, field: str) -> str:
+    """SQL for the number in ``data_json``'s top-level ``field`` (NULL when absent)."""
+    if db.engine == "postgresql":
+        return f"({data_text(db, field)})::double precision"
+    return data_text(db, field)
+
+
 async def bucketed(
-    db: Database, w: Window, etype: str, key_sql: str, amount_sql: str = "1"
+    db: Store, w: Window, etype: str, key_sql: str, amount_sql: str = "1"
 ) -> list[tuple[float, str, float]]:
-    """(bucket start, key, amount) aggregated in SQLite: high-volume events never
+    """(bucket start, key, amount) aggregated in the database: high-volume events never
     cross into Python one by one (100k status queries render in milliseconds)."""
+    # ts >= since, so truncation is the floor (PostgreSQL's CAST rounds instead)
+    bucket = "FLOOR((ts - ?) / ?)" if db.engine == "postgresql" else "CAST((ts - ?) / ? AS INTEGER)"
     rows = await db.fetchall(
-        f"SELECT CAST((ts - ?) / ? AS INTEGER) AS b, {key_sql} AS k, SUM({amount_sql}) AS n"
+        f"SELECT {bucket} AS b, {key_sql} AS k, SUM({amount_sql}) AS n"
         " FROM events WHERE type=? AND ts>=? AND ts<=? GROUP BY b, k",
         (w.since, w.width, etype, w.since, w.until),
     )
     return [(w.since + (r["b"] + 0.5) * w.width, str(r["k"]), float(r["n"] or 0)) for r in rows]
 
 
-async def scheduler(db: Database, w: Window) -> dict[str, Any]:
+async def scheduler(db: Store, w: Window) -> dict[str, Any]:
     served = await bucketed(
         db,
         w,
         "status.query",
-        "CASE COALESCE(json_extract(data_json, '$.served_from'), 'cache')"
+        f"CASE COALESCE({data_text(db, 'served_from')}, 'cache')"
         " WHEN 'cache' THEN 'answered from cache'"
-        " ELSE 'answered by ' || json_extract(data_json, '$.served_from') END",
+        f" ELSE 'answered by ' || {data_text(db, 'served_from')} END",
     )
     polls = await bucketed(
         db,
         w,
         "backend.poll",
         "'passed to the scheduler'",
-        "COALESCE(json_extract(data_json, '$.calls'), 1)",
+        f"COALESCE({data_number(db, 'calls')}, 1)",
     )
     s = series(w, served + polls, ["answered from cache", "passed to the scheduler"])
     totals = {k: sum(v) for k, v in s}
@@ -200,7 +217,7 @@ async def scheduler(db: Database, w: Window) -> dict[str, Any]:
     }
 
 
-async def leases(db: Database, w: Window) -> dict[str, Any]:
+async def leases(db: Store, w: Window) -> dict[str, Any]:
     evs = await events(db, w, ("lease.requested", "lease.ready", "lease.released", "lease.lost"))
     current: dict[str, dict[str, Any]] = {}
     ended: list[dict[str, Any]] = []
@@ -255,7 +272,7 @@ def _shape(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def policy(db: Database, w: Window) -> dict[str, Any]:
+async def policy(db: Store, w: Window) -> dict[str, Any]:
     kinds = (
         "policy.decision",
         "hook.decision",
@@ -284,7 +301,7 @@ async def policy(db: Database, w: Window) -> dict[str, Any]:
     }
 
 
-async def burn(db: Database, w: Window) -> dict[str, Any]:
+async def burn(db: Store, w: Window) -> dict[str, Any]:
     """Core-hours used by finished jobs and commands, per principal."""
     rows = await db.fetchall(
         "SELECT principal, resources_json, started_at, ended_at FROM jobs"
@@ -337,7 +354,7 @@ def _index_hit(e: dict[str, Any]) -> bool:
     return outcome in ("ok", "hit", "index")
 
 
-async def hit_rates(db: Database, w: Window) -> dict[str, Any]:
+async def hit_rates(db: Store, w: Window) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, etype, hit in (
         ("memory", "memory.recall", _memory_hit),
@@ -357,7 +374,7 @@ async def hit_rates(db: Database, w: Window) -> dict[str, Any]:
     return out
 
 
-async def overview(db: Database, w: Window) -> dict[str, Any]:
+async def overview(db: Store, w: Window) -> dict[str, Any]:
     s = await sessions(db)
     a = await activity(db, w)
     sch = await scheduler(db, w)
@@ -367,7 +384,7 @@ async def overview(db: Database, w: Window) -> dict[str, Any]:
     return {"sessions": s, "activity": a, "scheduler": sch, "policy": pol, "hits": hr, "leases": le}
 
 
-async def session_timeline(db: Database, key: str, w: Window) -> dict[str, Any]:
+async def session_timeline(db: Store, key: str, w: Window) -> dict[str, Any]:
     """Everything one principal (``user/agent/session``) did in the window."""
     row = await db.fetchone("SELECT * FROM sessions WHERE principal=?", (key,))
     rows = await db.fetchall(

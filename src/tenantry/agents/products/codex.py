@@ -75,6 +75,8 @@ def _set_server(doc: Any, entry: dict[str, Any] | None) -> None:
 
 # Codex starts MCP servers with only a few variables: forward the ones Tenantry
 # finds its daemon by (and pin them for a user install, where they are known)
+STARTUP_TIMEOUT_S = 60
+
 FORWARD = ("XDG_RUNTIME_DIR", "XDG_STATE_HOME", "TENANTRY_SOCKET", "TENANTRY_STATE_DIR")
 
 TRUST_NOTE = (
@@ -96,6 +98,8 @@ def server_entry(t: Target) -> dict[str, Any]:
         "args": [*argv[1:], "mcp"],
         "env": env,
         "env_vars": list(FORWARD),
+        # Codex gives an MCP server 10 s to start; a loaded login node can take longer
+        "startup_timeout_sec": STARTUP_TIMEOUT_S,
     }
 
 

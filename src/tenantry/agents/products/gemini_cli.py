@@ -60,16 +60,17 @@ def _edit(data: dict[str, Any], t: Target, on: bool) -> None:
 
 
 def install(t: Target) -> list[files.Change]:
-    settings, rules = _paths(t)
-    out = [files.edit_json(settings, lambda d: _edit(d, t, True))]
-    if rules is not None:
-        out.append(files.edit_block(rules, SITE_RULES))
-    return out
+    return _apply(t, True)
 
 
 def uninstall(t: Target) -> list[files.Change]:
+    return _apply(t, False)
+
+
+def _apply(t: Target, on: bool) -> list[files.Change]:
+    """The settings file edited (hooks and MCP server in or out), and the site rules."""
     settings, rules = _paths(t)
-    out = [files.edit_json(settings, lambda d: _edit(d, t, False))]
+    out = [files.edit_json(settings, lambda d: _edit(d, t, on))]
     if rules is not None:
-        out.append(files.edit_block(rules, None))
+        out.append(files.edit_block(rules, SITE_RULES if on else None))
     return out

@@ -22,10 +22,12 @@ from tenantry.gateway.dashboard.render import (
     pct,
     pill,
     table,
+    table_card,
     tile,
     who,
 )
 from tenantry.gateway.svg import bars, hbars
+from tenantry.report.tables import METRICS as REPORT_METRICS
 from tenantry.service.runtime import Runtime
 from tenantry.store import telemetry as data
 
@@ -126,12 +128,10 @@ async def page_sessions(request: Request, rt: Runtime, w: data.Window) -> str:
         f"Live: seen in the last {data.LIVE_S // 60} minutes. "
         f"{s['humans_live']} human session(s) are live too."
     )
-    return card("Live sessions by agent product", chart, note) + card(
+    return card("Live sessions by agent product", chart, note) + table_card(
         "All sessions, latest first",
-        table(
-            ["agent", "user", "session", "host", "project", "requests", "first seen", "last seen"],
-            rows,
-        ),
+        ["agent", "user", "session", "host", "project", "requests", "first seen", "last seen"],
+        rows,
     )
 
 
@@ -181,9 +181,8 @@ async def page_session(request: Request, rt: Runtime, w: data.Window) -> str:
         ]
         for ev in t["events"]
     ]
-    return f'<div class="tiles">{tiles}</div>' + card(
-        f"Timeline of {key}",
-        table(["when", "event", "outcome", "detail"], rows, "no event in the window"),
+    return f'<div class="tiles">{tiles}</div>' + table_card(
+        f"Timeline of {key}", ["when", "event", "outcome", "detail"], rows, "no event in the window"
     )
 
 
@@ -222,12 +221,11 @@ async def page_activity(request: Request, rt: Runtime, w: data.Window) -> str:
         + card(
             "Batch jobs over time", bars(labels, a["job_series"], title="Jobs by state", width=WIDE)
         )
-        + card(
-            "Latest commands",
-            table(["when", "who", "command", "where", "state", "exit", "took"], cmds),
+        + table_card(
+            "Latest commands", ["when", "who", "command", "where", "state", "exit", "took"], cmds
         )
-        + card(
-            "Latest jobs", table(["job", "backend id", "name", "who", "state", "submitted"], jobs)
+        + table_card(
+            "Latest jobs", ["job", "backend id", "name", "who", "state", "submitted"], jobs
         )
     )
 
@@ -312,20 +310,16 @@ async def page_leases(request: Request, rt: Runtime, w: data.Window) -> str:
             bars(w.labels(), le["series"], title="Lease events over time", width=WIDE),
             note,
         )
-        + card(
+        + table_card(
             "Held leases",
-            table(
-                ["lease", "who", "state", "cpus", "gpus", "host", "since"],
-                active,
-                "no lease is held",
-            ),
+            ["lease", "who", "state", "cpus", "gpus", "host", "since"],
+            active,
+            "no lease is held",
         )
-        + card(
+        + table_card(
             "Released leases and their idle cost",
-            table(
-                ["lease", "who", "end", "cpus", "commands", "idle core-h", "ended", "reason"],
-                ended,
-            ),
+            ["lease", "who", "end", "cpus", "commands", "idle core-h", "ended", "reason"],
+            ended,
         )
     )
 
@@ -421,13 +415,11 @@ async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
             hbars([(k, float(v)) for k, v in pol["by_rule"]], title="Denials by rule"),
         )
         + "</div>"
-        + card(
+        + table_card(
             "Latest denials",
-            table(
-                ["when", "who", "decision", "by", "rule", "what"],
-                rows,
-                "no denial in the window",
-            ),
+            ["when", "who", "decision", "by", "rule", "what"],
+            rows,
+            "no denial in the window",
         )
         + '<div class="grid2">'
         + card(
@@ -437,9 +429,8 @@ async def page_policy(request: Request, rt: Runtime, w: data.Window) -> str:
         + card("Core-hours by principal", per)
         + "</div>"
         + card("Budgets in force", await budgets_in_force(rt))
-        + card(
-            "Budget warnings",
-            table(["when", "who", "warning"], warn, "no budget warning in the window"),
+        + table_card(
+            "Budget warnings", ["when", "who", "warning"], warn, "no budget warning in the window"
         )
     )
 
@@ -462,14 +453,6 @@ async def page_memory(request: Request, rt: Runtime, w: data.Window) -> str:
             )
         )
     return "".join(out)
-
-
-REPORT_METRICS = (
-    ("users", "Users"),
-    ("submissions", "Job submissions"),
-    ("core_hours", "CPU core-hours"),
-    ("gpu_hours", "GPU-hours"),
-)
 
 
 def _num(v: Any) -> str:

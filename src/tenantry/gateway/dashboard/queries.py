@@ -4,8 +4,8 @@ and the latest characterization, through the daemon's own ops and components."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -94,11 +94,5 @@ async def characterization(rt: Runtime, w: data.Window) -> dict[str, Any]:
 
 
 def _viewer() -> Principal:
-    import pwd
-
-    uid = os.getuid()
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    return Principal(uid, user, AgentProduct.HUMAN, "dashboard", socket.gethostname())
+    """The dashboard's own human principal, on this host."""
+    return dataclasses.replace(owner(), host=socket.gethostname())

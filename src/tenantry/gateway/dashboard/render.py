@@ -11,6 +11,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from tenantry.core.settings import mask_password
 from tenantry.service.runtime import Runtime
 
 WIDE = 1120  # SVG width of a chart that spans the page (text keeps its size)
@@ -70,6 +71,13 @@ def table(header: list[str], rows: list[list[str]], empty: str = "nothing yet") 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def table_card(
+    title: str, header: list[str], rows: list[list[str]], empty: str = "nothing yet"
+) -> str:
+    """A card holding one table."""
+    return card(title, table(header, rows, empty))
+
+
 def who(principal: str) -> str:
     parts = principal.split("/")
     if len(parts) == 3:
@@ -114,7 +122,7 @@ def frame(request: Request, rt: Runtime, title: str, body: str, hours: int) -> s
         body=body,
         refresh='<meta http-equiv="refresh" content="30">' if path in {"/", "/sessions"} else "",
         generated=e(time.strftime("%Y-%m-%d %H:%M:%S")),
-        db=e(rt.settings.db_path),
+        db=e(mask_password(rt.settings.store_address)),
     )
 
 

@@ -6,7 +6,7 @@ consumed metrics (core/GPU-hours) are only *checked* there -- used so far plus
 the estimates of jobs still running plus what this action asks -- and recorded
 when the bus reports what really ran (``command.finished`` cpu seconds,
 ``job.state`` terminal elapsed time x job shape). Leases are a gauge fed by
-lease events. Check and record happen in one SQLite write transaction, so two
+lease events. Check and record happen in one write transaction, so two
 concurrent charges cannot both slip under a limit.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,9 +24,10 @@ from tenantry.core.events import Event, EventType
 from tenantry.core.models import JobState, Principal, Resources
 from tenantry.safety.budgets import config as cfgmod
 from tenantry.safety.budgets.config import CONSUMED, METRICS, BudgetConfig, Limit
+from tenantry.safety.budgets.store import SCHEMA, BudgetStore
 from tenantry.safety.budgets.windows import bounds, describe_reset
 from tenantry.service.runtime import Runtime
-from tenantry.store.db import Database, load_migrations
+from tenantry.store.engine import Conn
 
 log = logging.getLogger(__name__)
 
@@ -138,24 +138,21 @@ class BudgetService:
         self.runtime = runtime
         self.config = config
         self.clock: Callable[[], float] = time.time
-        self.db = Database(
-            runtime.settings.state_path / "budgets.sqlite3",
-            load_migrations("tenantry.safety.budgets", "migrations"),
-        )
+        self.store = BudgetStore(runtime.store_for(SCHEMA))
         self._unsubscribe: Callable[[], None] | None = None
         self._warned: set[tuple[str, str, str, float]] = set()
 
     async def start(self) -> None:
         if self.config is None:
             self.config = cfgmod.load(self.runtime.settings.budgets_file)
-        await self.db.start()
+        await self.store.start()
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
 
     async def aclose(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        await self.db.aclose()
+        await self.store.aclose()
 
     @property
     def cfg(self) -> BudgetConfig:
@@ -172,32 +169,17 @@ class BudgetService:
         return len(parts) > 1 and parts[1] == "human"
 
     # -- reading usage ---------------------------------------------------------------
-    def _used(self, conn: sqlite3.Connection, lim: Limit, key: str, start: float) -> float:
-        col = "principal" if lim.scope == "session" else "user"
+    def _used(self, conn: Conn, lim: Limit, key: str, start: float) -> float:
         scope_key = key if lim.scope == "session" else user_of(key)
         if lim.metric == "leases":
-            row = conn.execute(
-                f"SELECT COUNT(*) FROM leases WHERE {col} = ?", (scope_key,)
-            ).fetchone()
-            return float(row[0])
-        row = conn.execute(
-            f"SELECT COALESCE(SUM(amount), 0) FROM usage"
-            f" WHERE {col} = ? AND metric = ? AND ts >= ?",
-            (scope_key, lim.metric, start),
-        ).fetchone()
-        used = float(row[0])
+            return self.store.leases_held(conn, lim.scope, scope_key)
+        used = self.store.used(conn, lim.scope, scope_key, lim.metric, start)
         if lim.metric in CONSUMED:
             factor = "cpus" if lim.metric == "core_hours" else "gpus"
-            row = conn.execute(
-                f"SELECT COALESCE(SUM({factor} * est_hours), 0) FROM inflight WHERE {col} = ?",
-                (scope_key,),
-            ).fetchone()
-            used += float(row[0])
+            used += self.store.committed(conn, lim.scope, scope_key, factor)
         return used
 
-    def _usages(
-        self, conn: sqlite3.Connection, key: str, metrics: set[str], now: float
-    ) -> list[Usage]:
+    def _usages(self, conn: Conn, key: str, metrics: set[str], now: float) -> list[Usage]:
         out: list[Usage] = []
         for lim in self.cfg.limits:
             if lim.metric not in metrics:
@@ -225,7 +207,8 @@ class BudgetService:
             return []
         now = self.clock()
 
-        def txn(conn: sqlite3.Connection) -> list[Usage]:
+        def txn(conn: Conn) -> list[Usage]:
+            self.store.lock(conn, principal.user)
             usages = self._usages(conn, key, set(asked), now)
             for u in usages:
                 want = asked[u.limit.metric]
@@ -234,15 +217,11 @@ class BudgetService:
             for metric, amount in asked.items():
                 if metric in CONSUMED or metric == "leases":
                     continue
-                conn.execute(
-                    "INSERT INTO usage (ts, user, principal, metric, amount, action)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (now, principal.user, key, metric, amount, action),
-                )
+                self.store.add_usage(conn, now, principal.user, key, metric, amount, action)
             return usages
 
         try:
-            usages = await self.db.write(txn)
+            usages = await self.store.db.write(txn)
         except BudgetExceeded as err:
             await self.runtime.emit(
                 Event(EventType.BUDGET_EXCEEDED, key, action, "denied", data=dict(err.details))
@@ -282,7 +261,9 @@ class BudgetService:
     async def status(self, principal: Principal) -> list[dict[str, Any]]:
         """Every budget that applies to ``principal`` now, with use and reset time."""
         now = self.clock()
-        usages = await self.db.read(lambda c: self._usages(c, principal.key, set(METRICS), now))
+        usages = await self.store.db.read(
+            lambda c: self._usages(c, principal.key, set(METRICS), now)
+        )
         return [u.to_dict(now, self.cfg) for u in usages]
 
     async def record_usage(
@@ -291,10 +272,8 @@ class BudgetService:
         """Record measured usage (also used by the bus subscriber)."""
         if amount <= 0 or self._exempt(principal_key):
             return
-        await self.db.execute(
-            "INSERT INTO usage (ts, user, principal, metric, amount, action, ref)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self.clock(), user_of(principal_key), principal_key, metric, amount, action, ref),
+        await self.store.record(
+            self.clock(), user_of(principal_key), principal_key, metric, amount, action, ref
         )
 
     # -- messages --------------------------------------------------------------------
@@ -340,12 +319,11 @@ class BudgetService:
         elif event.type is EventType.JOB_STATE:
             await self._job_state(event)
         elif event.type is EventType.LEASE_READY:
-            await self.db.execute(
-                "INSERT OR REPLACE INTO leases (lease_id, user, principal, ts) VALUES (?, ?, ?, ?)",
-                (event.subject, user_of(event.principal), event.principal, event.ts),
+            await self.store.lease_held(
+                event.subject, user_of(event.principal), event.principal, event.ts
             )
         elif event.type in (EventType.LEASE_RELEASED, EventType.LEASE_LOST):
-            await self.db.execute("DELETE FROM leases WHERE lease_id = ?", (event.subject,))
+            await self.store.lease_gone(event.subject)
 
     async def _command_finished(self, event: Event) -> None:
         data = event.data or {}
@@ -368,19 +346,14 @@ class BudgetService:
     async def _job_submitted(self, event: Event) -> None:
         res = Resources.from_dict((event.data or {}).get("resources"))
         hours = (res.time_s / 3600.0) if res.time_s else self.cfg.default_job_hours
-        await self.db.execute(
-            "INSERT OR IGNORE INTO inflight"
-            " (job_id, user, principal, cpus, gpus, est_hours, submitted_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.subject,
-                user_of(event.principal),
-                event.principal,
-                max(res.cpus, 1),
-                res.gpus,
-                hours,
-                event.ts,
-            ),
+        await self.store.job_inflight(
+            event.subject,
+            user_of(event.principal),
+            event.principal,
+            max(res.cpus, 1),
+            res.gpus,
+            hours,
+            event.ts,
         )
 
     async def _job_state(self, event: Event) -> None:
@@ -390,22 +363,16 @@ class BudgetService:
             return
         data = event.data or {}
         if state is JobState.RUNNING:
-            await self.db.execute(
-                "UPDATE inflight SET started_at = COALESCE(started_at, ?) WHERE job_id = ?",
-                (event.ts, event.subject),
-            )
+            await self.store.job_started(event.subject, event.ts)
             return
         if not state.terminal:
             return
         now = self.clock()
 
-        def finish(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                "SELECT * FROM inflight WHERE job_id = ?", (event.subject,)
-            ).fetchone()
+        def finish(conn: Conn) -> None:
+            row = self.store.take_inflight(conn, event.subject)
             if row is None:
                 return
-            conn.execute("DELETE FROM inflight WHERE job_id = ?", (event.subject,))
             cpus, gpus = float(row["cpus"]), float(row["gpus"])
             if data.get("resources"):
                 res = Resources.from_dict(data["resources"])
@@ -414,13 +381,18 @@ class BudgetService:
             for metric, factor in (("core_hours", cpus), ("gpu_hours", gpus)):
                 amount = factor * elapsed / 3600.0
                 if amount > 0:
-                    conn.execute(
-                        "INSERT INTO usage (ts, user, principal, metric, amount, action, ref)"
-                        " VALUES (?, ?, ?, ?, ?, 'job', ?)",
-                        (now, row["user"], row["principal"], metric, amount, event.subject),
+                    self.store.add_usage(
+                        conn,
+                        now,
+                        row["user"],
+                        row["principal"],
+                        metric,
+                        amount,
+                        "job",
+                        event.subject,
                     )
 
-        await self.db.write(finish)
+        await self.store.db.write(finish)
 
 
 def _elapsed(data: dict[str, Any], started_at: float | None, ended: float) -> float:

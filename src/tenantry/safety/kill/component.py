@@ -11,9 +11,7 @@ skipped and the summary says so.
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,8 +20,8 @@ from typing import Any
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied, SessionStopped
 from tenantry.core.events import Event, EventType
 from tenantry.core.models import AgentProduct, Principal, field_values
+from tenantry.safety.kill.store import SCHEMA, StopStore
 from tenantry.service.runtime import Runtime
-from tenantry.store.db import Database, load_migrations
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +67,13 @@ def principal_from_key(key: str, uid: int = -1) -> Principal | None:
 class KillSwitch:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.db = Database(
-            runtime.settings.state_path / "kill.sqlite3",
-            load_migrations("tenantry.safety.kill", "migrations"),
-        )
+        self.store = StopStore(runtime.store_for(SCHEMA))
         self._stops: list[Stop] = []
         self._seen: dict[str, int] = {}  # principal key -> uid (-1 unknown)
         self._unsubscribe: Callable[[], None] | None = None
 
     async def start(self) -> None:
-        await self.db.start()
+        await self.store.start()
         await self._reload()
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
 
@@ -86,14 +81,14 @@ class KillSwitch:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        await self.db.aclose()
+        await self.store.aclose()
+
+    async def reload(self) -> None:
+        """Re-read the active stops (another replica sharing the store may have changed them)."""
+        await self._reload()
 
     async def _reload(self) -> None:
-        rows = await self.db.fetchall(
-            "SELECT id, kind, target, owner, by, reason, stopped_at FROM stops"
-            " WHERE resumed_at IS NULL ORDER BY id"
-        )
-        self._stops = [Stop(*tuple(r)) for r in rows]
+        self._stops = [Stop(*row) for row in await self.store.active()]
 
     # -- the check the gateway makes on every request ------------------------------
     def stopped(self, principal: Principal) -> Stop | None:
@@ -152,11 +147,7 @@ class KillSwitch:
             existing = True
         else:
             existing = False
-            await self.db.execute(
-                "INSERT INTO stops (kind, target, owner, by, reason, stopped_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (kind, target, owner, by.key, reason, now),
-            )
+            await self.store.add(kind, target, owner, by.key, reason, now)
             await self._reload()
         matched = await self._principals(kind, target, owner)
         summary = await self._sweep(matched)
@@ -168,11 +159,7 @@ class KillSwitch:
                 "principals": sorted(matched),
             }
         )
-        await self.db.execute(
-            "UPDATE stops SET summary_json = ?"
-            " WHERE kind = ? AND target = ? AND resumed_at IS NULL",
-            (json.dumps(summary), kind, target),
-        )
+        await self.store.set_summary(kind, target, summary)
         await self.runtime.emit(
             Event(
                 EventType.SESSION_STOPPED,
@@ -211,13 +198,7 @@ class KillSwitch:
         ids = [s.id for s in active]
         now = time.time()
 
-        def txn(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "UPDATE stops SET resumed_at = ?, resumed_by = ? WHERE id = ?",
-                [(now, by.key, i) for i in ids],
-            )
-
-        await self.db.write(txn)
+        await self.store.resume(ids, by.key, now)
         await self._reload()
         await self.runtime.emit(
             Event(EventType.SESSION_RESUMED, by.key, f"{kind}:{target}", "resumed")

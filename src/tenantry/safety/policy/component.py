@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 USER_POLICY = "policy.cedar"  # in the state directory: forbid-only narrowing
 FACTS_FILE = "policy-facts.json"  # in the state directory: optional fixed facts
 APPROVALS_FILE = "approvals.json"  # in the state directory: held actions and grants
+# jobs that ended longer ago than this are not loaded into the owner map at start
+OWNERS_WINDOW_S = 7 * 86400.0
 # what a session that just read flagged content may not do without the human
 CONSEQUENTIAL = frozenset({"submit_job", "cancel_job", "modify_job", "write_path",
                            "acquire_lease", "memory.write", "remember"})  # fmt: skip
@@ -48,7 +50,8 @@ class PolicyService:
         self.settings = runtime.settings
         self.judge: Judge | None = None
         self.load_error: TenantryError | None = None
-        self._db: sqlite3.Connection | None = None
+        self._owners: dict[str, str] = {}  # job id and backend id -> principal key
+        self._unsubscribe: Callable[[], None] | None = None
         self.approvals = Approvals()
         self.flagged: dict[str, float] = {}  # principal key -> when it last got flagged content
         self._tasks = TaskGroup("policy")  # the facts refresh loop; failures shown in info
@@ -60,6 +63,9 @@ class PolicyService:
         self.approvals = Approvals(self.state / APPROVALS_FILE)
         self.approvals.load()
         self.reload()
+        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        if self.runtime.journal is not None:  # None: a unit test's runtime
+            await self._load_owners()
         if self.settings.backend == "slurm" and not (self.state / FACTS_FILE).exists():
             await self.refresh_facts()
             if self.settings.policy_facts_refresh_s > 0:
@@ -87,9 +93,9 @@ class PolicyService:
 
     async def aclose(self) -> None:
         await self._tasks.aclose()
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
 
     @property
     def state(self) -> Path:
@@ -172,28 +178,31 @@ class PolicyService:
     # --- facts the caller provides ------------------------------------------------
 
     def owner_of(self, job_id: str) -> tuple[str, str] | None:
-        """(user, principal key) of a job Tenantry submitted, by its id or backend id."""
-        if self._db is None:
-            path = self.settings.db_path
-            if not path.exists():
-                return None
-            try:
-                self._db = sqlite3.connect(
-                    f"file:{path}?mode=ro", uri=True, check_same_thread=False
-                )
-            except sqlite3.Error:
-                return None
+        """(user, principal key) of a job Tenantry submitted, by its id or backend id.
+
+        Answered from memory (the judge is synchronous): the jobs of the journal
+        loaded at start, and every submission since from the bus.
+        """
         base = job_id.split("_")[0].split(".")[0]
-        try:
-            row = self._db.execute(
-                "SELECT principal FROM jobs WHERE id = ? OR backend_id = ? LIMIT 1", (base, base)
-            ).fetchone()
-        except sqlite3.Error:
+        principal = self._owners.get(base)
+        if principal is None:
             return None
-        if row is None:
-            return None
-        principal = str(row[0])
         return principal.split("/")[0], principal
+
+    def _own(self, job_id: str, backend_id: str, principal: str) -> None:
+        for ref in (job_id, backend_id):
+            if ref:
+                self._owners[ref] = principal
+
+    async def _load_owners(self) -> None:
+        since = _now() - OWNERS_WINDOW_S
+        for job_id, backend_id, principal in await self.runtime.journal.job_owners(since):
+            self._own(job_id, backend_id, principal)
+
+    async def _on_event(self, event: Event) -> None:
+        if event.type is EventType.JOB_SUBMITTED and event.principal:
+            backend_id = str((event.data or {}).get("backend_id", ""))
+            self._own(event.subject, backend_id, event.principal)
 
     def where_of(self, principal: Principal, params: dict[str, Any]) -> str:
         """Where the daemon would run this command: ``login`` or ``lease`` (context.where)."""

@@ -40,6 +40,12 @@ SENSITIVE = re.compile(
 MAX_SCRIPT_BYTES = 1 << 20
 MAX_COMMANDS = 2000
 
+# options of mpirun and mpiexec that take a value (what the wrapped command follows)
+_MPI_VALUED = frozenset(
+    {"-np", "-n", "-N", "-H", "-host", "--host", "-hostfile", "--hostfile", "-machinefile"}
+    | {"-x", "--map-by", "--bind-to", "-ppn", "-wdir", "-c"}
+)
+
 # wrapper -> (options that take a value, positional args before the command)
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "nice": (frozenset({"-n", "--adjustment"}), 0),
@@ -114,54 +120,8 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-n", "-a", "-l", "-x"}), 0),
     "valgrind": (frozenset(), 0),
     "gdb": (frozenset({"-x", "-ex", "-p", "-cd"}), 0),
-    "mpirun": (
-        frozenset(
-            {
-                "-np",
-                "-n",
-                "-N",
-                "-H",
-                "-host",
-                "--host",
-                "-hostfile",
-                "--hostfile",
-                "-machinefile",
-                "-x",
-                "--map-by",
-                "--bind-to",
-                "-ppn",
-                "--rank-by",
-                "-wdir",
-                "--wdir",
-                "-c",
-                "--npernode",
-                "-npernode",
-            }
-        ),
-        0,
-    ),
-    "mpiexec": (
-        frozenset(
-            {
-                "-np",
-                "-n",
-                "-N",
-                "-H",
-                "-host",
-                "--host",
-                "-hostfile",
-                "--hostfile",
-                "-machinefile",
-                "-x",
-                "--map-by",
-                "--bind-to",
-                "-ppn",
-                "-wdir",
-                "-c",
-            }
-        ),
-        0,
-    ),
+    "mpirun": (_MPI_VALUED | {"--rank-by", "--wdir", "--npernode", "-npernode"}, 0),
+    "mpiexec": (_MPI_VALUED, 0),
     "xvfb-run": (frozenset({"-s", "-n", "-e", "-f", "-p"}), 0),
     "nsenter": (frozenset({"-t", "-S", "-G"}), 0),
     "unshare": (frozenset(), 0),

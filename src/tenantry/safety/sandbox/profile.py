@@ -13,6 +13,7 @@ import os.path
 from collections.abc import Callable, Mapping, Sequence
 
 import tenantry
+from tenantry.jobs.environment import LOGIN
 
 # Directories replaced by an empty read-only tmpfs inside the sandbox.
 # ``~`` is the user's home; paths that do not exist are skipped.
@@ -65,12 +66,7 @@ SHARED_WRITABLE: tuple[str, ...] = ("~/.cache/", "~/.npm/")
 
 # Environment passed into the sandbox: exact names, and prefixes ending in "*".
 ENV_ALLOW: tuple[str, ...] = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "TERM",
+    *LOGIN,
     "COLORTERM",
     "LANG",
     "LANGUAGE",

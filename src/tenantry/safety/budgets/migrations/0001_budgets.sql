@@ -25,8 +25,8 @@ CREATE TABLE inflight (
 );
 CREATE INDEX inflight_user ON inflight (user);
 
--- Leases held now (from lease.ready / lease.released / lease.lost events).
-CREATE TABLE leases (
+-- Leases held now, as budget_leases (from lease.ready / lease.released / lease.lost events).
+CREATE TABLE budget_leases (
     lease_id    TEXT PRIMARY KEY,
     user        TEXT NOT NULL,
     principal   TEXT NOT NULL,

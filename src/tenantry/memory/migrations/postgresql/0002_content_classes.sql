@@ -1,0 +1,2 @@
+-- On PostgreSQL 0001 already holds these columns.
+SELECT 1;
