@@ -47,9 +47,11 @@ DAEMON_SIDE = (
 )
 def test_client_commands_stay_lean(daemon: Daemon, tmp_path: Path, args: list[str]) -> None:
     (tmp_path / "a.txt").write_text("needle\n")
+    # pytest-cov measures subprocesses by importing coverage (and its sqlite3) at start
+    env = {k: v for k, v in daemon.env.items() if not k.startswith(("COV_CORE_", "COVERAGE_"))}
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
-        env=daemon.env,
+        env=env,
         cwd=tmp_path,
         capture_output=True,
         text=True,
