@@ -29,9 +29,11 @@ class Context:
     home: str
     workspace: str  # the actor's workspace on the FUSE mount
     scratch: str  # where edits are written (the workspace's writable source)
-    tenantry: str  # path of the `tenantry` executable
+    tenantry: tuple[str, ...]  # argv prefix that runs the `tenantry` CLI
+    pythonpath: str = ""  # finds Tenantry for that interpreter
     shim_dir: str = ""
     socket: str = ""  # the user's daemon socket (tenantry arm, agents)
+    files: tuple[str, ...] = ()  # readable files of the workspace, relative
 
 
 def env_for(actor: Actor, ctx: Context) -> dict[str, str]:
@@ -47,6 +49,8 @@ def env_for(actor: Actor, ctx: Context) -> dict[str, str]:
         "GIT_CONFIG_KEY_0": "safe.directory",
         "GIT_CONFIG_VALUE_0": "*",
     }
+    if ctx.pythonpath:
+        env["PYTHONPATH"] = ctx.pythonpath
     if actor.kind == "agent":  # what Claude Code sets in the shell it starts
         env.update(CLAUDECODE="1", CLAUDE_CODE_SESSION_ID=f"{ctx.unix_user}-{actor.session}")
     if ctx.arm == "tenantry":
@@ -62,7 +66,8 @@ def _common(act: Action, ctx: Context, actor: Actor) -> list[str] | None:
         case "ls":
             return ["ls", "-la", f"{ws}/{act.arg}"]
         case "read":
-            return ["head", "-n", "60", f"{ws}/{act.arg}/d00/f000.py"]
+            name = ctx.files[int(act.arg) % len(ctx.files)] if ctx.files else ".gitignore"
+            return ["head", "-n", "60", f"{ws}/{name}"]
         case "git":
             return ["git", "-C", ws, "--no-optional-locks", "status", "--porcelain"]
         case "sbatch":
@@ -99,11 +104,11 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
         return step
     tenantry_agent = ctx.arm == "tenantry" and actor.kind == "agent"
     if tenantry_agent and act.cls == "find":
-        step["argv"] = [ctx.tenantry, "find", ctx.workspace, "--name", act.arg]
+        step["argv"] = [*ctx.tenantry, "find", ctx.workspace, "--name", act.arg]
     elif tenantry_agent and act.cls == "grep":
-        step["argv"] = [ctx.tenantry, "grep", "-n", act.arg, ctx.workspace]
+        step["argv"] = [*ctx.tenantry, "grep", "-n", act.arg, ctx.workspace]
     elif tenantry_agent and act.cls == "test":
-        step["argv"] = [ctx.tenantry, "run", "--where", "lease", "--", "python3", "-c", TEST_CODE]
+        step["argv"] = [*ctx.tenantry, "run", "--where", "lease", "--", "python3", "-c", TEST_CODE]
         step["via_tenantry"] = True
     elif act.cls == "find":
         step["argv"] = ["find", ctx.workspace, "-name", act.arg]
@@ -137,5 +142,5 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
 def hook_for(actor: Actor, ctx: Context) -> list[str] | None:
     """The agent's pre-tool hook (tenantry arm, agents only)."""
     if ctx.arm == "tenantry" and actor.kind == "agent":
-        return [ctx.tenantry, "hook", "--agent", "claude-code"]
+        return [*ctx.tenantry, "hook", "--agent", "claude-code"]
     return None

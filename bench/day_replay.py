@@ -25,7 +25,19 @@ from dataclasses import dataclass, field
 # Command classes. Explore: ls, find, grep, git, read. Modify: edit.
 # Execute: test (a short test run), sbatch (a small batch job) then squeue/sacct polling.
 # danger: a destructive command policy should stop (rm -r of a scratch build dir).
-CLASSES = ("ls", "find", "grep", "git", "read", "edit", "test", "sbatch", "squeue", "sacct", "danger")
+CLASSES = (
+    "ls",
+    "find",
+    "grep",
+    "git",
+    "read",
+    "edit",
+    "test",
+    "sbatch",
+    "squeue",
+    "sacct",
+    "danger",
+)
 EXPLORE = (("ls", 0.3), ("grep", 0.3), ("find", 0.2), ("read", 0.2))
 HUMAN_MIX = (
     ("ls", 0.25),
@@ -117,8 +129,10 @@ def _arg(rng: random.Random, cls: str, cfg: DayConfig) -> str:
         return rng.choice(PATTERNS)
     if cls == "find":
         return rng.choice(NAMES)
-    if cls in {"ls", "read"}:
+    if cls == "ls":
         return f"m{rng.randrange(2):02d}/p{rng.randrange(2):02d}"
+    if cls == "read":
+        return str(rng.randrange(1000))
     if cls == "sbatch":
         return f"{rng.uniform(*cfg.job_s):.1f}"
     return ""
@@ -253,7 +267,10 @@ def ground_truth(
     """
     executed = list(executed)
     jobs = [j for j in jobs if j.user in labels]
-    active = {u for u in labels if any(e.user == u for e in executed)} | {j.user for j in jobs}
+    # a user the report can see: one with a submission or a Tenantry-run command
+    active = {e.user for e in executed if e.via_tenantry and e.user in labels}
+    active |= {j.user for j in jobs}
+    issued = {e.user for e in executed if e.user in labels}
     n_agent_users = sum(1 for u in active if labels[u] == "agent")
     subs = {"agent": 0, "human": 0}
     core_h = {"agent": 0.0, "human": 0.0}
@@ -286,6 +303,10 @@ def ground_truth(
     truth.detail = {
         "active_users": len(active),
         "agent_users": n_agent_users,
+        "users_issuing_commands": len(issued),
+        "agent_share_of_issuing_users": _share(
+            sum(1 for u in issued if labels[u] == "agent"), len(issued)
+        ),
         "submissions": subs,
         "core_hours": {k: round(v, 4) for k, v in core_h.items()},
         "command_rate": rates["report"],

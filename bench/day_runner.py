@@ -15,7 +15,6 @@ last line of the log is the process tree's CPU time (``rusage``).
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -65,8 +64,7 @@ def _run(step: dict[str, Any], env: dict[str, str], cwd: str) -> int:
         out = subprocess.run(
             step["argv"],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             env=env,
             cwd=cwd,
             timeout=TIMEOUT_S,
@@ -94,9 +92,10 @@ def main(path: str) -> int:
         ts = time.time()
         t = time.perf_counter()
         denied = False
-        if hook:
-            text = " ".join(step["argv"]) if "argv" in step else f"edit {step['write']}"
-            denied = _hook_denies(hook, env, cwd, text, sid)
+        hook_s = 0.0
+        if hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool
+            denied = _hook_denies(hook, env, cwd, " ".join(step["argv"]), sid)
+            hook_s = time.perf_counter() - t
         rc = -1 if denied else _run(step, env, cwd)
         rows.append(
             {
@@ -104,12 +103,16 @@ def main(path: str) -> int:
                 "ts": ts,
                 "lag_s": round(ts - spec["t0"] - step["t"], 3),
                 "latency_s": round(time.perf_counter() - t, 6),
+                "hook_s": round(hook_s, 6),
                 "rc": rc,
                 "denied": denied,
                 "via_tenantry": bool(step.get("via_tenantry")),
             }
         )
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
     with open(spec["log"], "w", encoding="utf-8") as f:
         for r in rows:

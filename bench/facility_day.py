@@ -58,6 +58,12 @@ from day_replay import Day, DayConfig, Executed
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = Path(__file__).resolve().parent / "day_runner.py"
 ARMS = ("bare", "tenantry")
+
+
+def TENANTRY(python: str) -> tuple[str, ...]:
+    return (python, "-m", "tenantry")
+
+
 MODES = ("user", "facility")
 
 
@@ -71,6 +77,7 @@ class ArmResult:
     rpc_resets: int = 0
     meta_ops: int = 0
     meta_setup_ops: int = 0  # the index crawl, before the day starts
+    ops_per_command: dict[str, int] = field(default_factory=dict)  # measured alone, per class
     jobs: dict[str, int] = field(default_factory=dict)  # per Unix user
     cpu_s: float = 0.0
     daemon_cpu_s: float = 0.0
@@ -102,7 +109,9 @@ class Sampler(threading.Thread):
         self.rpc.sample(day_slurm.sdiag_users())
 
     def _meta(self) -> int:
-        return metadata.Mount.meta(dict.fromkeys(self.mount.snapshot(), 0), self.mount.snapshot())[0]
+        return metadata.Mount.meta(dict.fromkeys(self.mount.snapshot(), 0), self.mount.snapshot())[
+            0
+        ]
 
     def tick(self) -> None:
         self.rpc.sample(day_slurm.sdiag_users())
@@ -119,8 +128,8 @@ class Sampler(threading.Thread):
 class Daemons:
     """User mode: one ``tenantry serve`` per agent Unix user, as that user."""
 
-    def __init__(self, work: Path, users: list[str], python: str) -> None:
-        self.work, self.users, self.python = work, users, python
+    def __init__(self, work: Path, users: list[str], python: str, pythonpath: str) -> None:
+        self.work, self.users, self.python, self.pythonpath = work, users, python, pythonpath
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def state(self, user: str) -> Path:
@@ -140,6 +149,7 @@ class Daemons:
             "TENANTRY_SOCKET": self.socket(user),
             "TENANTRY_BACKEND": "slurm",
             "TENANTRY_AUTOSTART": "0",
+            "PYTHONPATH": self.pythonpath,
         }
 
     def start(self) -> None:
@@ -192,6 +202,20 @@ class Daemons:
     def cpu_s(self) -> float:
         return sum(day_slurm.proc_cpu_s(p.pid) for p in self.procs.values())
 
+    def release_leases(self) -> int:
+        """Release every lease (else a pilot lingers until its orphan timeout)."""
+        n = 0
+        for user in self.users:
+            out = self.run_as(user, [*TENANTRY(self.python), "leases", "--json"])
+            try:
+                leases = json.loads(out.stdout).get("leases", [])
+            except ValueError:
+                continue
+            for lease in leases:
+                self.run_as(user, [*TENANTRY(self.python), "leases", "release", lease["id"]])
+                n += 1
+        return n
+
     def stop(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:
@@ -209,6 +233,27 @@ class Daemons:
             for u in self.users
             if (self.state(u) / "tenantry.sqlite3").exists()
         ]
+
+
+def python_for_users() -> tuple[str, str]:
+    """A Python every actor's Unix user may run, and the PYTHONPATH that finds Tenantry.
+
+    The virtualenv's interpreter may live under /root (pyenv); the system Python
+    of the same minor version reads the checkout and the virtualenv's packages.
+    """
+    import sysconfig
+
+    path = os.pathsep.join([str(ROOT / "src"), sysconfig.get_paths()["purelib"]])
+    system = "/usr/bin/python3"
+    probe = subprocess.run(
+        [system, "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode == 0 and probe.stdout.strip() == str(tuple(sys.version_info[:2])):
+        return system, path
+    return sys.executable, path
 
 
 def _connects(path: str) -> bool:
@@ -229,11 +274,10 @@ class Facility:
         self.args, self.day = args, day
         self.work = Path(args.work)
         self.src, self.mnt = self.work / "src", self.work / "mnt"
-        self.python = str(ROOT / ".venv" / "bin" / "python")
-        if not Path(self.python).exists():
-            self.python = sys.executable
-        self.tenantry = str(Path(self.python).parent / "tenantry")
+        self.python, self.pythonpath = python_for_users()
+        self.tenantry = TENANTRY(self.python)
         self.shims = self.work / "shims"
+        self.files: dict[int, tuple[str, ...]] = {}
 
     def prepare(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -248,13 +292,18 @@ class Facility:
         for k in range(self.day.config.agent_users):
             ws = self.src / f"w{k:02d}"
             metadata.generate(ws, self.args.files, seed=k + 1)
+            self.files[k] = tuple(
+                str(p.relative_to(ws)).replace(os.sep, "/")
+                for p in sorted(ws.glob("m*/p*/d*/f00*.py"))[:50]
+            )
             scratch = ws / "scratch"
             scratch.mkdir(exist_ok=True)
             os.chmod(scratch, 0o1777)
         subprocess.run(
-            [self.tenantry, "shims", "install", "--force", str(self.shims)],
+            [*self.tenantry, "shims", "install", "--force", str(self.shims)],
             check=True,
             capture_output=True,
+            env={**os.environ, "PYTHONPATH": self.pythonpath},
         )
         os.chmod(self.shims, 0o755)
 
@@ -262,6 +311,55 @@ class Facility:
         for k in range(self.day.config.agent_users):
             for f in (self.src / f"w{k:02d}" / "scratch").glob("*.py"):
                 f.unlink()
+
+
+def meta_total(mount: metadata.Mount) -> int:
+    return metadata.Mount.meta(dict.fromkeys(mount.snapshot(), 0), mount.snapshot())[0]
+
+
+CALIBRATED = ("ls", "read", "find", "grep", "git")
+
+
+def calibrate(
+    fac: Facility, mount: metadata.Mount, arm: str, daemons: Daemons | None
+) -> dict[str, int]:
+    """Metadata ops of one command of each file-system class, run alone as the first agent."""
+    import pwd
+
+    actor = fac.day.by_kind("agent")[0]
+    name = unix_name(arm, actor.user)
+    pw = pwd.getpwnam(name)
+    ctx = day_arms.Context(
+        arm=arm,
+        unix_user=name,
+        home=str(fac.work / "home" / name),
+        workspace=str(fac.mnt / f"w{actor.workspace:02d}"),
+        scratch=str(fac.src / f"w{actor.workspace:02d}" / "scratch"),
+        tenantry=fac.tenantry,
+        pythonpath=fac.pythonpath,
+        files=fac.files[actor.workspace],
+        shim_dir=str(fac.shims),
+        socket=daemons.socket(name) if daemons else "",
+    )
+    env = day_arms.env_for(actor, ctx)
+    args = {"ls": "m00/p00", "read": "0", "find": "*_test.py", "grep": "frobnicate_widget"}
+    out = {}
+    for cls in CALIBRATED:
+        step = day_arms.step_for(day_replay.Action(0, cls, args.get(cls, "")), actor, ctx)
+        before = meta_total(mount)
+        subprocess.run(
+            step["argv"],
+            env=env,
+            cwd=ctx.home,
+            user=pw.pw_uid,
+            group=pw.pw_gid,
+            extra_groups=[],
+            capture_output=True,
+            check=False,
+            timeout=600,
+        )
+        out[cls] = meta_total(mount) - before
+    return out
 
 
 def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmResult:
@@ -273,18 +371,20 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
     users = sorted(labels)
     agents = sorted(u for u, k in labels.items() if k == "agent")
     fac.clean_scratch()
-    daemons = Daemons(fac.work, agents, fac.python) if arm == "tenantry" else None
-    sampler = Sampler(mount, users, agents, args.sample_s)
+    daemons = Daemons(fac.work, agents, fac.python, fac.pythonpath) if arm == "tenantry" else None
     res.start = time.time()
     if daemons is not None:
         if args.mode == "facility":
             raise SystemExit("facility mode: not available in this build (hook point: Daemons)")
+        before = meta_total(mount)
         daemons.start()
         for k, user in enumerate(agents):  # each agent user's project, indexed once
-            out = daemons.run_as(user, [fac.tenantry, "index", "add", str(fac.mnt / f"w{k:02d}")])
+            out = daemons.run_as(user, [*fac.tenantry, "index", "add", str(fac.mnt / f"w{k:02d}")])
             if out.returncode != 0:
                 raise SystemExit(f"index add for {user} failed: {out.stderr.strip()}")
-        res.meta_setup_ops = sampler._meta() - sampler.meta0
+        res.meta_setup_ops = meta_total(mount) - before
+    res.ops_per_command = calibrate(fac, mount, arm, daemons)
+    sampler = Sampler(mount, users, agents, args.sample_s)
     sampler.start()
     t0 = time.time() + 2.0
     procs = []
@@ -298,6 +398,8 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             workspace=str(fac.mnt / f"w{actor.workspace:02d}"),
             scratch=str(fac.src / f"w{actor.workspace:02d}" / "scratch"),
             tenantry=fac.tenantry,
+            pythonpath=fac.pythonpath,
+            files=fac.files[actor.workspace],
             shim_dir=str(fac.shims),
             socket=daemons.socket(name) if daemons and actor.kind == "agent" else "",
         )
@@ -339,10 +441,11 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             res.notes.append(f"runner of {name} overran and was killed")
     res.end = time.time()
     if daemons is not None:
+        daemons.release_leases()
         res.daemon_cpu_s = daemons.cpu_s()
         daemons.stop()
-    if not day_slurm.wait_drained(users, 180):
-        res.notes.append("jobs still queued after 180 s; cancelled")
+    if not day_slurm.wait_drained(users, 60):
+        res.notes.append("jobs still queued 60 s after the day; cancelled")
         for u in users:
             subprocess.run(["scancel", "-u", u], check=False)
         day_slurm.wait_drained(users, 60)
@@ -375,17 +478,20 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
     truth = day_replay.ground_truth(labels, executed, jobs)
     res.truth = {"shares": truth.users, **truth.detail}
     stores = daemons.stores() if daemons else []
-    res.report = run_report(fac, arm, repeat, [str(fac.work / f"sacct-{arm}-{repeat}.txt"), *stores])
+    res.report = run_report(
+        fac, arm, repeat, [str(fac.work / f"sacct-{arm}-{repeat}.txt"), *stores]
+    )
     return res
 
 
 def run_report(fac: Facility, arm: str, repeat: int, inputs: list[str]) -> dict[str, Any]:
     out = fac.work / f"report-{arm}-{repeat}.json"
     r = subprocess.run(
-        [fac.tenantry, "report", *inputs, "--format", "json", "--out", str(out)],
+        [*fac.tenantry, "report", *inputs, "--format", "json", "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "PYTHONPATH": fac.pythonpath},
     )
     if r.returncode != 0:
         return {"error": (r.stderr or r.stdout).strip()[-2000:]}
@@ -405,32 +511,36 @@ def _pct(xs: list[float], q: float) -> float:
 
 def latency(executed: list[dict[str, Any]], kind_of: dict[str, str]) -> dict[str, dict[str, float]]:
     by: dict[str, list[float]] = {}
+    hook: dict[str, list[float]] = {}
     for e in executed:
         if kind_of.get(e["user"]) == "agent" and not e["denied"]:
             by.setdefault(e["cls"], []).append(e["latency_s"])
+            hook.setdefault(e["cls"], []).append(e.get("hook_s", 0.0))
     return {
-        c: {"n": len(v), "p50_ms": _pct(v, 0.5) * 1e3, "p99_ms": _pct(v, 0.99) * 1e3}
+        c: {
+            "n": len(v),
+            "p50_ms": _pct(v, 0.5) * 1e3,
+            "p99_ms": _pct(v, 0.99) * 1e3,
+            "hook_p50_ms": _pct(hook[c], 0.5) * 1e3,
+        }
         for c, v in sorted(by.items())
     }
 
 
 def report_shares(report: dict[str, Any]) -> dict[str, Any]:
-    """The headline agent shares and command-rate ratio from ``tenantry report``'s JSON."""
+    """Agent shares (0-1) and the command-rate ratio from ``tenantry report --format json``."""
     head = report.get("headline", {})
 
     def share(key: str) -> float | None:
-        v = head.get(key)
-        if isinstance(v, dict):
-            v = v.get("agent_share", v.get("share", v.get("agent")))
-        return None if v is None else float(v)
+        v = head.get(key, {}).get("share_pct", {}).get("agent")
+        return None if v is None else float(v) / 100
 
     rate = report.get("command_rate", {})
-    ratio = rate.get("ratio_pooled", rate.get("ratio")) if isinstance(rate, dict) else None
     return {
         "users": share("users"),
         "submissions": share("submissions"),
         "core_hours": share("core_hours"),
-        "ratio": ratio,
+        "ratio": rate.get("ratio_pooled"),
     }
 
 
@@ -461,17 +571,19 @@ def summarize(results: list[ArmResult], day: Day) -> dict[str, Any]:
             "wall_s": med(lambda r: r.end - r.start),
             "commands": med(lambda r: len(r.executed)),
             "denials": med(lambda r: sum(1 for e in r.executed if e["denied"])),
-            "failed": med(lambda r: sum(1 for e in r.executed if e["rc"] not in (0, -1))),
+            "failed": med(lambda r: sum(1 for e in r.executed if _failed_row(e))),
             "lag_max_s": med(lambda r: max((e["lag_s"] for e in r.executed), default=0)),
             "rpc_resets": sum(r.rpc_resets for r in rs),
             "latency": {
                 c: {
                     k: float(statistics.median(x[c][k] for x in lat if c in x))
-                    for k in ("n", "p50_ms", "p99_ms")
+                    for k in ("n", "p50_ms", "p99_ms", "hook_p50_ms")
                 }
                 for c in classes
             },
             "failed_by_class": _failed(rs[-1].executed),
+            "ops_per_command": rs[-1].ops_per_command,
+            "class_counts": _counts(rs[-1].executed),
         }
     b, t = out["arms"].get("bare"), out["arms"].get("tenantry")
     if b and t:
@@ -479,22 +591,38 @@ def summarize(results: list[ArmResult], day: Day) -> dict[str, Any]:
         def ratio(k: str) -> float | None:
             return round(b[k] / t[k], 1) if t[k] else None
 
-        out["ratios"] = {k: ratio(k) for k in ("rpcs_agents", "rpcs_all", "jobs_agents", "jobs_all", "meta_ops")}
+        out["ratios"] = {
+            k: ratio(k) for k in ("rpcs_agents", "rpcs_all", "jobs_agents", "jobs_all", "meta_ops")
+        }
     comp = []
     for r in results:
         if r.arm != "tenantry" or not r.report:
             continue
         got = report_shares(r.report)
         truth = r.truth
-        comp.append({"repeat": r.repeat, "report": got, "truth": truth, "error": r.report.get("error")})
+        comp.append(
+            {"repeat": r.repeat, "report": got, "truth": truth, "error": r.report.get("error")}
+        )
     out["report_vs_truth"] = comp
     return out
+
+
+def _counts(executed: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for e in executed:
+        out[e["cls"]] = out.get(e["cls"], 0) + 1
+    return out
+
+
+def _failed_row(e: dict[str, Any]) -> bool:
+    """A command that failed (grep's 1 is "no match"; -1 is a policy denial)."""
+    return e["rc"] not in (0, -1) and not (e["cls"] == "grep" and e["rc"] == 1)
 
 
 def _failed(executed: list[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for e in executed:
-        if e["rc"] not in (0, -1):
+        if _failed_row(e):
             out[e["cls"]] = out.get(e["cls"], 0) + 1
     return out
 
@@ -559,15 +687,30 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             f"| {label} | {fmt.format(b.get(key, 0))} | {fmt.format(t.get(key, 0))} |"
             f" {'' if r is None else f'{r}x'} |"
         )
-    lines += ["", "| agent command class | n | bare p50 | bare p99 | tenantry p50 | tenantry p99 |"]
-    lines.append("|---|---:|---:|---:|---:|---:|")
+    lines += [
+        "",
+        "| agent command class | n | bare p50 | bare p99 | tenantry p50 | tenantry p99"
+        " | of which hook (p50) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for c in sorted(set(b.get("latency", {})) | set(t.get("latency", {}))):
         bl, tl = b.get("latency", {}).get(c, {}), t.get("latency", {}).get(c, {})
         lines.append(
             f"| {c} | {bl.get('n', 0):.0f} | {bl.get('p50_ms', 0):.0f} ms |"
             f" {bl.get('p99_ms', 0):.0f} ms | {tl.get('p50_ms', 0):.0f} ms |"
-            f" {tl.get('p99_ms', 0):.0f} ms |"
+            f" {tl.get('p99_ms', 0):.0f} ms | {tl.get('hook_p50_ms', 0):.0f} ms |"
         )
+    lines += [
+        "",
+        "| file-system class | commands in the day | bare ops/command | tenantry ops/command"
+        " | bare ops (estimate) | tenantry ops (estimate) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for c in CALIBRATED:
+        n = b.get("class_counts", {}).get(c, 0)
+        bo = b.get("ops_per_command", {}).get(c, 0)
+        to = t.get("ops_per_command", {}).get(c, 0)
+        lines.append(f"| {c} | {n} | {bo:,} | {to:,} | {n * bo:,} | {n * to:,} |")
     lines += ["", "| tenantry report vs ground truth | report | truth |", "|---|---:|---:|"]
     for c in summary.get("report_vs_truth", []):
         rep, tr = c["report"], c["truth"]
@@ -600,7 +743,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeats", type=int, help="interleaved repeats per arm (default 3; short 1)")
     p.add_argument("--arms", default="bare,tenantry")
-    p.add_argument("--files", type=int, default=1500, help="files per agent user's workspace")
+    p.add_argument("--files", type=int, default=1000, help="files per agent user's workspace")
     p.add_argument("--delay-ms", type=float, default=0.5, help="delay per metadata op")
     p.add_argument("--cache-s", type=float, default=1.0, help="kernel attr/entry cache")
     p.add_argument("--sample-s", type=float, default=2.0)
@@ -613,7 +756,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def config_of(args: argparse.Namespace) -> DayConfig:
     base = DayConfig.short() if args.short else DayConfig()
     kw: dict[str, Any] = {"seed": args.seed, "sessions_per_user": args.sessions_per_user}
-    for name, attr in (("agents", "agents"), ("humans", "humans"), ("day_s", "day_s"), ("idle_s", "idle_mean_s")):
+    for name, attr in (
+        ("agents", "agents"),
+        ("humans", "humans"),
+        ("day_s", "day_s"),
+        ("idle_s", "idle_mean_s"),
+    ):
         v = getattr(args, name)
         if v is not None:
             kw[attr] = v
@@ -623,6 +771,13 @@ def config_of(args: argparse.Namespace) -> DayConfig:
         if isinstance(v, list):
             d[k] = tuple(v)
     return DayConfig(**d)
+
+
+def write_results(out: Path, meta: dict[str, Any], results: list[ArmResult], day: Day) -> Any:
+    summary = summarize(results, day)
+    doc = {"meta": meta, "summary": summary, "runs": [asdict(r) for r in results]}
+    (out / "results.json").write_text(json.dumps(doc, indent=1, default=str))
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -648,12 +803,15 @@ def main(argv: list[str] | None = None) -> int:
         "nproc": os.cpu_count(),
     }
     results: list[ArmResult] = []
-    with metadata.Mount(fac.src, fac.mnt, args.delay_ms / 1e3, args.cache_s, ("allow_other",)) as mount:
+    with metadata.Mount(
+        fac.src, fac.mnt, args.delay_ms / 1e3, args.cache_s, ("allow_other",)
+    ) as mount:
         for rep in range(repeats):
             for arm in arms:
                 print(f"[{time.strftime('%H:%M:%S')}] {arm} repeat {rep} ...", flush=True)
                 r = run_arm(fac, mount, arm, rep)
                 results.append(r)
+                write_results(out, meta, results, day)
                 print(
                     f"  {arm}: wall {r.end - r.start:.0f}s, rpcs {sum(r.rpcs.values())},"
                     f" jobs {sum(r.jobs.values())}, meta {r.meta_ops}, cpu {r.cpu_s:.0f}s,"
@@ -661,9 +819,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     meta["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    summary = summarize(results, day)
-    doc = {"meta": meta, "summary": summary, "runs": [asdict(r) for r in results]}
-    (out / "results.json").write_text(json.dumps(doc, indent=1, default=str))
+    summary = write_results(out, meta, results, day)
     meta["plot"] = plot(results, out / "facility_day.png")
     md = markdown(summary, meta)
     (out / "summary.md").write_text(md + "\n")
