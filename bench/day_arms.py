@@ -56,7 +56,7 @@ def env_for(actor: Actor, ctx: Context) -> dict[str, str]:
     if ctx.arm == "tenantry":
         env["PATH"] = f"{ctx.shim_dir}:{env['PATH']}"
         if ctx.socket:
-            env.update(TENANTRY_SOCKET=ctx.socket, TENANTRY_NO_AUTOSTART="1")
+            env.update(TENANTRY_SOCKET=ctx.socket, TENANTRY_AUTOSTART="0")
     return env
 
 
@@ -79,7 +79,7 @@ def _common(act: Action, ctx: Context, actor: Actor) -> list[str] | None:
                 "-t",
                 "2",
                 "-c",
-                "1",
+                "4" if actor.kind == "human" else "1",
                 "--mem",
                 "64M",
                 "-o",

@@ -71,6 +71,7 @@ class DayConfig:
     poll_s: tuple[float, float] = (3.0, 6.0)  # squeue polling interval while waiting
     danger_p: float = 0.02
     human_window: tuple[float, float] = (0.15, 0.85)  # office hours, as day fractions
+    human_job_s: tuple[float, float] = (30.0, 60.0)  # humans' jobs: fewer, longer, wider
     ratio: float = PAPER_RATIO
 
     @staticmethod
@@ -178,11 +179,14 @@ def _agent(cfg: DayConfig, rng: random.Random, i: int) -> Actor:
 
 def _human(cfg: DayConfig, rng: random.Random, j: int, mean_gap: float) -> Actor:
     lo, hi = (f * cfg.day_s for f in cfg.human_window)
-    t = rng.uniform(lo, lo + mean_gap)
-    acts: list[Action] = []
+    t = rng.uniform(lo, lo + min(mean_gap, (hi - lo) / 4))
+    # a working day starts by submitting the day's job
+    acts = [Action(round(t, 3), "sbatch", f"{rng.uniform(*cfg.human_job_s):.1f}")]
+    t += rng.expovariate(1 / mean_gap)
     while t < hi:
         cls = _pick(rng, HUMAN_MIX)
-        acts.append(Action(round(t, 3), cls, _arg(rng, cls, cfg)))
+        arg = f"{rng.uniform(*cfg.human_job_s):.1f}" if cls == "sbatch" else _arg(rng, cls, cfg)
+        acts.append(Action(round(t, 3), cls, arg))
         t += rng.expovariate(1 / mean_gap)
     return Actor(f"h{j:02d}", "human", "", j % max(1, cfg.agent_users), tuple(acts))
 
@@ -282,9 +286,9 @@ def ground_truth(
         core_h[c] += j.cpus * j.elapsed_s / 3600
         report_events[c].setdefault(j.user, []).append(j.submit)
     for e in executed:
-        c = labels.get(e.user)
-        if c is None:
+        if e.user not in labels:
             continue
+        c = labels[e.user]
         all_events[c].setdefault(e.user, []).append(e.ts)
         if e.via_tenantry:
             report_events[c].setdefault(e.user, []).append(e.ts)

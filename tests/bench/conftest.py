@@ -1,0 +1,10 @@
+"""The facility-day benchmark's modules live in bench/ (not a package): put it on sys.path."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCH = str(Path(__file__).resolve().parents[2] / "bench")
+if BENCH not in sys.path:
+    sys.path.insert(0, BENCH)
