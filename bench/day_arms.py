@@ -4,11 +4,13 @@
   ``git status`` on the workspace, one ``srun`` job per test run, ``sbatch``,
   ``squeue``/``sacct`` polling.
 - ``tenantry``: the agent's Tenantry surfaces: its pre-tool hook before every
-  command (``tenantry hook --agent claude-code``), the PATH shims for
-  ``sbatch``/``squeue``/``sacct``, ``tenantry find``/``grep`` (the index;
-  what the hook redirects raw searches to), ``tenantry run --where lease``
-  for test runs. Humans run the same commands in both arms (through the shims,
-  which hand people the real binary).
+  command (``tenantry hook --agent claude-code``) and the commands the hook
+  and the installed agent rules steer it to: ``tenantry submit``/``jobs``
+  (the shared status cache) for ``sbatch``/``squeue``/``sacct``,
+  ``tenantry find``/``grep`` (the index) for raw searches, ``tenantry run
+  --where lease`` for test runs. The PATH shims are first on PATH too (for a
+  Slurm client the agent calls anyway). Humans run the same commands in both
+  arms (through the shims, which hand people the real binary).
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from day_replay import Action, Actor
 
 TEST_CODE = "import time; time.sleep(0.3); print('2 passed')"
 JOB_PREFIX = "ttday"
+JOB_SCRIPT = "job.sh"  # in each actor's home: sleeps for its first argument
+JOB_SCRIPT_TEXT = '#!/bin/sh\n# a small batch job of the facility day\nsleep "${1:-10}"\n'
+
+
+def _cpus(actor: Actor) -> str:
+    return "4" if actor.kind == "human" else "1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +87,13 @@ def _common(act: Action, ctx: Context, actor: Actor) -> list[str] | None:
                 "-t",
                 "2",
                 "-c",
-                "4" if actor.kind == "human" else "1",
+                _cpus(actor),
                 "--mem",
                 "64M",
                 "-o",
-                "/dev/null",
-                "--wrap",
-                f"sleep {act.arg or '10'}",
+                f"{ctx.home}/job-%j.out",
+                f"{ctx.home}/{JOB_SCRIPT}",
+                act.arg or "10",
             ]
         case "squeue":
             return ["squeue", "--me"]
@@ -107,6 +115,27 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
         step["argv"] = [*ctx.tenantry, "find", ctx.workspace, "--name", act.arg]
     elif tenantry_agent and act.cls == "grep":
         step["argv"] = [*ctx.tenantry, "grep", "-n", act.arg, ctx.workspace]
+    elif tenantry_agent and act.cls == "sbatch":  # what the hook steers sbatch to
+        step["argv"] = [
+            *ctx.tenantry,
+            "submit",
+            "-J",
+            f"{JOB_PREFIX}-job",
+            "-t",
+            "2",
+            "-c",
+            _cpus(actor),
+            "--mem",
+            "64M",
+            "-o",
+            f"{ctx.home}/job-%j.out",
+            f"{ctx.home}/{JOB_SCRIPT}",
+            act.arg or "10",
+        ]
+    elif tenantry_agent and act.cls == "squeue":
+        step["argv"] = [*ctx.tenantry, "jobs"]
+    elif tenantry_agent and act.cls == "sacct":
+        step["argv"] = [*ctx.tenantry, "jobs", "--all"]
     elif tenantry_agent and act.cls == "test":
         step["argv"] = [*ctx.tenantry, "run", "--where", "lease", "--", "python3", "-c", TEST_CODE]
         step["via_tenantry"] = True

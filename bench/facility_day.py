@@ -279,6 +279,18 @@ class Facility:
         self.shims = self.work / "shims"
         self.files: dict[int, tuple[str, ...]] = {}
 
+    def write_job_scripts(self) -> None:
+        import pwd
+
+        for arm in ARMS:
+            for a in self.day.actors:
+                name = unix_name(arm, a.user)
+                pw = pwd.getpwnam(name)
+                path = self.work / "home" / name / day_arms.JOB_SCRIPT
+                path.write_text(day_arms.JOB_SCRIPT_TEXT)
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+                os.chmod(path, 0o755)
+
     def prepare(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
         os.chmod(self.work, 0o755)
@@ -289,6 +301,7 @@ class Facility:
         for name in sorted(set(names)):
             day_slurm.ensure_user(name, str(self.work / "home" / name))
         day_slurm.wait_association(sorted(set(names)))
+        self.write_job_scripts()
         for k in range(self.day.config.agent_users):
             ws = self.src / f"w{k:02d}"
             metadata.generate(ws, self.args.files, seed=k + 1)
@@ -740,6 +753,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sessions-per-user", type=int, default=5, help="agent sessions per Unix user")
     p.add_argument("--day-s", type=float, help="length of the compressed day (default 600)")
     p.add_argument("--idle-s", type=float, help="mean idle gap between an agent's loops")
+    p.add_argument("--batch-p", type=float, help="chance an agent loop submits a batch job")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeats", type=int, help="interleaved repeats per arm (default 3; short 1)")
     p.add_argument("--arms", default="bare,tenantry")
@@ -761,6 +775,7 @@ def config_of(args: argparse.Namespace) -> DayConfig:
         ("humans", "humans"),
         ("day_s", "day_s"),
         ("idle_s", "idle_mean_s"),
+        ("batch_p", "batch_p"),
     ):
         v = getattr(args, name)
         if v is not None:

@@ -52,13 +52,21 @@ def test_tenantry_agents_use_the_index_leases_hook_and_shims() -> None:
     test = day_arms.step_for(Action(1, "test"), AGENT, ctx)
     assert test["argv"][3:7] == ["run", "--where", "lease", "--"]
     assert test["via_tenantry"] is True
-    # the Slurm clients keep their names: the shims first on PATH answer them
+    # what the hook steers sbatch/squeue/sacct to (a raw one would be denied)
     sbatch = day_arms.step_for(Action(1, "sbatch", "12.0"), AGENT, ctx)
-    assert sbatch["argv"][0] == "sbatch" and sbatch["argv"][-1] == "sleep 12.0"
+    assert sbatch["argv"][3] == "submit" and sbatch["argv"][-2:] == ["/w/home/u/job.sh", "12.0"]
+    assert day_arms.step_for(Action(1, "squeue"), AGENT, ctx)["argv"][3:] == ["jobs"]
+    assert day_arms.step_for(Action(1, "sacct"), AGENT, ctx)["argv"][3:] == ["jobs", "--all"]
     env = day_arms.env_for(AGENT, ctx)
     assert env["PATH"].startswith("/w/shims:")
     assert env["TENANTRY_SOCKET"] == "/w/state/u/sock" and env["TENANTRY_AUTOSTART"] == "0"
     assert day_arms.hook_for(AGENT, ctx) == [*ctx.tenantry, "hook", "--agent", "claude-code"]
+
+
+def test_bare_sbatch_submits_the_same_script() -> None:
+    argv = day_arms.step_for(Action(1, "sbatch", "12.0"), AGENT, _ctx("bare"))["argv"]
+    assert argv[0] == "sbatch" and argv[-2:] == ["/w/home/u/job.sh", "12.0"]
+    assert day_arms.JOB_SCRIPT_TEXT.startswith("#!")
 
 
 def test_humans_run_the_same_commands_in_both_arms() -> None:

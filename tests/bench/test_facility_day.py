@@ -81,6 +81,8 @@ def test_short_facility_day_runs_both_arms(slurm: None, work: Path) -> None:
     assert bare["ops_per_command"]["find"] > 0 and bare["ops_per_command"]["grep"] > 0
     assert ten["meta_setup_ops"] > 0, "the index crawled the workspace once"
     assert all(e["hook_s"] > 0 for e in ten["executed"] if "-a" in e["user"] and e["cls"] != "edit")
+    denied = [e for e in ten["executed"] if e["denied"]]
+    assert all(e["cls"] == "danger" for e in denied), "only destructive commands are denied"
     failed = [e for e in bare["executed"] + ten["executed"] if e["rc"] not in (0, -1, 1)]
     assert not failed, failed[:5]
     summary = doc["summary"]
