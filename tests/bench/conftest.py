@@ -1,4 +1,8 @@
-"""The facility-day benchmark's modules live in bench/ (not a package): put it on sys.path."""
+"""The facility-day benchmark's modules live in bench/ (not a package): put it on sys.path.
+
+Appended, not prepended: nothing installed or in the standard library is shadowed by a
+bench script's name.
+"""
 
 from __future__ import annotations
 
@@ -7,4 +11,4 @@ from pathlib import Path
 
 BENCH = str(Path(__file__).resolve().parents[2] / "bench")
 if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
+    sys.path.append(BENCH)
