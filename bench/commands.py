@@ -275,10 +275,10 @@ class LeaseArm:
         self.state = state
 
     async def open(self) -> float:
+        from tenantry.core.models import AgentProduct, CommandSpec, Principal
+        from tenantry.core.settings import load
         from tenantry.leases.manager import LeaseManager
         from tenantry.leases.model import LeaseConfig
-        from tenantry.models import AgentProduct, CommandSpec, Principal
-        from tenantry.settings import load
 
         self.spec = CommandSpec
         settings = load(env={}, overrides={"state_dir": str(self.state)})

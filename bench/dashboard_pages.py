@@ -17,17 +17,24 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 import httpx
 
 from tenantry.backends.fake import FakeBackend
-from tenantry.events import Bus
-from tenantry.gateway.dashboard import ensure_token, http_app
-from tenantry.gateway.runtime import Runtime
-from tenantry.settings import load
+from tenantry.core.events import Bus
+from tenantry.core.settings import load
+from tenantry.gateway.dashboard.routes import ensure_token, http_app
+from tenantry.service.runtime import Runtime
 from tenantry.store.journal import Journal
 
 AGENTS = ("claude-code", "codex", "gemini-cli", "human")
+
+
+def _insert(conn: Any, table: str, columns: str, rows: list[Any]) -> None:
+    """Insert ``rows`` (tuples in the order of ``columns``) into ``table``."""
+    marks = ",".join("?" * len(columns.split(",")))
+    conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
 
 
 def fill(conn, n: int, now: float) -> None:  # type: ignore[no-untyped-def]
@@ -83,11 +90,7 @@ def fill(conn, n: int, now: float) -> None:  # type: ignore[no-untyped-def]
                     json.dumps(data),
                 )
             )
-    conn.executemany(
-        "INSERT INTO events (ts, type, principal, subject, outcome, duration_s, data_json)"
-        " VALUES (?,?,?,?,?,?,?)",
-        ev,
-    )
+    _insert(conn, "events", "ts, type, principal, subject, outcome, duration_s, data_json", ev)
     cmds = []
     for i in range(n // 10):
         t0 = now - rnd.random() * 86400
@@ -106,11 +109,8 @@ def fill(conn, n: int, now: float) -> None:  # type: ignore[no-untyped-def]
                 2.0,
             )
         )
-    conn.executemany(
-        "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at,"
-        " ended_at, exit_code, state, cpu_s) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        cmds,
-    )
+    cols = "id, principal, uid, argv_json, cwd, where_run, started_at, ended_at, exit_code, state"
+    _insert(conn, "commands", cols + ", cpu_s", cmds)
     jobs = []
     for i in range(n // 40):
         t0 = now - rnd.random() * 86400
@@ -133,10 +133,11 @@ def fill(conn, n: int, now: float) -> None:  # type: ignore[no-untyped-def]
                 t0,
             )
         )
-    conn.executemany(
-        "INSERT INTO jobs (id, backend, backend_id, phase, state, principal, uid, name, spec_json,"
-        " spec_hash, submitted_at, started_at, ended_at, resources_json, updated_at)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    cols = "id, backend, backend_id, phase, state, principal, uid, name, spec_json, spec_hash"
+    _insert(
+        conn,
+        "jobs",
+        cols + ", submitted_at, started_at, ended_at, resources_json, updated_at",
         jobs,
     )
 

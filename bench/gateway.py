@@ -28,8 +28,8 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from tenantry.client import Client as TClient
-from tenantry.settings import load
+from tenantry.client.sync import Client as TClient
+from tenantry.core.settings import load
 
 
 def pct(xs: list[float], q: float) -> float:

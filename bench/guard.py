@@ -32,7 +32,7 @@ from guard_sources import (
     slurm_docs,
     synthetic_secrets,
 )
-from tenantry.guard import guard
+from tenantry.safety.guard import guard
 
 
 def pct(a: int, b: int) -> str:

@@ -8,7 +8,7 @@ The wheels are read with ``zipfile``; nothing is installed, fetched at run time
 or stored in this repository. Split, fixed before any rule was changed:
 
 - **dev** (in-sample): the bastioncorpus rows whose ``crc32(id)`` is even. Its
-  misses were read while revising ``src/tenantry/guard/injection.py``.
+  misses were read while revising ``src/tenantry/safety/guard/injection.py``.
 - **held-out**: the other bastioncorpus rows, every spikee
   ``seeds-cybersec-2026-01`` jailbreak template filled with an instruction of the
   same seed set (template i with instruction i mod n), and the
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from guard_sources import chunks, package_docs
-from tenantry.guard.injection import find_injections
+from tenantry.safety.guard.injection import find_injections
 
 Row = tuple[str, str, str, str]  # (split, source, family, text)
 

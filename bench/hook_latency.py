@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, bench_env, serve
+from _common import child_cpu as _cpu
+
 PAYLOAD = json.loads((ROOT / "tests/fixtures/hooks/claude-code/pretooluse-bash.json").read_text())
 
 
@@ -29,11 +29,6 @@ def payload(command: str) -> str:
     p = dict(PAYLOAD)
     p["tool_input"] = {**p["tool_input"], "command": command}
     return json.dumps(p)
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def measure(env: dict[str, str], command: str, n: int) -> tuple[float, float, float]:
@@ -75,13 +70,7 @@ def baseline(n: int) -> tuple[float, float]:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    state = tempfile.mkdtemp(prefix="tnt-bench-")
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "src"),
-        "TENANTRY_STATE_DIR": state,
-        "TENANTRY_SOCKET": f"{state}/sock",
-    }
+    env = bench_env()
     wall, cpu = baseline(n)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'python -c pass (interpreter start)':40} {wall:6.1f} ms wall  {cpu:6.1f} ms CPU")
@@ -92,16 +81,10 @@ def main() -> None:
     for name, e, cmd in rows:
         med, p90, cpu = measure(e, cmd, n)
         print(f"{name:40} {med:6.1f} ms wall  {cpu:6.1f} ms CPU  (p90 wall {p90:.1f} ms)")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tenantry", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = serve(env)
     try:
         deadline = time.monotonic() + 30
-        while not Path(f"{state}/sock").exists() and time.monotonic() < deadline:
+        while not Path(env["TENANTRY_SOCKET"]).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         for name, cmd in (
             ("daemon up, make (policy asked)", "make -j4"),

@@ -365,8 +365,8 @@ def daemon_latency(state: Path, synth: Synth, n: int) -> dict[str, float]:
     import signal
     import subprocess
 
-    from tenantry.client import Client, socket_answers
-    from tenantry.settings import load as load_settings
+    from tenantry.client.sync import Client, socket_answers
+    from tenantry.core.settings import load as load_settings
 
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE", "CODEX"))

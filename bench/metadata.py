@@ -161,13 +161,13 @@ def run_direct(mount: Mount, label: str, argv: list[str]) -> dict[str, Any]:
 
 
 async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> dict[str, Any]:
-    from tenantry.events import Bus
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.core.events import Bus
+    from tenantry.core.models import Principal
+    from tenantry.core.settings import load
     from tenantry.index import ops as index_ops
     from tenantry.index.component import IndexService
-    from tenantry.models import Principal
-    from tenantry.ops import REGISTRY, OpContext
-    from tenantry.settings import load
+    from tenantry.service.ops import REGISTRY, OpContext
+    from tenantry.service.runtime import Runtime
 
     del index_ops  # registers the ops
     settings = load(
@@ -265,11 +265,11 @@ async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> d
 
 async def watch_latency(trials: int = 20) -> dict[str, Any]:
     """Seconds from creating a file in a watched local directory to the index answering."""
-    from tenantry.events import Bus
-    from tenantry.gateway.runtime import Runtime
+    from tenantry.core.events import Bus
+    from tenantry.core.settings import load
     from tenantry.index.component import IndexService
     from tenantry.index.query import FindFilter, find
-    from tenantry.settings import load
+    from tenantry.service.runtime import Runtime
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"

@@ -27,11 +27,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from tenantry.policy.cases import case_params, case_principal, load_cases
-from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
-from tenantry.policy.normalize import build
+from tenantry.safety.policy.cases import case_params, case_principal, load_cases
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
+from tenantry.safety.policy.normalize import build
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "policy" / "cases.jsonl"
@@ -41,6 +41,14 @@ FACTS = ROOT / "tests" / "policy" / "facts.json"
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def _quantiles(xs: list[float], mean: bool = False) -> dict[str, float]:
+    """Median and 99th percentile (and the mean), rounded to 0.1."""
+    out = {"p50": round(statistics.median(xs), 1), "p99": round(pct(xs, 99), 1)}
+    if mean:
+        out["mean"] = round(statistics.fmean(xs), 1)
+    return out
 
 
 def main() -> None:
@@ -111,34 +119,13 @@ def main() -> None:
         "distinct_cases": len(work),
         "policies": len(engine.rules),
         "load_ms": round(load_ms, 1),
-        "decision_us": {
-            "p50": round(statistics.median(whole), 1),
-            "p99": round(pct(whole, 99), 1),
-            "mean": round(statistics.fmean(whole), 1),
-        },
-        "decision_cpu_us": {
-            "p50": round(statistics.median(whole_cpu), 1),
-            "p99": round(pct(whole_cpu, 99), 1),
-        },
-        "decision_cold_cpu_us": {
-            "p50": round(statistics.median(cold_cpu), 1),
-            "p99": round(pct(cold_cpu, 99), 1),
-        },
+        "decision_us": _quantiles(whole, mean=True),
+        "decision_cpu_us": _quantiles(whole_cpu),
+        "decision_cold_cpu_us": _quantiles(cold_cpu),
         "load_average": list(os.getloadavg()),
-        "decision_cold_us": {
-            "p50": round(statistics.median(cold), 1),
-            "p99": round(pct(cold, 99), 1),
-            "mean": round(statistics.fmean(cold), 1),
-        },
-        "normalize_us": {
-            "p50": round(statistics.median(normalize), 1),
-            "p99": round(pct(normalize, 99), 1),
-        },
-        "cedar_us": {
-            "p50": round(statistics.median(cedar), 1),
-            "p99": round(pct(cedar, 99), 1),
-            "calls": len(cedar),
-        },
+        "decision_cold_us": _quantiles(cold, mean=True),
+        "normalize_us": _quantiles(normalize),
+        "cedar_us": {**_quantiles(cedar), "calls": len(cedar)},
         "cedar_calls_per_decision": round(statistics.fmean(requests_per), 2),
         "by_action_us": {
             a: {"n": len(xs), "p50": round(statistics.median(xs), 1), "p99": round(pct(xs, 99), 1)}

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.client import Client
-from tenantry.settings import load
+from tenantry.client.sync import Client
+from tenantry.core.settings import load
 
 RPC_LINE = re.compile(r"^\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)")
 
@@ -86,6 +86,28 @@ async def agent_loop(k: int, duration: float, check: Any) -> tuple[int, list[flo
     return n, lat
 
 
+async def measure(
+    mode: str, k: int, duration: float, check: Any, stale: list[float] | None = None
+) -> dict[str, Any]:
+    """``k`` agents running ``check`` for ``duration`` seconds, the staleness of what they
+    were told (``stale``; None: always fresh), and the scheduler RPCs it cost."""
+    sdiag_reset()
+    t0 = time.monotonic()
+    results = await asyncio.gather(*(agent_loop(i, duration, check) for i in range(k)))
+    wall = time.monotonic() - t0
+    counts = sdiag_rpcs()
+    lat = [x for _, ls in results for x in ls]
+    return {
+        "mode": mode,
+        "k": k,
+        "checks": sum(n for n, _ in results),
+        "checks_per_s": round(sum(n for n, _ in results) / wall, 2),
+        "p50_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
+        "max_staleness_s": 0.0 if stale is None else round(max(stale), 2) if stale else None,
+        **summarize(counts, wall),
+    }
+
+
 async def run_direct(k: int, duration: float, backend_ids: list[str]) -> dict[str, Any]:
     squeue = shutil.which("squeue") or "squeue"
 
@@ -100,21 +122,7 @@ async def run_direct(k: int, duration: float, backend_ids: list[str]) -> dict[st
         )
         await proc.wait()
 
-    sdiag_reset()
-    t0 = time.monotonic()
-    results = await asyncio.gather(*(agent_loop(i, duration, check) for i in range(k)))
-    wall = time.monotonic() - t0
-    counts = sdiag_rpcs()
-    lat = [x for _, ls in results for x in ls]
-    return {
-        "mode": "direct",
-        "k": k,
-        "checks": sum(n for n, _ in results),
-        "checks_per_s": round(sum(n for n, _ in results) / wall, 2),
-        "p50_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
-        "max_staleness_s": 0.0,
-        **summarize(counts, wall),
-    }
+    return await measure("direct", k, duration, check)
 
 
 async def run_idle(duration: float) -> dict[str, Any]:
@@ -145,21 +153,7 @@ async def run_tenantry(
         )
         stale.append(float(res["jobs"][0]["staleness_s"]))
 
-    sdiag_reset()
-    t0 = time.monotonic()
-    results = await asyncio.gather(*(agent_loop(i, duration, check) for i in range(k)))
-    wall = time.monotonic() - t0
-    counts = sdiag_rpcs()
-    lat = [x for _, ls in results for x in ls]
-    return {
-        "mode": "tenantry",
-        "k": k,
-        "checks": sum(n for n, _ in results),
-        "checks_per_s": round(sum(n for n, _ in results) / wall, 2),
-        "p50_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
-        "max_staleness_s": round(max(stale), 2) if stale else None,
-        **summarize(counts, wall),
-    }
+    return await measure("tenantry", k, duration, check, stale)
 
 
 def start_daemon(state: str) -> tuple[subprocess.Popen[bytes], Any]:

@@ -47,8 +47,8 @@ def main() -> int:
         proj.mkdir()
         cwd = str(proj)
         subprocess.run([*tenantry, "sessions"], env=env, check=True, capture_output=True)
-        from tenantry.sandbox import profile
-        from tenantry.sandbox.bwrap import find_bwrap
+        from tenantry.safety.sandbox import profile
+        from tenantry.safety.sandbox.bwrap import find_bwrap
 
         paths = profile.SessionPaths(
             home=os.path.expanduser("~"),

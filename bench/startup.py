@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import bench_env, serve
+from _common import child_cpu as _cpu
+from tenantry.client.mcp_hello import after_initialize, initialize
+
 PY = sys.executable
 PAYLOAD = json.dumps(
     {
@@ -63,11 +64,6 @@ if b"chunked" not in head.lower():
 """
 
 
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def run(argv: list[str], env: dict[str, str], n: int, stdin: str = "") -> tuple[float, float]:
     """(median wall ms, median CPU ms) of a process run to exit."""
     walls, cpus = [], []
@@ -81,20 +77,8 @@ def run(argv: list[str], env: dict[str, str], n: int, stdin: str = "") -> tuple[
 
 def mcp_first_answers(env: dict[str, str], n: int) -> tuple[float, float]:
     """(median ms to the initialize answer, median ms to the tools/list answer)."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"},
-        },
-    }
-    rest = [
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]
+    init = initialize("bench")
+    rest = after_initialize()
     t_init, t_list = [], []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -117,20 +101,10 @@ def mcp_first_answers(env: dict[str, str], n: int) -> tuple[float, float]:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    state = tempfile.mkdtemp(prefix="tnt-bench-")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "TENANTRY_"))},
-        "PYTHONPATH": str(ROOT / "src"),
-        "TENANTRY_STATE_DIR": state,
-        "TENANTRY_SOCKET": f"{state}/sock",
-    }
-    daemon = subprocess.Popen(
-        [PY, "-m", "tenantry", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    env = bench_env(
+        {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "TENANTRY_"))}
     )
+    daemon = serve(env)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # until the daemon answers

@@ -7,12 +7,52 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tenantry.core.models import Job, JobState, Principal
+
+
+def new_job(who: Principal, **fields: Any) -> Job:
+    """A job record as the journal first holds it (pending, nothing handed yet)."""
+    now = time.time()
+    base: dict[str, Any] = {
+        "id": "",
+        "backend": "local",
+        "backend_id": "",
+        "state": JobState.PENDING,
+        "principal": who.key,
+        "uid": who.uid,
+        "name": "job",
+        "submitted_at": now,
+        "updated_at": now,
+    }
+    return Job(**{**base, **fields})
+
+
+def run_tenantry(
+    *args: str,
+    env: dict[str, str],
+    cwd: Path | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+    module: str = "tenantry",
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tenantry ARGS`` (or another module) to its end, text output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def slurm_up() -> bool:

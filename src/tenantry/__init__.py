@@ -11,8 +11,8 @@ import importlib
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the client path avoids importing typing
 if TYPE_CHECKING:
-    from tenantry.errors import TenantryError
-    from tenantry.models import (
+    from tenantry.core.errors import TenantryError
+    from tenantry.core.models import (
         AgentProduct,
         CommandResult,
         CommandSpec,
@@ -26,15 +26,15 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
-    "TenantryError": "tenantry.errors",
-    "AgentProduct": "tenantry.models",
-    "CommandResult": "tenantry.models",
-    "CommandSpec": "tenantry.models",
-    "Job": "tenantry.models",
-    "JobSpec": "tenantry.models",
-    "JobState": "tenantry.models",
-    "Principal": "tenantry.models",
-    "Resources": "tenantry.models",
+    "TenantryError": "tenantry.core.errors",
+    "AgentProduct": "tenantry.core.models",
+    "CommandResult": "tenantry.core.models",
+    "CommandSpec": "tenantry.core.models",
+    "Job": "tenantry.core.models",
+    "JobSpec": "tenantry.core.models",
+    "JobState": "tenantry.core.models",
+    "Principal": "tenantry.core.models",
+    "Resources": "tenantry.core.models",
 }
 
 __all__ = [

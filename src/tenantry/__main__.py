@@ -1,3 +1,3 @@
-from tenantry.cli import main
+from tenantry.cli.main import main
 
 raise SystemExit(main())

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-import tenantry.audit as audit_pkg
-from tenantry.audit.chain import HEAD_NAME, LOG_NAME, ChainWriter, load_key, verify
-from tenantry.audit.cli import parse_since
-from tenantry.audit.component import AuditLog
-from tenantry.events import Bus, Event, EventType
-from tenantry.gateway.runtime import Runtime
-from tenantry.models import AgentProduct, Principal
-from tenantry.settings import load
+import tenantry.safety.audit as audit_pkg
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
+from tenantry.safety.audit.chain import HEAD_NAME, LOG_NAME, ChainWriter, load_key, verify
+from tenantry.safety.audit.cli import parse_since
+from tenantry.safety.audit.component import AuditLog
+from tenantry.service.runtime import Runtime
 
 
 def write_log(d: Path, n: int = 5, key: bytes | None = b"k" * 32) -> None:
@@ -63,7 +63,7 @@ def test_edit_is_detected(tmp_path: Path) -> None:
 def test_edit_with_recomputed_plain_hash_is_detected_by_hmac(tmp_path: Path) -> None:
     import hashlib
 
-    from tenantry.audit.chain import canonical
+    from tenantry.safety.audit.chain import canonical
 
     write_log(tmp_path)
     ls = lines(tmp_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.audit.chain import HEAD_NAME, LOG_NAME, ChainWriter, load_key, verify
+from tenantry.safety.audit.chain import HEAD_NAME, LOG_NAME, ChainWriter, load_key, verify
 
 KEY = b"k" * 32
 
@@ -114,12 +114,12 @@ def test_full_disk_refuses_then_recovers_and_verify_says_write_failure(tmp_path:
 async def test_gate_refuses_an_action_that_cannot_be_recorded_then_recovers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tenantry.audit.component import AuditLog
-    from tenantry.errors import AuditUnavailable
-    from tenantry.events import Bus
-    from tenantry.gateway.runtime import Runtime
-    from tenantry.models import AgentProduct, Principal
-    from tenantry.settings import load
+    from tenantry.core.errors import AuditUnavailable
+    from tenantry.core.events import Bus
+    from tenantry.core.models import AgentProduct, Principal
+    from tenantry.core.settings import load
+    from tenantry.safety.audit.component import AuditLog
+    from tenantry.service.runtime import Runtime
 
     settings = load(env={}, overrides={"state_dir": str(tmp_path)})
     rt = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-import tenantry.budgets as budgets_pkg
-from tenantry.budgets.config import load as load_config
-from tenantry.budgets.config import parse
-from tenantry.budgets.service import BudgetService, amounts_for, array_tasks
-from tenantry.budgets.windows import bounds
-from tenantry.errors import BudgetExceeded, UsageError
-from tenantry.events import Bus, Event, EventType
-from tenantry.gateway.runtime import Runtime
-from tenantry.models import AgentProduct, Principal
-from tenantry.settings import load
+import tenantry.safety.budgets as budgets_pkg
+from tenantry.core.errors import BudgetExceeded, UsageError
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
+from tenantry.safety.budgets.config import load as load_config
+from tenantry.safety.budgets.config import parse
+from tenantry.safety.budgets.service import BudgetService, amounts_for, array_tasks
+from tenantry.safety.budgets.windows import bounds
+from tenantry.service.runtime import Runtime
 
 AGENT = Principal(uid=1, user="alice", agent=AgentProduct.CODEX, session="s1")
 SIBLING = Principal(uid=1, user="alice", agent=AgentProduct.CLAUDE_CODE, session="s2")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import BudgetExceeded
+from tenantry.core.errors import BudgetExceeded
 
 BUDGETS = """
 replace_defaults = true

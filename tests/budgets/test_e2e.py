@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import BudgetExceeded
+from tenantry.core.errors import BudgetExceeded
 
 BUDGETS = """
 warn_fraction = 0.6

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.errors import PolicyDenied, UsageError
-from tenantry.models import CommandSpec, Resources
+from tenantry.core.errors import PolicyDenied, UsageError
+from tenantry.core.models import CommandSpec, Resources
+from tenantry.core.settings import Settings, load
 from tenantry.service.placement import Placement, place
-from tenantry.settings import Settings, load
 
 
 def settings(policy: str = "auto", allowed: str | None = None) -> Settings:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import PolicyDenied
+from tenantry.core.errors import PolicyDenied
 
 # the user's own narrowing rule: it can only hold if context.where is the real location
 NO_PYTHON_ON_LOGIN = """

@@ -6,8 +6,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from tenantry.models import CommandSpec, Principal
-from tenantry.runner import LocalRunner
+from tenantry.commands.runner import LocalRunner
+from tenantry.core.models import CommandSpec, Principal
 
 ME = Principal(1000, "alice")
 BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<{s}: pass\n"

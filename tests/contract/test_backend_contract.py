@@ -19,9 +19,9 @@ from tenantry.backends.base import Backend, JobUpdate
 from tenantry.backends.fake import FakeBackend
 from tenantry.backends.local import LocalBackend
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.errors import NotFound
-from tenantry.models import AgentProduct, JobSpec, JobState, Principal, Resources
-from tenantry.settings import load
+from tenantry.core.errors import NotFound
+from tenantry.core.models import AgentProduct, JobSpec, JobState, Principal, Resources
+from tenantry.core.settings import load
 
 ALICE = Principal(uid=0, user="alice", agent=AgentProduct.CODEX, session="contract")
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import StoreError
+from tenantry.core.errors import StoreError
 from tenantry.store.db import Database, load_migrations
 
 Migration = tuple[int, str, str]
@@ -44,8 +44,8 @@ CONCEPT_MIGRATIONS = (
     "tenantry.memory",
     "tenantry.index",
     "tenantry.leases",
-    "tenantry.budgets",
-    "tenantry.kill",
+    "tenantry.safety.budgets",
+    "tenantry.safety.kill",
 )
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from tenantry import attribution
-from tenantry.models import AgentProduct, Principal
+from tenantry.core import attribution
+from tenantry.core.models import AgentProduct, Principal
 
 
 def test_roundtrip_with_awkward_values() -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.client import socket_answers
+from tenantry.client.sync import socket_answers
+
+from ..conftest import run_tenantry
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -33,14 +35,7 @@ def _env(state: Path) -> dict[str, str]:
 
 
 def cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tenantry", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_tenantry(*args, env=env, cwd=cwd)
 
 
 @pytest.fixture

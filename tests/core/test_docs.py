@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.cli import build_parser
+from tenantry.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,8 @@ def test_help_runs(name: str) -> None:
 
 def test_client_path_imports_only_the_standard_library() -> None:
     code = (
-        "import sys; import tenantry.cli; tenantry.cli.build_parser(); import tenantry.client\n"
+        "import sys; import tenantry.cli.main; tenantry.cli.main.build_parser()\n"
+        "import tenantry.client.sync\n"
         "heavy = [m for m in ('starlette','uvicorn','mcp','polars','pydantic','rich','cedarpy',"
         "'tree_sitter','watchdog','httpx') if m in sys.modules]\n"
         "print(','.join(heavy))"
@@ -81,7 +82,7 @@ def test_command_table_matches_registrations() -> None:
     import argparse
     import importlib
 
-    from tenantry.cli import COMMANDS, EXTENSIONS, command_of
+    from tenantry.cli.main import COMMANDS, EXTENSIONS, command_of
 
     for module in EXTENSIONS:
         parser = argparse.ArgumentParser()

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.models import AgentProduct
-from tenantry.principal import client_claims, detect_agent
+from tenantry.client.principal import client_claims, detect_agent
+from tenantry.core.models import AgentProduct
 
 
 @pytest.mark.parametrize(

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from tenantry.audit.component import AuditLog
 from tenantry.backends.fake import FakeBackend
-from tenantry.budgets.service import BudgetService
-from tenantry.events import Bus
+from tenantry.commands.runner import LocalRunner
+from tenantry.core.events import Bus
+from tenantry.core.models import Principal
+from tenantry.core.settings import load
 from tenantry.gateway.app import open_runtime
-from tenantry.kill.component import KillSwitch
 from tenantry.leases.manager import LeaseManager
 from tenantry.memory.component import MemoryService
-from tenantry.models import Principal
-from tenantry.policy.component import PolicyService
-from tenantry.runner import LocalRunner
+from tenantry.safety.audit.component import AuditLog
+from tenantry.safety.budgets.service import BudgetService
+from tenantry.safety.kill.component import KillSwitch
+from tenantry.safety.policy.component import PolicyService
 from tenantry.service.runtime import Runtime
-from tenantry.settings import load
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry import errors
-from tenantry.settings import DECLARED, Settings, load
+from tenantry.core import errors
+from tenantry.core.settings import DECLARED, Settings, load
 
 
 def test_every_declared_setting_is_a_field() -> None:

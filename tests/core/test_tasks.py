@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from tenantry import tasks
-from tenantry.tasks import TaskGroup
+from tenantry.core import tasks
+from tenantry.core.tasks import TaskGroup
 
 
 async def test_a_failed_task_makes_its_component_unhealthy(

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.errors import UsageError
-from tenantry.units import format_duration, parse_mem_mb, parse_time_s
+from tenantry.core.errors import UsageError
+from tenantry.core.units import format_duration, parse_mem_mb, parse_time_s
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tenantry.errors import TenantryError
+from tenantry.core.errors import TenantryError
 
 gw: Any = sys.modules["_tenantry_gateway_test_helpers"]  # loaded by tests/conftest.py
 

@@ -6,16 +6,17 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tenantry.errors import StoreError
-from tenantry.events import Event, EventType
-from tenantry.models import Job, JobSpec, JobState, Principal
+from tenantry.core.errors import StoreError
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import Job, JobSpec, Principal
 from tenantry.store.journal import Journal
+
+from ..conftest import new_job
 
 ME = Principal(1000, "alice")
 
@@ -40,18 +41,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _job(n: int) -> tuple[Job, JobSpec]:
-    now = time.time()
-    job = Job(
-        id="",
-        backend="local",
-        backend_id="",
-        state=JobState.PENDING,
-        principal=ME.key,
-        uid=ME.uid,
-        name=f"j{n}",
-        submitted_at=now,
-        updated_at=now,
-    )
+    job = new_job(ME, name=f"j{n}")
     spec = JobSpec(script="/w/j.sh", script_text="#!/bin/sh\n" + "x" * 2000, cwd="/w")
     return job, spec
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenantry.gateway.app import OP_MODULES
-from tenantry.ops import REGISTRY
+from tenantry.service.ops import REGISTRY
 
 ITERATIONS = int(os.environ.get("TENANTRY_FAULT_ITERATIONS", "2"))  # full run: 20
 REQUESTS = ITERATIONS * 1000

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import TenantryError
+from tenantry.core.errors import TenantryError
 
 ITERATIONS = int(os.environ.get("TENANTRY_FAULT_ITERATIONS", "2"))  # full run: 20
 gw: Any = sys.modules["_tenantry_gateway_test_helpers"]  # loaded by tests/conftest.py

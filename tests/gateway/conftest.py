@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult, TextContent
 
-from tenantry.client import Client, socket_answers
-from tenantry.settings import Settings, load
+from tenantry.client.sync import Client, socket_answers
+from tenantry.core.settings import Settings, load
 
 
 def mcp_text(result: CallToolResult) -> str:

@@ -291,9 +291,9 @@ def test_client_reports_unreadable_socket(daemon: Daemon, tmp_path: Path) -> Non
     """The client turns EACCES into a clear PermissionDenied."""
     import pytest
 
-    from tenantry.client import Client
-    from tenantry.errors import PermissionDenied
-    from tenantry.settings import load
+    from tenantry.client.sync import Client
+    from tenantry.core.errors import PermissionDenied
+    from tenantry.core.settings import load
 
     if os.getuid() == 0:
         # root bypasses file modes; exercise the client's mapping directly instead

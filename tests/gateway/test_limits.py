@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 
 
 def _raw(path: str, data: bytes, read: bool = True) -> bytes:

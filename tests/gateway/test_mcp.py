@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 from mcp_types import TextContent
 
+from tenantry.client.mcp_hello import initialize
 from tenantry.gateway.mcp import build_server
 
 from .conftest import Daemon, mcp_text
@@ -122,16 +123,7 @@ async def test_every_tool(daemon: Daemon, tmp_path: Path) -> None:
 
 def test_mcp_stdio_starts_within_a_second(daemon: Daemon) -> None:
     """Time from spawn to the initialize response over real stdio."""
-    req = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
+    req = initialize("t")
     t0 = time.monotonic()
     p = subprocess.Popen(
         [sys.executable, "-m", "tenantry", "mcp"],

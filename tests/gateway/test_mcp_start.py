@@ -35,7 +35,7 @@ def _sdk_initialize(version: str, tmp_path: Path) -> dict[str, Any]:
     """The official SDK's own answer: its stdio loop, without the fast start."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "TENANTRY_SOCKET": str(tmp_path / "none")}
     code = (
-        "from tenantry.gateway.mcp_stdio import run_stdio; from tenantry.settings import load;"
+        "from tenantry.gateway.mcp_stdio import run_stdio; from tenantry.core.settings import load;"
         "run_stdio(load())"
     )
     r = subprocess.run(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.guard.injection import find_injections
+from tenantry.safety.guard.injection import find_injections
 
 MISSED_BEFORE = [
     # fake notices and operator overrides

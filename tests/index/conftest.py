@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from tenantry.events import Bus
-from tenantry.gateway.runtime import Runtime
+from tenantry.core.events import Bus
+from tenantry.core.models import Principal
+from tenantry.core.settings import load
 from tenantry.index.changes import ManualSource
 from tenantry.index.component import IndexService
 from tenantry.index.grep import GrepSpec
 from tenantry.index.grep import grep as index_grep
 from tenantry.index.query import FindFilter, find
-from tenantry.models import Principal
-from tenantry.ops import OpContext
-from tenantry.settings import load
+from tenantry.service.ops import OpContext
+from tenantry.service.runtime import Runtime
 
 RG = shutil.which("rg")
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (apt-get install ripgrep) is needed")

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from tenantry import cli
+import tenantry.cli.main as cli
+from tenantry.core.models import Principal
 from tenantry.index import cli as index_cli
 from tenantry.index import ops as index_ops
 from tenantry.index.component import IndexService
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY, OpContext
+from tenantry.service.ops import REGISTRY, OpContext
 
 from .conftest import make_tree, needs_rg, real_find, rg, runtime
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.events import Event, EventType
+from tenantry.core.events import Event, EventType
 from tenantry.index.component import IndexService
 from tenantry.index.grep import GrepSpec
 
@@ -131,20 +131,29 @@ def mutate(root: Path, step: int, *, in_place: bool = True) -> None:
         fh.write(f"fresh{step}/inner/*.c\n")
 
 
-async def test_crawl_matches_find_and_rg(service: IndexService, tmp_path: Path) -> None:
+async def crawled(service: IndexService, tmp_path: Path, **tree: int) -> Path:
+    """A generated tree under ``tmp_path/ws``, registered and crawled."""
     root = tmp_path / "ws"
-    make_tree(root)
+    make_tree(root, **tree)
     await service.add(str(root), wait=True)
+    return root
+
+
+async def assert_agrees(service: IndexService, root: Path) -> None:
+    """The index answers find and grep as find and rg do."""
     assert await check_find(service, root) == []
     assert await check_grep(service, root) == []
+
+
+async def test_crawl_matches_find_and_rg(service: IndexService, tmp_path: Path) -> None:
+    root = await crawled(service, tmp_path)
+    await assert_agrees(service, root)
 
 
 async def test_watcher_keeps_results_identical_after_mutations(
     service: IndexService, tmp_path: Path
 ) -> None:
-    root = tmp_path / "ws"
-    make_tree(root, seed=11, files=120)
-    await service.add(str(root), wait=True)
+    root = await crawled(service, tmp_path, seed=11, files=120)
     for step in range(2):
         mutate(root, step)
         caught_up = await wait_until(lambda: agrees(service, root), timeout=15)
@@ -155,22 +164,17 @@ async def test_sweep_alone_catches_directory_changes(
     manual_service: IndexService, tmp_path: Path
 ) -> None:
     """No watcher (as on a parallel file system): the directory sweep finds the changes."""
-    root = tmp_path / "ws"
-    make_tree(root, seed=3, files=80)
-    await manual_service.add(str(root), wait=True)
+    root = await crawled(manual_service, tmp_path, seed=3, files=80)
     mutate(root, 0, in_place=False)
     ws = manual_service.resolve(str(root)).ws
     assert await manual_service.sweep(ws) > 0
-    assert await check_find(manual_service, root) == []
-    assert await check_grep(manual_service, root) == []
+    await assert_agrees(manual_service, root)
 
 
 async def test_command_finished_refreshes_its_cwd(
     manual_service: IndexService, tmp_path: Path
 ) -> None:
-    root = tmp_path / "ws"
-    make_tree(root, seed=5, files=60)
-    await manual_service.add(str(root), wait=True)
+    root = await crawled(manual_service, tmp_path, seed=5, files=60)
     mutate(root, 0)  # includes an in-place edit
     event = Event(
         EventType.COMMAND_FINISHED,
@@ -180,8 +184,7 @@ async def test_command_finished_refreshes_its_cwd(
     )
     await manual_service.runtime.bus.publish(event)
     await manual_service.wait_fresh(manual_service.resolve(str(root)))
-    assert await check_find(manual_service, root) == []
-    assert await check_grep(manual_service, root) == []
+    await assert_agrees(manual_service, root)
 
 
 async def test_renames_and_deletes_right_after(service: IndexService, tmp_path: Path) -> None:

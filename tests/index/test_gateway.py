@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tenantry.core.models import Principal
+from tenantry.core.settings import load
 from tenantry.gateway import app
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY, OpContext
-from tenantry.settings import load
+from tenantry.service.ops import REGISTRY, OpContext
 
 
 async def test_command_through_gateway_refreshes_index(

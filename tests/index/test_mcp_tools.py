@@ -9,7 +9,7 @@ from mcp.server.mcpserver import MCPServer
 
 from tenantry.index.mcp_tools import add_tools
 from tenantry.index.ops import MCP_TOOLS
-from tenantry.ops import REGISTRY
+from tenantry.service.ops import REGISTRY
 
 
 class Forwarder:

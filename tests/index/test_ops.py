@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 import tenantry.index
-from tenantry import errors
-from tenantry.events import Event, EventType
+from tenantry.core import errors
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import Principal
 from tenantry.index import ops as index_ops
 from tenantry.index.component import IndexService
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY, OpContext
+from tenantry.service.ops import REGISTRY, OpContext
 
 from .conftest import make_tree, real_find
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.client import socket_answers
+from tenantry.client.sync import socket_answers
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -17,7 +17,7 @@ subprocess.run(["sh", "-c", f"{sys.executable} -m tenantry hook --agent gemini-c
                input=payload, text=True, check=True, capture_output=True)
 # the MCP server is a direct child and is told nothing about the session
 out = subprocess.run([sys.executable, "-c",
-    "import os; from tenantry.integrations.agent_session import lookup;"
+    "import os; from tenantry.agents.agent_session import lookup;"
     "print(lookup(os.environ['TENANTRY_STATE_DIR'] + '/agent-sessions'))"],
     text=True, check=True, capture_output=True).stdout
 print(out.strip())

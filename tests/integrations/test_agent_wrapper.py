@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.errors import UsageError
-from tenantry.integrations.wrapper import MARKER, write_wrappers
+from tenantry.agents.wrapper import MARKER, write_wrappers
+from tenantry.core.errors import UsageError
 
 
 def test_wrapper_execs_tenantry_agent_with_the_real_program(tmp_path: Path) -> None:

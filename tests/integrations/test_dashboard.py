@@ -13,13 +13,13 @@ import httpx
 import pytest
 
 from tenantry.backends.fake import FakeBackend
-from tenantry.events import Bus, Event, EventType
-from tenantry.gateway.dashboard import COOKIE, TOKEN_FILE, ensure_token, http_app
-from tenantry.gateway.runtime import Runtime
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
+from tenantry.gateway.dashboard.routes import COOKIE, TOKEN_FILE, ensure_token, http_app
+from tenantry.gateway.metrics import Metrics, create
 from tenantry.gateway.svg import bars, nice_max
-from tenantry.integrations.metrics import Metrics, create
-from tenantry.models import AgentProduct, Principal
-from tenantry.settings import load
+from tenantry.service.runtime import Runtime
 from tenantry.store.journal import Journal
 
 ALICE = Principal(1000, "alice", AgentProduct.CLAUDE_CODE, "sess-aaaa1111", "login1", "chem")
@@ -319,7 +319,7 @@ def test_svg_chart_escapes_and_scales() -> None:
 
 
 async def test_report_page_uses_the_report_op(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tenantry.ops import REGISTRY, Op
+    from tenantry.service.ops import REGISTRY, Op
 
     calls: list[dict[str, Any]] = []
 
@@ -385,7 +385,7 @@ async def test_a_held_action_is_approved_from_the_dashboard(state_dir: str) -> N
     import pwd
 
     from tenantry.gateway.app import open_runtime
-    from tenantry.policy.component import PolicyService
+    from tenantry.safety.policy.component import PolicyService
 
     settings = load(env={}, overrides={"state_dir": state_dir, "socket": f"{state_dir}/sock"})
     async with open_runtime(settings, FakeBackend()) as full:

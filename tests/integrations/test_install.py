@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tenantry import errors
-from tenantry.integrations import files, installer
-from tenantry.integrations.agents.common import Target
-from tenantry.integrations.files import BEGIN, END
+from tenantry.agents import files, installer
+from tenantry.agents.files import BEGIN, END
+from tenantry.agents.products.common import Target
+from tenantry.core import errors
+
+from ..conftest import run_tenantry
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 EXE = ("/opt/tenantry/bin/tenantry",)
@@ -62,6 +63,16 @@ def rules_block(path: Path) -> str:
     text = path.read_text()
     assert text.count(BEGIN) == 1 and text.count(END) == 1
     return text[text.index(BEGIN) : text.index(END)]
+
+
+def in_scope(t: Any, scope: str, project: str, user: str, system: str) -> Path:
+    """The path an install of ``scope`` writes: under the project, the home or the root."""
+    paths: dict[str, Path] = {
+        "project": t.project / project,
+        "user": t.home / user,
+        "system": t.root / system,
+    }
+    return paths[scope]
 
 
 # --- Claude Code -----------------------------------------------------------------
@@ -155,11 +166,7 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TENANTRY_STATE_DIR", "/srv/state")
     monkeypatch.setenv("TENANTRY_SOCKET", "/run/t/sock")
     t = tgt(scope)
-    d = {
-        "project": t.project / ".codex",
-        "user": t.home / ".codex",
-        "system": t.root / "etc/codex",
-    }[scope]
+    d = in_scope(t, scope, ".codex", ".codex", "etc/codex")
     d.mkdir(parents=True, exist_ok=True)
     user_toml = "\n".join(
         [
@@ -183,6 +190,8 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"XDG_RUNTIME_DIR", "TENANTRY_SOCKET"} <= set(server["env_vars"])
     pinned = {"TENANTRY_SOCKET": "/run/t/sock", "TENANTRY_STATE_DIR": "/srv/state"}
     assert server["env"] == {"TENANTRY_AGENT": "codex", **(pinned if scope == "user" else {})}
+    # a loaded login node may take longer than Codex's 10 s default to start the server
+    assert server["startup_timeout_sec"] >= 30
     assert cfg["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     hooks = js(d / "hooks.json")["hooks"]
     assert ours(hooks["PreToolUse"], "codex")[0]["matcher"] == "Bash"
@@ -205,11 +214,9 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("scope", ["project", "user", "system"])
 def test_gemini_cli(tgt: Any, scope: str) -> None:
     t = tgt(scope)
-    settings = {
-        "project": t.project / ".gemini/settings.json",
-        "user": t.home / ".gemini/settings.json",
-        "system": t.root / "etc/gemini-cli/settings.json",
-    }[scope]
+    settings = in_scope(
+        t, scope, ".gemini/settings.json", ".gemini/settings.json", "etc/gemini-cli/settings.json"
+    )
     install("gemini-cli", t)
     s = js(settings)
     server = s["mcpServers"]["tenantry"]
@@ -275,11 +282,7 @@ def test_opencode_refuses_system(tgt: Any) -> None:
 @pytest.mark.parametrize("scope", ["project", "user", "system"])
 def test_cursor(tgt: Any, scope: str) -> None:
     t = tgt(scope)
-    d = {
-        "project": t.project / ".cursor",
-        "user": t.home / ".cursor",
-        "system": t.root / "etc/cursor",
-    }[scope]
+    d = in_scope(t, scope, ".cursor", ".cursor", "etc/cursor")
     d.mkdir(parents=True, exist_ok=True)
     (d / "hooks.json").write_text(
         json.dumps({"version": 1, "hooks": {"afterFileEdit": [{"command": "./fmt.sh"}]}})
@@ -397,14 +400,7 @@ def run_cli(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[st
         "PYTHONPATH": str(SRC),
         "TENANTRY_STATE_DIR": str(home.parent / "state"),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "tenantry", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-    )
+    return run_tenantry(*args, env=env, cwd=cwd)
 
 
 def test_cli_dry_run_diff_then_apply_then_noop(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from tests.agents.harness import reap
 
-from tenantry.integrations import files, installer
-from tenantry.integrations.agents.common import Target
+from tenantry.agents import files, installer
+from tenantry.agents.products.common import Target
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import UsageError
-from tenantry.events import Bus, Event, EventType
-from tenantry.integrations import ops
-from tenantry.models import AgentProduct, Principal
-from tenantry.ops import REGISTRY, OpContext
+from tenantry.agents import ops
+from tenantry.core.errors import UsageError
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.service.ops import REGISTRY, OpContext
 
 
 class _Rt:

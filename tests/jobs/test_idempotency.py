@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from tenantry.backends.local import LocalBackend
-from tenantry.client import Client, socket_answers
+from tenantry.client.sync import Client, socket_answers
+from tenantry.core.models import AgentProduct, JobSpec, JobState, Principal
+from tenantry.core.settings import Settings, load
 from tenantry.gateway.app import open_runtime
 from tenantry.jobs.service import JobService
-from tenantry.models import AgentProduct, Job, JobSpec, JobState, Principal
-from tenantry.settings import Settings, load
 from tenantry.store.journal import Journal
+
+from ..conftest import new_job
 
 ALICE = Principal(1000, "alice", AgentProduct.CLAUDE_CODE, "s1")
 
@@ -138,17 +140,8 @@ def test_local_backend_is_recoverable(tmp_path: Path) -> None:
 async def test_jobs_of_another_backend_are_never_marked_lost(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     async with open_runtime(settings) as rt:
-        now = time.time()
-        other = Job(
-            id="",
-            backend="slurm",
-            backend_id="4242",
-            state=JobState.RUNNING,
-            principal=ALICE.key,
-            uid=ALICE.uid,
-            name="far",
-            submitted_at=now,
-            updated_at=now,
+        other = new_job(
+            ALICE, backend="slurm", backend_id="4242", state=JobState.RUNNING, name="far"
         )
         spec = JobSpec(script="/w/x.sh", script_text="#!/bin/sh\n", cwd="/w")
         other = await rt.journal.journal_job(other, spec, "h")

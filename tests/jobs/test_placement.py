@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from tenantry.shims.run import dispatch
+from tenantry.agents.shims.run import dispatch
 
 from ..gateway.conftest import wait_for
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.budgets.service import amounts_for
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 from tenantry.jobs.request import JobRequest
+from tenantry.safety.budgets.service import amounts_for
 
 SCRIPT = """#!/bin/bash
 # a comment

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from tenantry.backends.fake import FakeBackend
-from tenantry.errors import BackendUnavailable, NotFound
-from tenantry.events import EventType
+from tenantry.core.errors import BackendUnavailable, NotFound
+from tenantry.core.events import EventType
+from tenantry.core.models import AgentProduct, JobSpec, JobState, Principal, Resources
+from tenantry.core.settings import load
 from tenantry.gateway.app import open_runtime
-from tenantry.gateway.runtime import Runtime
 from tenantry.jobs.service import JobService, spec_hash
-from tenantry.models import AgentProduct, JobSpec, JobState, Principal, Resources
-from tenantry.settings import load
+from tenantry.service.runtime import Runtime
 
 ALICE = Principal(1000, "alice", AgentProduct.CLAUDE_CODE, "s1")
 ALICE2 = Principal(1000, "alice", AgentProduct.CODEX, "s2")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import PermissionDenied, SessionStopped
+from tenantry.core.errors import PermissionDenied, SessionStopped
 
 
 def wait_for(cond: Any, timeout: float = 20.0, what: str = "condition") -> Any:

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 
 from tenantry.backends.fake import FakeBackend
+from tenantry.commands.runner import LocalRunner
 from tenantry.commands.service import CommandService
-from tenantry.errors import Conflict, NotFound, PermissionDenied, SessionStopped
-from tenantry.events import Bus
+from tenantry.core.errors import Conflict, NotFound, PermissionDenied, SessionStopped
+from tenantry.core.events import Bus
+from tenantry.core.models import AgentProduct, CommandSpec, JobSpec, JobState, Principal
+from tenantry.core.settings import Settings, load
 from tenantry.gateway.app import open_runtime
-from tenantry.gateway.runtime import Runtime
 from tenantry.jobs.service import JobService
-from tenantry.kill.component import KillSwitch, Stop, principal_from_key
-from tenantry.models import AgentProduct, CommandSpec, JobSpec, JobState, Principal
-from tenantry.ops import REGISTRY, OpContext
-from tenantry.runner import LocalRunner
-from tenantry.settings import Settings, load
+from tenantry.safety.kill.component import KillSwitch, Stop, principal_from_key
+from tenantry.service.ops import REGISTRY, OpContext
+from tenantry.service.runtime import Runtime
 from tenantry.store.journal import Journal
 
 from ..gateway.conftest import remove_state, state_tempdir

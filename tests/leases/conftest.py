@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from tenantry.backends.local import LocalBackend
-from tenantry.events import Bus, Event
+from tenantry.core.events import Bus, Event
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
 from tenantry.leases.manager import LeaseManager
 from tenantry.leases.model import LeaseConfig
-from tenantry.models import AgentProduct, Principal
-from tenantry.settings import load
 
 FAST = {"heartbeat_s": 0.5, "reconnect_grace_s": 5.0, "tick_s": 0.1, "idle_s": 60.0}
 

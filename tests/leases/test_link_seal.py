@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tenantry.errors import PilotProtocolError
-from tenantry.pilot import protocol as p
+from tenantry.core.errors import PilotProtocolError
+from tenantry.leases.pilot import protocol as p
 
 
 def _pair() -> tuple[p.Seal, p.Seal]:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import LeaseCapReached
+from tenantry.core.errors import LeaseCapReached
+from tenantry.core.models import CommandResult, CommandSpec, Principal, Resources
 from tenantry.leases.manager import LeaseManager
-from tenantry.models import CommandResult, CommandSpec, Principal, Resources
-from tenantry.pilot import protocol as p
-from tenantry.pilot.worker import Pilot, PilotConfig
+from tenantry.leases.pilot import protocol as p
+from tenantry.leases.pilot.worker import Pilot, PilotConfig
 
 from .conftest import Collect, Stack, Until
 

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.models import CommandSpec, Principal, Resources
-from tenantry.settings import Settings
+from tenantry.core.models import CommandSpec, Principal, Resources
+from tenantry.core.settings import Settings
 
 from .conftest import Collect, Stack, Until
 

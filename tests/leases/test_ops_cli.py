@@ -9,15 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tenantry.cli import build_parser
+from tenantry.cli.main import build_parser
 from tenantry.commands.service import CommandService
-from tenantry.errors import NotFound
+from tenantry.core.errors import NotFound
+from tenantry.core.models import CommandSpec, Principal
+from tenantry.core.settings import load
 from tenantry.gateway import app
 from tenantry.leases.manager import LeaseManager
-from tenantry.models import CommandSpec, Principal
-from tenantry.ops import REGISTRY, OpContext
+from tenantry.service.ops import REGISTRY, OpContext
 from tenantry.service.runtime import Runtime
-from tenantry.settings import load
 
 from .conftest import Collect, Until
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tenantry.errors import PilotProtocolError
-from tenantry.pilot import protocol as p
+from tenantry.core.errors import PilotProtocolError
+from tenantry.leases.pilot import protocol as p
 
 MESSAGES: list[p.Message] = [
     p.Hello(
@@ -141,7 +141,7 @@ def test_an_unrunnable_run_names_its_command_instead_of_breaking_the_link() -> N
 
     import pytest as _pytest
 
-    from tenantry.pilot import protocol as _p
+    from tenantry.leases.pilot import protocol as _p
 
     line = _json.dumps({"t": "run", "v": 1, "id": "c9", "argv": ["echo", "a\x00b"], "cwd": "/"})
     with _pytest.raises(PilotProtocolError) as info:

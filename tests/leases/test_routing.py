@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
+from tenantry.core.models import CommandSpec, Resources
+from tenantry.core.settings import Settings, load
 from tenantry.leases.routing import route
-from tenantry.models import CommandSpec, Resources
-from tenantry.settings import Settings, load
 
 
 def settings(allowed: str = "") -> Settings:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenantry.pilot.worker import Pilot, PilotConfig
+from tenantry.leases.pilot.worker import Pilot, PilotConfig
 
 ALLOCATION = {
     "PATH": "/usr/bin",

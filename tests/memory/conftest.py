@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tenantry.events import Bus
-from tenantry.gateway.runtime import Runtime
+from tenantry.core.events import Bus
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
 from tenantry.memory import FakeProber, MemoryService, PartitionInfo
-from tenantry.models import AgentProduct, Principal
-from tenantry.settings import load
+from tenantry.service.runtime import Runtime
 
 
 def principal(

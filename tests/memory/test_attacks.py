@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.client import Client
+from tenantry.client.sync import Client
 
 _gw: Any = __import__("sys").modules["_tenantry_gateway_test_helpers"]  # tests/conftest.py
 

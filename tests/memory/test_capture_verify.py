@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tenantry.events import Event, EventType
-from tenantry.gateway.runtime import Runtime
+from tenantry.core.events import Event, EventType
 from tenantry.memory import (
     FakeProber,
     Kind,
@@ -17,6 +16,7 @@ from tenantry.memory import (
     Trust,
 )
 from tenantry.memory.capture import Capture, is_variant, program
+from tenantry.service.runtime import Runtime
 
 from .conftest import principal
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 from tenantry.memory import Kind, MemoryService, Scope, Status, Trust
 
 from .conftest import principal
@@ -30,9 +30,9 @@ async def test_staff_round_trip_keeps_everything(service: MemoryService, tmp_pat
     runtime = service.runtime
     other_state = runtime.settings.state_path / "copy"
     other_state.mkdir()
-    from tenantry.events import Bus
-    from tenantry.gateway.runtime import Runtime
-    from tenantry.settings import load
+    from tenantry.core.events import Bus
+    from tenantry.core.settings import load
+    from tenantry.service.runtime import Runtime
 
     settings = load(env={}, overrides={"state_dir": str(other_state), "memory_staff": "ops"})
     copy = MemoryService(Runtime(settings, journal=None, bus=Bus(), backend=None))  # type: ignore[arg-type]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tenantry.client import Client
-from tenantry.settings import load
+from tenantry.client.sync import Client
+from tenantry.core.settings import load
 
 AGENT = {"TENANTRY_AGENT": "claude-code", "TENANTRY_SESSION": "e2e-1"}
 

@@ -8,10 +8,10 @@ import sys
 import pytest
 
 import tenantry.memory as memory
-from tenantry.errors import PermissionDenied, UsageError
-from tenantry.gateway.runtime import Runtime
+from tenantry.core.errors import PermissionDenied, UsageError
 from tenantry.memory import MemoryService, ops
-from tenantry.ops import REGISTRY, OpContext
+from tenantry.service.ops import REGISTRY, OpContext
+from tenantry.service.runtime import Runtime
 
 from .conftest import principal
 

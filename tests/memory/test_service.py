@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.errors import Conflict, NotFound, PermissionDenied, UsageError
+from tenantry.core.errors import Conflict, NotFound, PermissionDenied, UsageError
 from tenantry.memory import Kind, MemoryService, Scope, Source, Status, Trust
 
 from .conftest import principal

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.models import AgentProduct, Principal
-from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
 
 HERE = Path(__file__).parent
 FACTS = HERE / "facts.json"

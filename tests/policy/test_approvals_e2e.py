@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import ApprovalRequired, PermissionDenied, PolicyDenied
+from tenantry.core.errors import ApprovalRequired, PermissionDenied, PolicyDenied
 
 
 def hook_write(client: Any, path: Path) -> list[dict[str, Any]]:

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import PolicyDenied, UsageError
-from tenantry.events import Bus, Event, EventType
-from tenantry.gateway.runtime import Runtime
-from tenantry.models import AgentProduct, Principal
-from tenantry.ops import OpContext
-from tenantry.policy import ops as policy_ops
-from tenantry.policy.component import PolicyService, create
-from tenantry.settings import load
+from tenantry.core.errors import PolicyDenied, UsageError
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
+from tenantry.safety.policy import ops as policy_ops
+from tenantry.safety.policy.component import PolicyService, create
+from tenantry.service.ops import OpContext
+from tenantry.service.runtime import Runtime
 
 
 def runtime(state: Path, **env: str) -> tuple[Runtime, list[Event]]:

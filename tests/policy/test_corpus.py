@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.cli import main
-from tenantry.policy.cases import load_cases
+from tenantry.cli.main import main
+from tenantry.safety.policy.cases import load_cases
 
 from .conftest import CASES, FACTS
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.errors import PolicyInvalid
-from tenantry.models import Principal
-from tenantry.policy.cases import case_params, case_principal, load_cases
-from tenantry.policy.engine import Engine, baseline_text
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
+from tenantry.core.errors import PolicyInvalid
+from tenantry.core.models import Principal
+from tenantry.safety.policy.cases import case_params, case_principal, load_cases
+from tenantry.safety.policy.engine import Engine, baseline_text
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
 
 from .conftest import CASES, CWD
 
@@ -100,7 +100,7 @@ when { resource.gpus * 9223372036854775807 > 1000 };
 def test_normalizer_bug_denies(
     facts: Facts, agent: Principal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tenantry.policy.judge as judge_mod
+    import tenantry.safety.policy.judge as judge_mod
 
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("bug")
@@ -162,12 +162,12 @@ def test_package_exports() -> None:
     import subprocess
     import sys
 
-    import tenantry.policy as pkg
+    import tenantry.safety.policy as pkg
 
     for name in pkg.__all__:
         assert getattr(pkg, name).__name__ == name
     code = (
-        "import sys, tenantry.policy.cli\n"
+        "import sys, tenantry.safety.policy.cli\n"
         "print('cedarpy' in sys.modules, 'tree_sitter' in sys.modules)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)

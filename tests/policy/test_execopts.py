@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.models import Principal
-from tenantry.policy.engine import Engine
-from tenantry.policy.execopts import embedded
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
+from tenantry.core.models import Principal
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.execopts import embedded
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
 
 CWD = "/home/alice/proj"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.backends.fake import FakeBackend
-from tenantry.events import Bus
-from tenantry.gateway.runtime import Runtime
-from tenantry.policy.component import create
-from tenantry.settings import load
+from tenantry.core.events import Bus
+from tenantry.core.settings import load
+from tenantry.safety.policy.component import create
+from tenantry.service.runtime import Runtime
 
 
 class GrowingCluster(FakeBackend):

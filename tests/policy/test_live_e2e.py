@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
-from tenantry.errors import PolicyDenied
+from tenantry.core.errors import PolicyDenied
 from tenantry.gateway.mcp import build_server
 
 FACTS = json.dumps({"tiers": {"*/*/ro-*": "read-only"}})

@@ -12,12 +12,12 @@ import re
 
 import pytest
 
+from tenantry.core.models import Principal
 from tenantry.gateway.app import OP_MODULES
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY
-from tenantry.policy.engine import baseline_text
-from tenantry.policy.judge import Judge
-from tenantry.policy.schema import ACTIONS
+from tenantry.safety.policy.engine import baseline_text
+from tenantry.safety.policy.judge import Judge
+from tenantry.safety.policy.schema import ACTIONS
+from tenantry.service.ops import REGISTRY
 
 
 def _op_actions() -> dict[str, str]:

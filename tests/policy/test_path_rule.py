@@ -9,8 +9,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from tenantry.models import Principal
-from tenantry.policy.judge import Judge
+from tenantry.core.models import Principal
+from tenantry.safety.policy.judge import Judge
 
 CWD = "/home/alice/proj"
 

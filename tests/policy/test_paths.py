@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.policy.paths import PathContext, classify, skeleton
+from tenantry.safety.policy.paths import PathContext, classify, skeleton
 
 CTX = PathContext(cwd="/home/alice/proj", home="/home/alice", user="alice",
                   protected=("/home/alice/.local/state/tenantry",))  # fmt: skip

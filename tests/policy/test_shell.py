@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.policy.shell import join_continuations, parse
-from tenantry.policy.unwrap import analyze_argv, analyze_shell, program_name
+from tenantry.safety.policy.shell import join_continuations, parse
+from tenantry.safety.policy.unwrap import analyze_argv, analyze_shell, program_name
 
 
 def programs(text: str, **kw: object) -> list[str]:
@@ -166,10 +166,10 @@ def test_random_shell_never_breaks_the_normalizer() -> None:
     """Seeded token soup: every input is judged (allow or deny), none crashes."""
     import random
 
-    from tenantry.models import AgentProduct, Principal
-    from tenantry.policy.engine import Engine
-    from tenantry.policy.facts import Facts
-    from tenantry.policy.judge import Judge
+    from tenantry.core.models import AgentProduct, Principal
+    from tenantry.safety.policy.engine import Engine
+    from tenantry.safety.policy.facts import Facts
+    from tenantry.safety.policy.judge import Judge
 
     from .conftest import FACTS
 

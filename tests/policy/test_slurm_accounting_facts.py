@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.models import Principal
-from tenantry.policy import slurmfacts as sf
-from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
+from tenantry.core.models import Principal
+from tenantry.safety.policy import slurmfacts as sf
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
 
 REC = Path(__file__).parent.parent / "fixtures" / "slurm" / "22.05" / "facts"
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.events import Bus
-from tenantry.gateway.runtime import Runtime
-from tenantry.models import AgentProduct, Principal
-from tenantry.policy.component import create
-from tenantry.settings import load
+from tenantry.core.events import Bus
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.settings import load
+from tenantry.safety.policy.component import create
+from tenantry.service.runtime import Runtime
 
 pytestmark = pytest.mark.slurm
 

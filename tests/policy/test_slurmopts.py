@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.policy.slurmopts import REGISTRY, JobShape, parse_time, script_directives
+from tenantry.safety.policy.slurmopts import REGISTRY, JobShape, parse_time, script_directives
 
 
 def shape(*argv: str, script: str = "", env: dict[str, str] | None = None) -> JobShape:

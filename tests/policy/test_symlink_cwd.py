@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.models import Principal
-from tenantry.policy.judge import Judge
+from tenantry.core.models import Principal
+from tenantry.safety.policy.judge import Judge
 
 SCANCEL = shutil.which("scancel") or "/usr/bin/scancel"
 

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from tenantry.errors import UsageError
-from tenantry.models import AgentProduct, Principal
-from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts, parse_tiers
-from tenantry.policy.judge import Judge
+from tenantry.core.errors import UsageError
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.facts import Facts, parse_tiers
+from tenantry.safety.policy.judge import Judge
 
 CWD = "/home/alice/proj"
 

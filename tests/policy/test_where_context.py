@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantry.models import Principal
-from tenantry.policy.engine import Engine
-from tenantry.policy.facts import Facts
-from tenantry.policy.judge import Judge
+from tenantry.core.models import Principal
+from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.judge import Judge
 
 from .conftest import CWD
 

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.models import AgentProduct, JobSpec, Principal, Resources
+from tenantry.core.models import AgentProduct, JobSpec, Principal, Resources
+from tenantry.core.settings import load
 from tenantry.report import classify, ingest_sacct, metrics, sources
-from tenantry.settings import load
 
 from . import lua51
 
@@ -110,6 +110,17 @@ def _wait(cond: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+def _sacct_fields(ids: str, fields: str, check: bool) -> list[str]:
+    """``sacct -n -X -P`` lines of these jobs with these fields."""
+    return subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", ids, "-o", fields],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=check,
+    ).stdout.split()
+
+
 @pytest.mark.slurm
 def test_real_slurm_tags_direct_agent_job_and_tenantry_job(slurm: None, tmp_path: Path) -> None:
     if not _lua_enabled():
@@ -158,13 +169,7 @@ def test_real_slurm_tags_direct_agent_job_and_tenantry_job(slurm: None, tmp_path
     ids = f"{direct},{through}"
 
     def recorded() -> bool:
-        out = subprocess.run(
-            ["sacct", "-n", "-X", "-P", "-j", ids, "-o", "State,Partition"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        ).stdout.split()
+        out = _sacct_fields(ids, "State,Partition", check=False)
         return len(out) == 2 and all(r.split("|")[0] == "COMPLETED" and "|" in r for r in out)
 
     _wait(recorded, "both jobs completed and recorded")
@@ -177,13 +182,7 @@ def test_real_slurm_tags_direct_agent_job_and_tenantry_job(slurm: None, tmp_path
             check=True,
             env={**clean, "TZ": "UTC"},
         )
-    tags = subprocess.run(
-        ["sacct", "-n", "-X", "-P", "-j", ids, "-o", "JobID,AdminComment"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout.split()
+    tags = _sacct_fields(ids, "JobID,AdminComment", check=True)
     admin = dict(line.split("|", 1) for line in tags)
     assert admin[direct] == "tenantry-ctld:v1;via=direct;markers=CLAUDECODE"
     assert admin[through] == "tenantry-ctld:v1;via=tenantry;markers="

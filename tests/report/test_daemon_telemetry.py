@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -14,25 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.client import socket_answers
+from tenantry.client.sync import socket_answers
 
-from ..gateway.conftest import remove_state, state_tempdir
+from ..gateway.conftest import clean_env, remove_state, state_tempdir
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def _env(state: str, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(
-            ("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "CURSOR", "OPENHANDS", "TENANTRY_")
-        )
-    }
-    env.update(
-        TENANTRY_STATE_DIR=state, TENANTRY_SOCKET=str(Path(state) / "sock"), PYTHONPATH=SRC, **extra
-    )
-    return env
+    return clean_env(state, PYTHONPATH=SRC, **extra)
 
 
 def _until(cond: object, timeout: float = 20.0) -> None:

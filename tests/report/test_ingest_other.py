@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tenantry.errors import IngestError
+from tenantry.core.errors import IngestError
 from tenantry.report import sources
 from tenantry.report.ingest_json import gpus_of, num, parse_jobs, read_json
 from tenantry.report.ingest_swf import parse_header, read_swf

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tenantry.errors import IngestError
+from tenantry.core.errors import IngestError
 from tenantry.report import ingest_sacct
 from tenantry.report.ingest_sacct import XDMOD_FIELDS, read_sacct
 from tenantry.report.sacct_repair import split_record

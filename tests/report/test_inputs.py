@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tenantry.errors import IngestError
+from tenantry.core.errors import IngestError
 from tenantry.report import classify, ingest_sacct, metrics, sources
 from tenantry.report.ingest_sacct import read_sacct
 from tenantry.report.ingest_swf import read_swf

@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tenantry.attribution import encode
-from tenantry.models import AgentProduct, Principal
+from tenantry.core.attribution import encode
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.report.ingest_json import read_json
 from tenantry.report.ingest_sacct import XDMOD_FIELDS, read_sacct
 
@@ -26,6 +26,13 @@ def _sbatch(*args: str) -> str:
         check=True,
     )
     return out.stdout.strip().split(";")[0]
+
+
+def _out(argv: list[str], env: dict[str, str]) -> str:
+    """The standard output of a command that must succeed within a minute."""
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, check=True, env=env
+    ).stdout
 
 
 def _done(ids: list[str]) -> bool:
@@ -58,9 +65,7 @@ def test_live_sacct_dumps_parse(slurm: None, tmp_path: Path) -> None:
     argv += [f"--format={fmt}", "-j", jobs]
     # slurmdbd records end states asynchronously: wait until all four are final there
     while True:
-        text = subprocess.run(
-            argv, capture_output=True, text=True, timeout=60, check=True, env=env
-        ).stdout
+        text = _out(argv, env)
         states = [line.split("|")[16] for line in text.splitlines() if line[:1].isdigit()]
         if len(states) == 4 and all(s in ("COMPLETED", "FAILED") for s in states):
             break
@@ -69,7 +74,7 @@ def test_live_sacct_dumps_parse(slurm: None, tmp_path: Path) -> None:
     xdmod.write_text(text)
     wide = tmp_path / "w.txt"
     wide.write_text(
-        subprocess.run(
+        _out(
             [
                 "sacct",
                 "--allusers",
@@ -81,24 +86,11 @@ def test_live_sacct_dumps_parse(slurm: None, tmp_path: Path) -> None:
                 "-j",
                 jobs,
             ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-            env=env,
-        ).stdout
+            env,
+        )
     )
     js = tmp_path / "j.json"
-    js.write_text(
-        subprocess.run(
-            ["sacct", "--allusers", "--json", "-j", jobs],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-            env=env,
-        ).stdout
-    )
+    js.write_text(_out(["sacct", "--allusers", "--json", "-j", jobs], env))
     a, b, c = read_sacct(xdmod), read_sacct(wide), read_json(js)
     for d in (a, b, c):
         assert d.stats[0].unreadable == []

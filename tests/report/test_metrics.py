@@ -76,19 +76,9 @@ def test_window_clips_usage_proportionally_and_counts_submissions_inside() -> No
     since, until = T0 + timedelta(hours=1), T0 + timedelta(hours=3)
     rows = [
         job(job_id="1", submission_id=":1", elapsed_s=4 * 3600, cpus=1),  # 10:00-14:00
-        job(
-            job_id="2",
-            submission_id=":2",
-            submit=T0 + timedelta(hours=2),
-            start=T0 + timedelta(hours=2),
-            elapsed_s=600,
-        ),
-        job(
-            job_id="3",
-            submission_id=":3",
-            submit=T0 + timedelta(hours=5),
-            start=T0 + timedelta(hours=5),
-            elapsed_s=600,
+        *(
+            job(job_id=n, submission_id=f":{n}", submit=at, start=at, elapsed_s=600)
+            for n, at in (("2", T0 + timedelta(hours=2)), ("3", T0 + timedelta(hours=5)))
         ),
     ]
     jobs, w = window.apply(dataset(rows).jobs, since, until)

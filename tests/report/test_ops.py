@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.errors import IngestError
-from tenantry.events import Bus
-from tenantry.gateway.runtime import Runtime
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY, OpContext
+from tenantry.core.errors import IngestError
+from tenantry.core.events import Bus
+from tenantry.core.models import Principal
+from tenantry.core.settings import load
 from tenantry.report import ops as report_ops
-from tenantry.settings import load
+from tenantry.service.ops import REGISTRY, OpContext
+from tenantry.service.runtime import Runtime
 
 
 def _ctx(state: Path) -> OpContext:
@@ -56,7 +56,7 @@ async def test_report_latest_without_store(tmp_path: Path) -> None:
 
 async def test_dashboard_renders_the_real_op_result(tmp_path: Path) -> None:
     """The dashboard's report page understands what report.latest returns."""
-    from tenantry.gateway.dashboard import render_report
+    from tenantry.gateway.dashboard.routes import render_report
 
     await test_report_latest_reads_the_store(tmp_path)
     report_ops._cache.clear()

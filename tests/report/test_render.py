@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import tenantry.report as report_pkg
-from tenantry.cli import main
+from tenantry.cli.main import main
 from tenantry.report import metrics, render_data, render_html, render_markdown, sources
 
 

@@ -22,8 +22,8 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def _bwrap_or_skip() -> str:
-    from tenantry.errors import SandboxUnavailable
-    from tenantry.sandbox.bwrap import find_bwrap
+    from tenantry.core.errors import SandboxUnavailable
+    from tenantry.safety.sandbox.bwrap import find_bwrap
 
     try:
         return find_bwrap()

@@ -63,11 +63,11 @@ r = tenantry("agent", "--", "true")
 report("register a fresh session", r.returncode == 0, r.stderr)
 # 3. secrets and records under the state dir
 for name, rel in (
-    ("read audit key", "audit/audit.key"),
+    ("read audit key", "safety/audit/audit.key"),
     ("read dashboard token", "dashboard.token"),
     ("read memory db", "memory.sqlite3"),
     ("read main db", "tenantry.sqlite3"),
-    ("read sessions registry", "sandbox/sessions.json"),
+    ("read sessions registry", "safety/sandbox/sessions.json"),
 ):
     try_read(name, os.path.join(STATE, rel))
 try:

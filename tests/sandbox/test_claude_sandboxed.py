@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.agents]
 
 
 def test_claude_code_in_a_sandboxed_session(tmp_path: Path) -> None:
-    from tenantry.errors import SandboxUnavailable
-    from tenantry.sandbox.bwrap import find_bwrap
+    from tenantry.core.errors import SandboxUnavailable
+    from tenantry.safety.sandbox.bwrap import find_bwrap
 
     if not CLAUDE.exists():
         if os.environ.get("TENANTRY_REQUIRE_AGENTS") == "1":

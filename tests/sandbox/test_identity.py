@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tenantry.errors import PermissionDenied
-from tenantry.sandbox import profile
+from tenantry.core.errors import PermissionDenied
+from tenantry.safety.sandbox import profile
 
 
 def test_claimed_agent_is_an_agent_and_cannot_register_or_resume(start_daemon: Any) -> None:
@@ -61,8 +61,8 @@ def test_profile_hides_state_and_credentials_and_filters_env(tmp_path: Path) -> 
 def test_syslog_shipping_calls_logger_with_the_anchor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tenantry.audit.chain import ChainWriter
-    from tenantry.audit.component import ship_anchor
+    from tenantry.safety.audit.chain import ChainWriter
+    from tenantry.safety.audit.component import ship_anchor
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -85,8 +85,8 @@ def test_a_tier_chosen_at_launch_restricts_the_session_and_never_raises_it(
 ) -> None:
     """`tenantry agent --tier read-only`: the session may query but not submit, on its socket."""
 
-    from tenantry.client import Client
-    from tenantry.errors import PolicyDenied
+    from tenantry.client.sync import Client
+    from tenantry.core.errors import PolicyDenied
 
     d = start_daemon()
     human = d.client()

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from tenantry.agents.shims.install import install
 from tenantry.backends.base import JobUpdate
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.client import socket_answers
-from tenantry.models import AgentProduct, JobSpec, Principal, Resources
-from tenantry.settings import load
-from tenantry.shims.install import install
+from tenantry.client.sync import socket_answers
+from tenantry.core.models import AgentProduct, JobSpec, Principal, Resources
+from tenantry.core.settings import load
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_SLURM = ROOT / "scripts" / "dev-slurm"
@@ -143,7 +143,7 @@ class Env:
 
     def client(self) -> Any:
         """A client of the daemon, as a Claude Code session would be."""
-        from tenantry.client import Client
+        from tenantry.client.sync import Client
 
         claims = {"agent": "claude-code", "session": "e2e-sess", "host": "t", "project": ""}
         return Client(load(env=self.human), autostart=False, claims=claims)

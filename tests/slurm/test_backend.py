@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tenantry import attribution, errors
 from tenantry.backends.base import Backend
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.models import JobState, Resources
+from tenantry.core import attribution, errors
+from tenantry.core.models import JobState, Resources
 
 from .conftest import (
     DEV_SLURM,

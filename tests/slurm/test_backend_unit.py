@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tenantry import attribution, errors
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.models import JobSpec, JobState, Resources
+from tenantry.core import attribution, errors
+from tenantry.core.models import JobSpec, JobState, Resources
 
 from .conftest import PRINCIPAL, settings
 
@@ -149,7 +149,7 @@ async def test_sacct_without_accounting_omits_jobs(tmp_path: Path) -> None:
 
 
 async def test_shims_on_path_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tenantry.shims.install import install
+    from tenantry.agents.shims.install import install
 
     shims = tmp_path / "shims"
     install(shims)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tenantry import attribution, errors
 from tenantry.backends import slurm_parse as sp
-from tenantry.models import JobState
+from tenantry.core import attribution, errors
+from tenantry.core.models import JobState
 
 FIX = Path(__file__).parent.parent / "fixtures" / "slurm"
 V22 = FIX / "22.05"

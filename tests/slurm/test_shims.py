@@ -6,19 +6,20 @@ import io
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tenantry import errors
+from tenantry.agents.shims import formats as fm
+from tenantry.agents.shims import run
+from tenantry.agents.shims.install import install
 from tenantry.backends import slurm_parse as sp
-from tenantry.models import Job, JobState, Resources
-from tenantry.shims import formats as fm
-from tenantry.shims import run
-from tenantry.shims.install import install
+from tenantry.core import errors
+from tenantry.core.models import Job, JobState, Resources
+
+from ..conftest import run_tenantry
 
 V22 = Path(__file__).parent.parent / "fixtures" / "slurm" / "22.05"
 AGENT_ENV = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "s-1", "PATH": "/usr/bin:/bin"}
@@ -401,13 +402,7 @@ def test_no_real_binary_is_127(tmp_path: Path) -> None:
 def test_python_m_entry_point(tmp_path: Path, fake_real: Path) -> None:
     env = {
         "PATH": f"{fake_real}:/usr/bin:/bin",
-        "PYTHONPATH": str(Path(run.__file__).parents[2]),
+        "PYTHONPATH": str(Path(run.__file__).parents[3]),
     }
-    res = subprocess.run(
-        [sys.executable, "-m", "tenantry.shims", "sacct", "-P"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    res = run_tenantry("sacct", "-P", env=env, timeout=30, module="tenantry.agents.shims")
     assert res.stdout == "REAL sacct -P\n"

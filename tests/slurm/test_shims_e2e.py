@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tenantry import attribution
 from tenantry.backends import slurm_parse as sp
+from tenantry.core import attribution
 
 from .conftest import Env
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenantry.backends.slurm import SlurmBackend
-from tenantry.models import JobState
+from tenantry.core.models import JobState
 
 from .conftest import wait_until
 

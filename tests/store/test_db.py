@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.errors import StoreError
+from tenantry.core.errors import StoreError
 from tenantry.store.db import Database, _split_sql
 
 MIGRATIONS = [

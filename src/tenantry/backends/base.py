@@ -1,9 +1,9 @@
 """The Backend protocol: the few verbs every job backend implements.
 
-A backend runs *batch jobs*; short commands go through ``tenantry.runner``
+A backend runs *batch jobs*; short commands go through ``tenantry.commands.runner``
 (locally) or through leases. Implementations: ``local`` (embedded default),
 ``slurm``, and ``fake`` for unit tests. Constructors never do I/O; ``start``
-does. Every verb translates foreign errors into ``tenantry.errors``.
+does. Every verb translates foreign errors into ``tenantry.core.errors``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tenantry.models import JobSpec, JobState, Principal
+from tenantry.core.models import JobSpec, JobState, Principal
 
 
 @dataclass(frozen=True, slots=True)

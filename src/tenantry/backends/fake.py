@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenantry.backends.base import JobUpdate, Submitted
-from tenantry.errors import BackendUnavailable, NotFound
-from tenantry.models import JobSpec, JobState, Principal
+from tenantry.core.errors import BackendUnavailable, NotFound
+from tenantry.core.models import JobSpec, JobState, Principal
 
 
 class FakeBackend:

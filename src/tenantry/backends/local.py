@@ -24,9 +24,9 @@ from typing import Any
 
 from tenantry.backends.base import JobUpdate, Submitted
 from tenantry.backends.local_job import write_status
-from tenantry.errors import NotFound, SubmissionRejected, UsageError
-from tenantry.models import JobSpec, JobState, Principal
-from tenantry.tasks import TaskGroup
+from tenantry.core.errors import NotFound, SubmissionRejected, UsageError
+from tenantry.core.models import JobSpec, JobState, Principal
+from tenantry.core.tasks import TaskGroup
 
 
 @dataclass

@@ -9,7 +9,7 @@ by name, so the gateway can report how many queries reached Slurm.
 Status for any number of jobs costs one ``squeue --json`` (22.05 ignores
 ``-j`` with ``--json`` anyway) plus one ``sacct`` for the jobs that already
 left the queue. Every job carries its principal in ``--comment``
-(``tenantry.attribution``); never in AdminComment.
+(``tenantry.core.attribution``); never in AdminComment.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tenantry import attribution, errors
 from tenantry.backends import slurm_parse as sp
 from tenantry.backends.base import JobUpdate, Submitted
-from tenantry.models import JobSpec, Principal
-from tenantry.settings import Settings
+from tenantry.core import attribution, errors
+from tenantry.core.models import JobSpec, Principal
+from tenantry.core.settings import Settings
 
 __all__ = ["CONTROLLER_COMMANDS", "SlurmBackend"]
 
@@ -65,7 +65,7 @@ class SlurmBackend:
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
-        from tenantry.shims.entry import find_real
+        from tenantry.agents.shims.entry import find_real
 
         path = os.environ.get("PATH", os.defpath)
         for cmd in COMMANDS:
@@ -248,19 +248,9 @@ class SlurmBackend:
         jobs = list(sp.parse_squeue_json(out))
         if not any(_has_intent(j, intent) for j in jobs):
             start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 7 * 86400))
-            argv = [
-                "sacct",
-                "--parsable2",
-                "--allocations",
-                f"--starttime={start}",
-                f"--format={','.join(sp.SACCT_FIELDS)}",
-            ]
-            rc, out, err = await self._run(argv)
-            if rc != 0:
-                if "accounting storage is disabled" not in (err + out).lower():
-                    raise sp.error_from("sacct", err or out, rc)
-            else:
-                jobs = [sp.sacct_row_job(r) for r in sp.parse_sacct_parsable(out)]
+            recorded = await self._sacct(f"--starttime={start}")
+            if recorded is not None:
+                jobs = recorded
         for job in jobs:
             if _has_intent(job, intent):
                 return self._submitted(spec, job.array_job_id or job.job_id)
@@ -281,20 +271,22 @@ class SlurmBackend:
         return found
 
     async def _from_sacct(self, ids: Sequence[str]) -> dict[str, JobUpdate]:
-        argv = [
-            "sacct",
-            "--parsable2",
-            "--allocations",
-            f"--format={','.join(sp.SACCT_FIELDS)}",
-            f"--jobs={','.join(ids)}",
-        ]
+        jobs = await self._sacct(f"--jobs={','.join(ids)}")
+        if jobs is None:
+            return {}  # no slurmdbd: jobs that left squeue are unknown
+        return _select(jobs, ids, source="sacct")
+
+    async def _sacct(self, selection: str) -> list[sp.SlurmJob] | None:
+        """The accounting records of the jobs ``selection`` names (None: accounting is
+        disabled, there is no slurmdbd)."""
+        argv = ["sacct", "--parsable2", "--allocations", f"--format={','.join(sp.SACCT_FIELDS)}"]
+        argv.append(selection)
         rc, out, err = await self._run(argv)
         if rc != 0:
             if "accounting storage is disabled" in (err + out).lower():
-                return {}  # no slurmdbd: jobs that left squeue are unknown
+                return None
             raise sp.error_from("sacct", err or out, rc)
-        jobs = [sp.sacct_row_job(r) for r in sp.parse_sacct_parsable(out)]
-        return _select(jobs, ids, source="sacct")
+        return [sp.sacct_row_job(r) for r in sp.parse_sacct_parsable(out)]
 
     # -- cancel, info ------------------------------------------------------------
     async def cancel(self, backend_id: str) -> None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tenantry import errors
-from tenantry.models import JobState
+from tenantry.core import errors
+from tenantry.core.models import JobState
 
 __all__ = [
     "SlurmJob",
@@ -332,6 +332,11 @@ def _array_fields(job: Mapping[str, Any]) -> tuple[str, str]:
     return str(master), task_str
 
 
+def _texts(job: Mapping[str, Any], **keys: str) -> dict[str, str]:
+    """Text fields of a job record: field name -> the record's ``key`` ("" when absent)."""
+    return {name: str(job.get(key) or "") for name, key in keys.items()}
+
+
 def _squeue_job(job: Mapping[str, Any]) -> SlurmJob:
     raw_id = str(_int(job.get("job_id")) or "")
     array_id, task = _array_fields(job)
@@ -350,24 +355,27 @@ def _squeue_job(job: Mapping[str, Any]) -> SlurmJob:
         state=map_state(raw_state),
         array_job_id=array_id,
         array_task=task,
-        name=str(job.get("name") or ""),
-        user=str(job.get("user_name") or ""),
-        account=str(job.get("account") or ""),
-        partition=str(job.get("partition") or ""),
-        qos=str(job.get("qos") or ""),
-        reason=str(job.get("state_reason") or ""),
+        **_texts(
+            job,
+            name="name",
+            user="user_name",
+            account="account",
+            partition="partition",
+            qos="qos",
+            reason="state_reason",
+            nodes="nodes",
+            comment="comment",
+            stdout="standard_output",
+            stderr="standard_error",
+            cwd="current_working_directory",
+        ),
         exit_code=exit_code,
         signal=signal,
         submit_time=_epoch(job.get("submit_time")),
         start_time=_epoch(job.get("start_time")),
         end_time=_epoch(job.get("end_time")) if map_state(raw_state).terminal else None,
         time_limit_s=None if limit is None else limit * 60,
-        nodes=str(job.get("nodes") or ""),
         cpus=_int(job.get("cpus")),
-        comment=str(job.get("comment") or ""),
-        stdout=str(job.get("standard_output") or ""),
-        stderr=str(job.get("standard_error") or ""),
-        cwd=str(job.get("current_working_directory") or ""),
         extra={"job_id_raw": raw_id},
     )
 
@@ -438,11 +446,16 @@ def _sacct_job(job: Mapping[str, Any]) -> SlurmJob:
         state=map_state(raw_state),
         array_job_id=array_id,
         array_task=task_s,
-        name=str(job.get("name") or ""),
-        user=str(job.get("user") or ""),
-        account=str(job.get("account") or ""),
-        partition=str(job.get("partition") or ""),
-        qos=str(job.get("qos") or ""),
+        **_texts(
+            job,
+            name="name",
+            user="user",
+            account="account",
+            partition="partition",
+            qos="qos",
+            nodes="nodes",
+            cwd="working_directory",
+        ),
         reason=str(st.get("reason") or "") if st else "",
         exit_code=exit_code,
         signal=signal,
@@ -450,10 +463,8 @@ def _sacct_job(job: Mapping[str, Any]) -> SlurmJob:
         start_time=_epoch(times.get("start")) if times else None,
         end_time=_epoch(times.get("end")) if times else None,
         time_limit_s=None if limit is None else limit * 60,
-        nodes=str(job.get("nodes") or ""),
         cpus=_int(required.get("CPUs")) if required else None,
         comment=comment_text,
-        cwd=str(job.get("working_directory") or ""),
         extra={"job_id_raw": raw_id, "submit_line": str(job.get("submit_line") or "")},
     )
 

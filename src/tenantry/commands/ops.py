@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tenantry.commands.service import CommandService, Utf8Chunks
-from tenantry.guard.adapters import StreamGuard, guard_command_result
-from tenantry.models import CommandSpec
-from tenantry.ops import OpContext, Schema, op
+from tenantry.core.models import CommandSpec
+from tenantry.safety.guard.adapters import StreamGuard, guard_command_result
+from tenantry.service.ops import OpContext, Schema, op
 
 RUN_FIELDS: Schema = {
     "argv": list,

@@ -15,11 +15,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tenantry.errors import Unavailable
-from tenantry.events import Event, EventType
-from tenantry.models import CommandResult, CommandSpec, Principal
-from tenantry.runner import LocalRunner, Sink, end_leftover, proc_start_time
+from tenantry.commands.runner import LocalRunner, end_leftover, proc_start_time
+from tenantry.core.errors import Unavailable
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import CommandResult, CommandSpec, Principal
 from tenantry.service.placement import Placement, place
+from tenantry.service.seams import Sink
 
 if TYPE_CHECKING:
     from tenantry.service.runtime import Runtime

@@ -24,8 +24,9 @@ from starlette.routing import Route
 
 from tenantry import __version__
 from tenantry.backends.base import Backend
+from tenantry.commands.runner import LocalRunner
 from tenantry.commands.service import CommandService
-from tenantry.errors import (
+from tenantry.core.errors import (
     BudgetExceeded,
     NotFound,
     PermissionDenied,
@@ -33,46 +34,45 @@ from tenantry.errors import (
     TenantryError,
     UsageError,
 )
-from tenantry.events import Bus, Event, EventType
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.models import Principal
+from tenantry.core.settings import Settings
 from tenantry.gateway import edge
 from tenantry.gateway.identity import own_peer, resolve
 from tenantry.jobs.service import JobService
-from tenantry.models import Principal
-from tenantry.ops import REGISTRY, Op, OpContext, check_fields
-from tenantry.runner import LocalRunner
-from tenantry.sandbox.registry import SandboxRegistry
+from tenantry.safety.sandbox.registry import SandboxRegistry
+from tenantry.service.ops import REGISTRY, Op, OpContext, check_fields
 from tenantry.service.runtime import Component, Runtime
-from tenantry.settings import Settings
 from tenantry.store.journal import Journal
 
 log = logging.getLogger(__name__)
 
 # Modules whose @op registrations the daemon serves.
 OP_MODULES: tuple[str, ...] = (
-    "tenantry.core_ops",
+    "tenantry.service.daemon_ops",
     "tenantry.jobs.ops",
     "tenantry.commands.ops",
-    "tenantry.policy.ops",
-    "tenantry.integrations.ops",
-    "tenantry.budgets.ops",
-    "tenantry.kill.ops",
+    "tenantry.safety.policy.ops",
+    "tenantry.agents.ops",
+    "tenantry.safety.budgets.ops",
+    "tenantry.safety.kill.ops",
     "tenantry.report.ops",
     "tenantry.memory.ops",
     "tenantry.index.ops",
     "tenantry.leases.ops",
-    "tenantry.sandbox.ops",
+    "tenantry.safety.sandbox.ops",
 )
 
 # Components started after the core ones, in order: (name, "module:factory").
 # A factory takes the Runtime, fills the typed slots its component provides
 # (rt.gates, rt.leases, ...: tenantry.service.seams) and returns the component.
 COMPONENTS: tuple[tuple[str, str], ...] = (
-    ("metrics", "tenantry.integrations.metrics:create"),
-    ("sandbox", "tenantry.sandbox.registry:create"),
-    ("audit", "tenantry.audit.component:create"),
-    ("kill", "tenantry.kill.component:create"),
-    ("policy", "tenantry.policy.component:create"),
-    ("budgets", "tenantry.budgets.service:create"),
+    ("metrics", "tenantry.gateway.metrics:create"),
+    ("sandbox", "tenantry.safety.sandbox.registry:create"),
+    ("audit", "tenantry.safety.audit.component:create"),
+    ("kill", "tenantry.safety.kill.component:create"),
+    ("policy", "tenantry.safety.policy.component:create"),
+    ("budgets", "tenantry.safety.budgets.service:create"),
     ("memory", "tenantry.memory.component:create"),
     ("index", "tenantry.index.component:create"),
     ("leases", "tenantry.leases.component:create"),
@@ -100,7 +100,7 @@ def make_backend(settings: Settings) -> Backend:
 
 
 def redact_secrets(text: str) -> str:
-    from tenantry.guard.secrets import find_secrets, redact
+    from tenantry.safety.guard.secrets import find_secrets, redact
 
     return redact(text, find_secrets(text)) if text else text
 
@@ -327,7 +327,7 @@ def create_app(settings: Settings, backend: Backend | None = None) -> Starlette:
 
     from starlette.middleware import Middleware
 
-    from tenantry.integrations.metrics import OpMetricsMiddleware
+    from tenantry.gateway.metrics import OpMetricsMiddleware
 
     return Starlette(
         routes=[

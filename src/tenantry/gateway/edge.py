@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 
 # paths: no control characters at all; argv words: none but tab and newline
 # (``python -c`` code and commit messages hold newlines; ESC, CR, BEL... never)

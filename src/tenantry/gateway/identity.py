@@ -21,11 +21,11 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-from tenantry.errors import PermissionDenied, UsageError
-from tenantry.events import Event, EventType
+from tenantry.core.errors import PermissionDenied, UsageError
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.gateway import edge
 from tenantry.gateway.peercred import PEER_KEY, SOCKET_KEY
-from tenantry.models import AgentProduct, Principal
 from tenantry.service.runtime import Runtime
 
 CLAIM_MAX = 200
@@ -73,7 +73,7 @@ def own_peer(scope: MutableMapping[str, Any]) -> tuple[int, int, int]:
 async def resolve(rt: Runtime, scope: MutableMapping[str, Any], raw_claims: str) -> Principal:
     pid, uid, _gid = own_peer(scope)
     claims = parse_claims(raw_claims)
-    from tenantry.sandbox.registry import SandboxRegistry
+    from tenantry.safety.sandbox.registry import SandboxRegistry
 
     registry = rt.components.get("sandbox")
     if isinstance(registry, SandboxRegistry):

@@ -18,12 +18,12 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from tenantry import __version__
-from tenantry.async_client import AsyncClient
-from tenantry.errors import TenantryError
+from tenantry.client.aio import AsyncClient
+from tenantry.core.errors import TenantryError
+from tenantry.core.settings import Settings
 from tenantry.gateway.mcp_start import INSTRUCTIONS
 from tenantry.index.mcp_tools import add_tools as index_tools
 from tenantry.memory.mcp_tools import add_tools as memory_tools
-from tenantry.settings import Settings
 
 RUN_COMMAND = """\
 Run one short command (build, a single test, a quick check) and get its exit
@@ -79,7 +79,7 @@ class _Forwarder:
         """Take the session id the agent's hook recorded when the agent gives us none."""
         if self._told:
             return
-        from tenantry.integrations.agent_session import lookup
+        from tenantry.agents.agent_session import lookup
 
         agent, session = lookup(self._sessions)
         if session:
@@ -148,14 +148,22 @@ STATES = Literal[
     "LOST",
 ]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def _writes(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    """A tool that changes something on this facility (never the open world)."""
+    return ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
 # tools that concepts add without annotations get them here, so agents can pre-approve
 ANNOTATIONS = {
-    "remember": ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    ),
-    "index_workspace": ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-    ),
+    "remember": _writes(destructive=False, idempotent=False),
+    "index_workspace": _writes(destructive=False, idempotent=True),
 }
 
 # descriptions for parameters that concepts' tools leave undescribed
@@ -226,12 +234,7 @@ def build_server(settings: Settings) -> MCPServer:
 
     @server.tool(
         description=RUN_COMMAND,
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=_writes(destructive=True, idempotent=False),
     )
     async def run_command(
         argv: Annotated[
@@ -260,7 +263,7 @@ def build_server(settings: Settings) -> MCPServer:
             bool, Field(description="true if running it twice is harmless (allows a retry)")
         ] = False,
     ) -> dict[str, Any]:
-        from tenantry.units import parse_mem_mb
+        from tenantry.core.units import parse_mem_mb
 
         try:
             resources: dict[str, Any] = {"cpus": cpus}
@@ -287,12 +290,7 @@ def build_server(settings: Settings) -> MCPServer:
 
     @server.tool(
         description=SUBMIT_JOB,
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
+        annotations=_writes(destructive=False, idempotent=True),
     )
     async def submit_job(
         script: Annotated[str, Field(description="path of the batch script (relative to cwd)")],
@@ -329,7 +327,7 @@ def build_server(settings: Settings) -> MCPServer:
             bool, Field(description="submit even if an identical job was submitted just now")
         ] = False,
     ) -> dict[str, Any]:
-        from tenantry.units import parse_mem_mb, parse_time_s
+        from tenantry.core.units import parse_mem_mb, parse_time_s
 
         try:
             resources: dict[str, Any] = {"cpus": cpus, "gpus": gpus, "partition": partition}
@@ -403,9 +401,7 @@ def build_server(settings: Settings) -> MCPServer:
 
     @server.tool(
         description=CANCEL_JOB,
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-        ),
+        annotations=_writes(destructive=True, idempotent=True),
     )
     async def cancel_job(id: Annotated[str, Field(description=JOB_ID)]) -> dict[str, Any]:
         result: dict[str, Any] = await fwd.call("jobs.cancel", {"id": id})

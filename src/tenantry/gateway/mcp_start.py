@@ -159,7 +159,7 @@ def serve_cached_tools(buffered: bytes, tools: object, ready: object) -> tuple[b
 def main(state: str | None, socket: str | None) -> int:
     import threading
 
-    from tenantry.settings import load
+    from tenantry.core.settings import load
 
     first = read_first_line()
     init_id = answer_initialize(first)

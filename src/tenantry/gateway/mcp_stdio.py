@@ -12,8 +12,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from tenantry.core.settings import Settings
 from tenantry.gateway.mcp import build_server
-from tenantry.settings import Settings
 
 
 class _ReplayIn:

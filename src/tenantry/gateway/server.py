@@ -20,10 +20,10 @@ from typing import IO, Any
 import uvicorn
 
 from tenantry import __version__
-from tenantry.errors import Conflict, UsageError
+from tenantry.core.errors import Conflict, UsageError
+from tenantry.core.settings import Settings
 from tenantry.gateway.app import create_app
 from tenantry.gateway.limits import protocol_with
-from tenantry.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def take_lock(state: Path) -> IO[str]:
 
 def record_backend(state: Path, backend: str) -> None:
     """The backend is part of the state: later autostarts serve the same one."""
-    from tenantry.client import BACKEND_FILE
+    from tenantry.client.sync import BACKEND_FILE
 
     path = state / BACKEND_FILE
     tmp = path.with_suffix(".tmp")
@@ -200,7 +200,7 @@ def parse_http(value: str) -> tuple[str, int]:
 
 def _http_server(settings: Settings, app: Any) -> tuple[uvicorn.Server, socket.socket]:
     """The dashboard and /metrics listener of ``--http`` (bound now, served later)."""
-    from tenantry.gateway.dashboard import TOKEN_FILE, ensure_token, http_app
+    from tenantry.gateway.dashboard.routes import TOKEN_FILE, ensure_token, http_app
 
     host, port = parse_http(settings.http)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from tenantry.cli_common import add_json, client_from, emit, table
+from tenantry.cli.common import add_json, client_from, command, emit, group, table
 
 RAW = argparse.RawDescriptionHelpFormatter
 PAGES_MAX = 1000
@@ -63,35 +63,32 @@ def _more(result: dict[str, Any]) -> None:
         sys.stderr.write(f"(more results: --cursor {result['next_cursor']} or --all)\n")
 
 
+INDEX_HELP = "manage the workspace index"
+INDEX_ABOUT = (
+    "Register workspaces whose metadata and text are indexed, so find,"
+    " grep, ls, stat, du, tree and recent answer without touching the file system."
+)
+INDEX_EPILOG = (
+    "examples:\n  tenantry index add ~/proj      crawl and follow ~/proj\n"
+    "  tenantry index list --json     workspaces, state, sizes\n"
+    "  tenantry index status ~/proj   freshness and footprint\n"
+    "  tenantry index remove ~/proj   forget it"
+)
+
+
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "index",
-        help="manage the workspace index",
-        formatter_class=RAW,
-        description="Register workspaces whose metadata and text are indexed, so find,"
-        " grep, ls, stat, du, tree and recent answer without touching the file system.",
-        epilog="examples:\n  tenantry index add ~/proj      crawl and follow ~/proj\n"
-        "  tenantry index list --json     workspaces, state, sizes\n"
-        "  tenantry index status ~/proj   freshness and footprint\n"
-        "  tenantry index remove ~/proj   forget it",
+    _, isub = group(
+        sub, "index", INDEX_HELP, required=True, description=INDEX_ABOUT, epilog=INDEX_EPILOG
     )
-    isub = p.add_subparsers(dest="index_command", metavar="VERB", required=True)
-    a = isub.add_parser("add", help="register and crawl a workspace")
-    a.add_argument("path", nargs="?", help="directory (default: current)")
-    a.add_argument("--no-wait", action="store_true", help="return before the crawl ends")
-    add_json(a)
-    a.set_defaults(handler=_index_add)
-    r = isub.add_parser("remove", help="forget a workspace")
-    r.add_argument("path", nargs="?", help="workspace root (default: current)")
-    add_json(r)
-    r.set_defaults(handler=_index_remove)
-    ls_ = isub.add_parser("list", help="list workspaces")
-    add_json(ls_)
-    ls_.set_defaults(handler=_index_list)
-    st = isub.add_parser("status", help="state, counters and footprint of the index")
-    st.add_argument("path", nargs="?", help="only the workspace holding PATH")
-    add_json(st)
-    st.set_defaults(handler=_index_status)
+    with command(isub, "add", _index_add, "register and crawl a workspace") as a:
+        a.add_argument("path", nargs="?", help="directory (default: current)")
+        a.add_argument("--no-wait", action="store_true", help="return before the crawl ends")
+    with command(isub, "remove", _index_remove, "forget a workspace") as r:
+        r.add_argument("path", nargs="?", help="workspace root (default: current)")
+    with command(isub, "list", _index_list, "list workspaces"):
+        pass
+    with command(isub, "status", _index_status, "state, counters and footprint of the index") as st:
+        st.add_argument("path", nargs="?", help="only the workspace holding PATH")
 
     f = sub.add_parser(
         "find",

@@ -27,14 +27,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tenantry.errors import Conflict, IndexError_, NotFound, UsageError
-from tenantry.events import Event, EventType
+from tenantry.core.errors import Conflict, IndexError_, NotFound, UsageError
+from tenantry.core.events import Event, EventType
+from tenantry.core.tasks import TaskGroup
 from tenantry.index import crawl, query, store
 from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
 from tenantry.service.runtime import Runtime
 from tenantry.store.db import Database, load_migrations
-from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

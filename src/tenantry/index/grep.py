@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 from tenantry.index.crawl import TEXT_INDEXED, decode_blob
 from tenantry.index.ignore import GlobFilter
 from tenantry.index.query import Scope, decode_cursor, encode_cursor, lookup

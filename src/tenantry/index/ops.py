@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tenantry.errors import UsageError
-from tenantry.events import Event, EventType
+from tenantry.core.errors import UsageError
+from tenantry.core.events import Event, EventType
 from tenantry.index import grep as grep_mod
 from tenantry.index import query
 from tenantry.index.component import IndexService
-from tenantry.ops import OpContext, op, param
+from tenantry.service.ops import OpContext, op, param
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 2000

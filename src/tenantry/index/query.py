@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.errors import NotFound, UsageError
+from tenantry.core.errors import NotFound, UsageError
 from tenantry.index.store import subtree
 
 DEPTH = "(length(path) - length(replace(path, '/', '')) + (path != ''))"

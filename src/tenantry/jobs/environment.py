@@ -24,14 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+# what a login session sets for any program
+LOGIN = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM")
 NAMES = frozenset(
     {
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "SHELL",
-        "TERM",
+        *LOGIN,
         "TZ",
         "TMPDIR",
         "LANG",

@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tenantry.commands.service import CommandService
-from tenantry.errors import TenantryError, UsageError
-from tenantry.guard.adapters import guard_text_result
+from tenantry.core.errors import TenantryError, UsageError
+from tenantry.core.models import JobSpec, JobState
 from tenantry.jobs.request import JobRequest
 from tenantry.jobs.service import JobService
-from tenantry.models import JobSpec, JobState
-from tenantry.ops import OpContext, Schema, op, param
+from tenantry.safety.guard.adapters import guard_text_result
+from tenantry.service.ops import OpContext, Schema, op, param
 
 SUBMIT_FIELDS: Schema = {
     "script": str,

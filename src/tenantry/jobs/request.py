@@ -8,7 +8,7 @@ of the client's environment. Slurm reads them with the precedence
 MB, ``--mem=0`` for all of each node's memory, bare ``--time`` in minutes)
 and GPU spellings (``--gpus``, ``--gpus-per-node`` x nodes, ``--gres=gpu:N``
 x nodes, ``--gpus-per-task`` x tasks). :class:`JobRequest` does that merge
-once (through :class:`tenantry.policy.slurmopts.JobShape`, the option
+once (through :class:`tenantry.safety.policy.slurmopts.JobShape`, the option
 registry), and policy, budget pricing, dedup and submission all read it.
 """
 
@@ -18,8 +18,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.errors import UsageError
-from tenantry.policy.slurmopts import JobShape, parse_argv
+from tenantry.core.errors import UsageError
+from tenantry.safety.policy.slurmopts import JobShape, parse_argv
 
 # API fields that become command-line options, and the sbatch option each is
 SBATCH_ENV_PREFIX = "SBATCH_"

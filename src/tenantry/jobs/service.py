@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tenantry.backends.base import Recoverable, Submitted
-from tenantry.errors import (
+from tenantry.core.errors import (
     BackendError,
     NotFound,
     TenantryError,
     Unavailable,
     UsageError,
 )
-from tenantry.events import Event, EventType
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import Job, JobSpec, JobState, Principal
+from tenantry.core.tasks import TaskGroup
 from tenantry.jobs.environment import job_environment
-from tenantry.models import Job, JobSpec, JobState, Principal
-from tenantry.tasks import TaskGroup
 
 if TYPE_CHECKING:
     from tenantry.backends.base import JobUpdate

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from tenantry.cli_common import add_json, client_from, emit, table
+from tenantry.cli.common import add_json, client_from, command, emit, group, table
 
 LEASES_EPILOG = """\
 examples:
@@ -31,42 +31,42 @@ example:
 """
 
 
+LEASES_HELP = "list or release warm leases (pilot allocations)"
+
+
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "leases",
-        help="list or release warm leases (pilot allocations)",
-        description="Warm leases: allocations that run short commands without new jobs.",
-        epilog=LEASES_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    about = "Warm leases: allocations that run short commands without new jobs."
+    p, verbs = group(
+        sub, "leases", LEASES_HELP, dest="leases_verb", description=about, epilog=LEASES_EPILOG
     )
     add_json(p)
     p.add_argument("--all", action="store_true", help="include ended leases")
     p.set_defaults(handler=_list)
-    verbs = p.add_subparsers(dest="leases_verb", metavar="VERB")
-    r = verbs.add_parser("release", help="release a lease")
-    r.add_argument("id", help="lease id (from `tenantry leases`)")
-    add_json(r)
-    r.set_defaults(handler=_release)
-    g = verbs.add_parser("result", help="a result replayed by a pilot after a daemon restart")
-    g.add_argument("id", help="command id")
-    add_json(g)
-    g.set_defaults(handler=_result)
+    with command(verbs, "release", _release, "release a lease") as r:
+        r.add_argument("id", help="lease id (from `tenantry leases`)")
+    with command(
+        verbs, "result", _result, "a result replayed by a pilot after a daemon restart"
+    ) as g:
+        g.add_argument("id", help="command id")
 
-    w = sub.add_parser(
+    with command(
+        sub,
         "pilot",
-        help="run the lease worker (started inside allocations)",
+        _pilot,
+        "run the lease worker (started inside allocations)",
+        json=False,
         description="The lease worker: dials back to the daemon and runs its commands.",
         epilog=PILOT_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    w.add_argument("--connect", required=True, metavar="HOST:PORT", help="daemon address")
-    w.add_argument("--lease", required=True, help="lease id")
-    w.add_argument("--slots", type=int, default=1, help="commands run at once (default 1)")
-    w.add_argument("--walltime", type=float, default=0, help="allocation seconds (0: none)")
-    w.add_argument("--drain", type=float, default=120, help="stop taking work this long before")
-    w.add_argument("--orphan", type=float, default=180, help="exit after this long without daemon")
-    w.add_argument("--secret-file", help="file holding the secret (if not in the environment)")
-    w.set_defaults(handler=_pilot)
+    ) as w:
+        w.add_argument("--connect", required=True, metavar="HOST:PORT", help="daemon address")
+        w.add_argument("--lease", required=True, help="lease id")
+        w.add_argument("--slots", type=int, default=1, help="commands run at once (default 1)")
+        w.add_argument("--walltime", type=float, default=0, help="allocation seconds (0: none)")
+        w.add_argument("--drain", type=float, default=120, help="stop taking work this long before")
+        w.add_argument(
+            "--orphan", type=float, default=180, help="exit after this long without daemon"
+        )
+        w.add_argument("--secret-file", help="file holding the secret (if not in the environment)")
 
 
 def _fmt_idle(x: Any) -> str:
@@ -112,8 +112,8 @@ def _result(args: argparse.Namespace) -> int:
 def _pilot(args: argparse.Namespace) -> int:
     import logging
 
-    from tenantry.errors import UsageError
-    from tenantry.pilot.worker import SECRET_ENV, PilotConfig, run_pilot, walltime_end
+    from tenantry.core.errors import UsageError
+    from tenantry.leases.pilot.worker import SECRET_ENV, PilotConfig, run_pilot, walltime_end
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s pilot %(levelname)s %(message)s", stream=sys.stderr

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.backends.base import Backend
-from tenantry.errors import (
+from tenantry.core.errors import (
     BackendError,
     LeaseCapReached,
     NotFound,
@@ -41,7 +41,10 @@ from tenantry.errors import (
     TenantryError,
     Unavailable,
 )
-from tenantry.events import Bus, Event, EventType
+from tenantry.core.events import Bus, Event, EventType
+from tenantry.core.models import CommandResult, CommandSpec, JobSpec, Principal
+from tenantry.core.settings import Settings
+from tenantry.core.tasks import TaskGroup
 from tenantry.leases.model import (
     Lease,
     LeaseConfig,
@@ -50,14 +53,11 @@ from tenantry.leases.model import (
     pilot_script,
     pythonpath_of_package,
 )
+from tenantry.leases.pilot import protocol as p
 from tenantry.leases.pilots import PilotLinks
 from tenantry.leases.routing import route
 from tenantry.leases.state import Cmd, Live, Sink, Tail, fail, key_hex
 from tenantry.leases.store import LeaseStore
-from tenantry.models import CommandResult, CommandSpec, JobSpec, Principal
-from tenantry.pilot import protocol as p
-from tenantry.settings import Settings
-from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenantry.errors import UsageError
-from tenantry.models import Principal, Resources
-from tenantry.settings import Settings
+from tenantry.core.errors import UsageError
+from tenantry.core.models import Principal, Resources
+from tenantry.core.settings import Settings
 
 # pending: pilot job submitted, not yet dialled back; ready: serving;
 # draining: finishing what runs, takes nothing new (walltime near, or released);

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantry.errors import NotFound, PermissionDenied
+from tenantry.core.errors import NotFound, PermissionDenied
 from tenantry.leases.manager import LeaseManager
-from tenantry.ops import OpContext, op, param
+from tenantry.service.ops import OpContext, op, param
 
 
 def _manager(ctx: OpContext) -> LeaseManager:

@@ -16,14 +16,14 @@ from collections import deque
 from typing import Any
 
 from tenantry.backends.base import Backend
-from tenantry.errors import TenantryError
-from tenantry.events import EventType
+from tenantry.core.errors import TenantryError
+from tenantry.core.events import EventType
+from tenantry.core.models import CommandResult
+from tenantry.core.tasks import TaskGroup
 from tenantry.leases.model import Lease, LeaseConfig, PoolKey
+from tenantry.leases.pilot import protocol as p
 from tenantry.leases.state import EXIT_STATE, Cmd, Live, lease_ready
 from tenantry.leases.store import LeaseStore
-from tenantry.models import CommandResult
-from tenantry.pilot import protocol as p
-from tenantry.tasks import TaskGroup
 
 log = logging.getLogger("tenantry.leases.manager")
 

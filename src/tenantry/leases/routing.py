@@ -9,9 +9,9 @@ GPU); everything else goes to a lease. The full decision, with agents'
 
 from __future__ import annotations
 
-from tenantry.models import CommandSpec
+from tenantry.core.models import CommandSpec
+from tenantry.core.settings import Settings
 from tenantry.service.placement import Where, login_node_allowed, login_ok, requested
-from tenantry.settings import Settings
 
 __all__ = ["Where", "login_node_allowed", "route"]
 

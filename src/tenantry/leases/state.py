@@ -7,9 +7,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from tenantry.core.models import CommandResult, CommandSpec, Principal
 from tenantry.leases.model import Lease, PoolKey
-from tenantry.models import CommandResult, CommandSpec, Principal
-from tenantry.pilot import protocol as p
+from tenantry.leases.pilot import protocol as p
 
 Sink = Callable[[str, bytes], Awaitable[None]]
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tenantry.core.models import CommandResult
 from tenantry.leases.model import ACTIVE, Lease
-from tenantry.models import CommandResult
 from tenantry.store.db import Database, load_migrations
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from tenantry.events import Event, EventType
+from tenantry.core.events import Event, EventType
 from tenantry.memory import signature
 from tenantry.memory.models import Kind
 

@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from tenantry.cli_common import add_json, client_from, emit, table
+from tenantry.cli.common import add_json, client_from, emit, table
 
 KINDS = ("fact", "recipe", "failure-fix", "limit", "warning")
 SCOPES = ("session", "user", "project", "facility")

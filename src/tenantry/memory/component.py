@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tenantry.errors import Conflict, NotFound, PermissionDenied
-from tenantry.events import Event, EventType
+from tenantry.core.errors import Conflict, NotFound, PermissionDenied
+from tenantry.core.events import Event, EventType
+from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.tasks import TaskGroup
 from tenantry.memory import curation, retrieval, rules, signature, terms, vocab
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
@@ -41,9 +43,7 @@ from tenantry.memory.models import (
 from tenantry.memory.probes import Prober, SlurmProber
 from tenantry.memory.store import LessonStore, new_id
 from tenantry.memory.verify import Outcome, check, unbound
-from tenantry.models import AgentProduct, Principal
 from tenantry.service.runtime import Runtime
-from tenantry.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 

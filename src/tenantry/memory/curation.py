@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
+from tenantry.core.models import Principal
 from tenantry.memory import content, scanner, signature
 from tenantry.memory.models import (
     DEFAULT_TTL_DAYS,
@@ -29,7 +30,6 @@ from tenantry.memory.models import (
     check_subject,
     parse_enum,
 )
-from tenantry.models import Principal
 
 VERSION = 1
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 
 
 class Kind(enum.StrEnum):

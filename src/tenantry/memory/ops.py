@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantry.errors import PermissionDenied, UsageError
+from tenantry.core.errors import PermissionDenied, UsageError
 from tenantry.memory.component import NOTE, MemoryService
 from tenantry.memory.models import Kind, Scope, Source, check_subject, parse_enum
 from tenantry.memory.verify import check_claim
-from tenantry.ops import OpContext, op, param
+from tenantry.service.ops import OpContext, op, param
 
 RECALL_DESCRIPTION = """\
 Search the facility memory: lessons earlier sessions (agents and people) learned \

@@ -21,6 +21,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tenantry.core.models import field_values
 from tenantry.jobs.request import api_argv
 
 
@@ -37,13 +38,7 @@ class PartitionInfo:
     state: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "max_time_s": self.max_time_s,
-            "default_time_s": self.default_time_s,
-            "max_nodes": self.max_nodes,
-            "state": self.state,
-        }
+        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from tenantry.core.models import Principal
 from tenantry.memory import signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
-from tenantry.models import Principal
 
 _L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
 _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.memory import content, scanner, signature, terms
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import new_id
-from tenantry.models import AgentProduct, Principal
 
 
 def is_staff(principal: Principal, staff: Collection[str]) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tenantry.errors import NotFound
+from tenantry.core.errors import NotFound
 from tenantry.memory import terms
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.store.db import Database, load_migrations

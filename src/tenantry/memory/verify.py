@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry.errors import UsageError
+from tenantry.core.errors import UsageError
 from tenantry.memory.models import Lesson
 from tenantry.memory.probes import Prober, ProbeUnavailable
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tenantry import attribution
+from tenantry.core import attribution
 from tenantry.report.schema import FAIL_STATES
 
 MARKERS: dict[str, str] = {
@@ -76,6 +76,17 @@ def _tags(comments: pl.Series) -> pl.DataFrame:
     )
 
 
+def _human_or_agent(column: str) -> pl.Expr:
+    """A column of evidence as a class: null stays null, "human" is human, else agent."""
+    return (
+        pl.when(pl.col(column).is_null())
+        .then(pl.lit(None, dtype=pl.String))
+        .when(pl.col(column) == "human")
+        .then(pl.lit("human"))
+        .otherwise(pl.lit("agent"))
+    )
+
+
 def job_evidence(jobs: pl.DataFrame) -> pl.DataFrame:
     """Add ``tag_agent``, ``tag_session``, ``ctld_agent``, ``env_agent``, ``wrap``,
     ``job_direct`` (agent/human/None) and ``job_basis`` (tag/controller/env/None)."""
@@ -106,20 +117,7 @@ def job_evidence(jobs: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("human"))
         .otherwise(pl.lit(None, dtype=pl.String))
     )
-    tag_cls = (
-        pl.when(pl.col("tag_agent").is_null())
-        .then(pl.lit(None, dtype=pl.String))
-        .when(pl.col("tag_agent") == "human")
-        .then(pl.lit("human"))
-        .otherwise(pl.lit("agent"))
-    )
-    ctld_cls = (
-        pl.when(pl.col("ctld_agent").is_null())
-        .then(pl.lit(None, dtype=pl.String))
-        .when(pl.col("ctld_agent") == "human")
-        .then(pl.lit("human"))
-        .otherwise(pl.lit("agent"))
-    )
+    tag_cls, ctld_cls = _human_or_agent("tag_agent"), _human_or_agent("ctld_agent")
     env_cls = pl.when(pl.col("env_agent").is_not_null()).then(pl.lit("agent"))
     return df.with_columns(
         env_agent=marker.replace_strict(MARKERS, default=None, return_dtype=pl.String),

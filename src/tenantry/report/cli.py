@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tenantry.cli_common import add_json, emit
-from tenantry.errors import UsageError
+from tenantry.cli.common import command, emit
+from tenantry.core.errors import UsageError
 
 REPORT_EPILOG = """\
 inputs (format detected from the content; force with --input-format):
@@ -59,72 +59,66 @@ FORMATS = ("html", "md", "json", "csv")
 LARGE = 64 << 20
 
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "report",
-        help="characterize a facility's agent vs human workload from accounting logs",
-        description="Measure agent users' share of users, submissions, core-hours and "
-        "GPU-hours, their command rate, hour-of-week patterns, waste and more.",
-        epilog=REPORT_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="accounting dumps and stores")
-    p.add_argument("--format", choices=FORMATS, help="document format (default: from --out)")
-    p.add_argument("--out", help="write the document here ('-' for stdout)")
-    p.add_argument("--since", help="window start, UTC (2026-01-01 or 2026-01-01T08:00)")
-    p.add_argument("--until", help="window end (exclusive), UTC")
-    p.add_argument(
-        "--tz",
-        help="the facility's time zone (Europe/Berlin) for hours of day and week "
-        "(default: an SWF header's TimeZoneString, else UTC)",
-    )
-    p.add_argument(
-        "--dump-tz",
-        help="the zone a sacct dump's times were written in, when it was not made with TZ=UTC "
-        "(default: UTC)",
-    )
-    p.add_argument(
-        "--input-format",
-        default="auto",
-        choices=(
-            "auto",
-            "sacct",
-            "json",
-            "swf",
-            "telemetry",
-            "claude",
-            "codex",
-            "gemini",
-            "history",
-        ),
-        help="force the input format",
-    )
-    p.add_argument("--fields", help="sacct field order for a dump without header (a,b,c)")
-    p.add_argument("--users-csv", help="also write the per-user classification here")
-    add_json(p)
-    p.set_defaults(handler=_report)
+REPORT_HELP = "characterize a facility's agent vs human workload from accounting logs"
+REPORT_ABOUT = (
+    "Measure agent users' share of users, submissions, core-hours and "
+    "GPU-hours, their command rate, hour-of-week patterns, waste and more."
+)
+SIM_HELP = "generate a labelled facility trace (humans and agents)"
+SIM_ABOUT = (
+    "Write a realistic accounting trace of human and agent users, with "
+    "ground-truth labels; calibrated to the paper's facility by default."
+)
+INPUT_FORMATS = ("auto", "sacct", "json", "swf", "telemetry", "claude", "codex", "gemini")
 
-    s: argparse.ArgumentParser = sub.add_parser(
-        "simulate",
-        help="generate a labelled facility trace (humans and agents)",
-        description="Write a realistic accounting trace of human and agent users, with "
-        "ground-truth labels; calibrated to the paper's facility by default.",
-        epilog=SIM_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    s.add_argument("--users", type=int, default=200, help="number of users (default 200)")
-    s.add_argument("--days", type=int, default=28, help="length of the trace (default 28)")
-    s.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    s.add_argument("--calibrate", default="paper", choices=("paper", "none"), help="target profile")
-    s.add_argument("--agent-fraction", type=float, help="share of users running agents (0-1)")
-    s.add_argument(
-        "--hidden-agents", type=float, default=0.0, help="share of agent users that never tag jobs"
-    )
-    s.add_argument("--start", help="first day, UTC (default 2026-01-05, a Monday)")
-    s.add_argument("--format", default="sacct", choices=("sacct", "xdmod", "swf", "json"))
-    s.add_argument("--out", required=True, help="trace file to write")
-    add_json(s)
-    s.set_defaults(handler=_simulate)
+
+def register(sub: Any) -> None:
+    with command(
+        sub, "report", _report, REPORT_HELP, description=REPORT_ABOUT, epilog=REPORT_EPILOG
+    ) as p:
+        p.add_argument("inputs", nargs="+", metavar="INPUT", help="accounting dumps and stores")
+        p.add_argument("--format", choices=FORMATS, help="document format (default: from --out)")
+        p.add_argument("--out", help="write the document here ('-' for stdout)")
+        p.add_argument("--since", help="window start, UTC (2026-01-01 or 2026-01-01T08:00)")
+        p.add_argument("--until", help="window end (exclusive), UTC")
+        p.add_argument(
+            "--tz",
+            help="the facility's time zone (Europe/Berlin) for hours of day and week "
+            "(default: an SWF header's TimeZoneString, else UTC)",
+        )
+        p.add_argument(
+            "--dump-tz",
+            help="the zone a sacct dump's times were written in, when it was not made with TZ=UTC "
+            "(default: UTC)",
+        )
+        p.add_argument(
+            "--input-format",
+            default="auto",
+            choices=(*INPUT_FORMATS, "history"),
+            help="force the input format",
+        )
+        p.add_argument("--fields", help="sacct field order for a dump without header (a,b,c)")
+        p.add_argument("--users-csv", help="also write the per-user classification here")
+
+    with command(
+        sub, "simulate", _simulate, SIM_HELP, description=SIM_ABOUT, epilog=SIM_EPILOG
+    ) as s:
+        s.add_argument("--users", type=int, default=200, help="number of users (default 200)")
+        s.add_argument("--days", type=int, default=28, help="length of the trace (default 28)")
+        s.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+        s.add_argument(
+            "--calibrate", default="paper", choices=("paper", "none"), help="target profile"
+        )
+        s.add_argument("--agent-fraction", type=float, help="share of users running agents (0-1)")
+        s.add_argument(
+            "--hidden-agents",
+            type=float,
+            default=0.0,
+            help="share of agent users that never tag jobs",
+        )
+        s.add_argument("--start", help="first day, UTC (default 2026-01-05, a Monday)")
+        s.add_argument("--format", default="sacct", choices=("sacct", "xdmod", "swf", "json"))
+        s.add_argument("--out", required=True, help="trace file to write")
 
 
 def parse_time(text: str | None) -> datetime | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from tenantry.errors import IngestError
+from tenantry.core.errors import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from tenantry.errors import IngestError
+from tenantry.core.errors import IngestError
 from tenantry.report.files import read_bytes
 from tenantry.report.schema import JOB_SCHEMA, Dataset, IngestStats, Unreadable, conform
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tenantry.errors import IngestError
+from tenantry.core.errors import IngestError
 from tenantry.report import slurm_fields as sf
 from tenantry.report.files import Input, read_bytes
 from tenantry.report.sacct_repair import RECORD_START, VALID_RE, repair, split_extra

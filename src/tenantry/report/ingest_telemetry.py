@@ -18,9 +18,9 @@ from typing import Any
 
 import polars as pl
 
-from tenantry import attribution
-from tenantry.errors import IngestError
-from tenantry.models import AgentProduct, Principal
+from tenantry.core import attribution
+from tenantry.core.errors import IngestError
+from tenantry.core.models import AgentProduct, Principal
 from tenantry.report.schema import (
     COMMAND_SCHEMA,
     JOB_SCHEMA,

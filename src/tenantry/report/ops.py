@@ -14,8 +14,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tenantry.errors import IngestError
-from tenantry.ops import OpContext, op, param
+from tenantry.core.errors import IngestError
+from tenantry.service.ops import OpContext, op, param
 
 CACHE_S = 60.0
 _cache: dict[tuple[str, ...], tuple[float, dict[str, Any]]] = {}
@@ -44,7 +44,7 @@ def compute(paths: list[str], since: datetime | None, until: datetime | None) ->
 async def latest(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     days = param(params, "days", float, 7.0)
     if days <= 0:
-        from tenantry.errors import UsageError
+        from tenantry.core.errors import UsageError
 
         raise UsageError("days must be positive")
     db = ctx.runtime.settings.db_path

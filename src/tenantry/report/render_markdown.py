@@ -15,82 +15,76 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _section(title: str, table: tables.Table, *before: str, after: str = "") -> list[str]:
+    """One section: its heading, the paragraphs before its table, the table, a note."""
+    out = [f"## {title}", ""]
+    for text in before:
+        out += [text, ""]
+    out += [_table(*table), ""]
+    return [*out, after, ""] if after else out
+
+
 def render(report: dict[str, Any]) -> str:
     w = report["window"]
     cr = report["command_rate"]
+    sessions = report["sessions"]
+    classes = (
+        ["class", "basis", "users"],
+        [
+            [r["class"], r["basis"], str(r["users"])]
+            for r in report["classification"]["users_by_class_and_basis"]
+        ],
+    )
+    evidence = (
+        ["user class", "submissions", "with agent tag/marker", "with human tag"],
+        [
+            [c, _num(v["submissions"]), _pct(v["direct_agent_pct"]), _num(v["direct_human"])]
+            for c, v in report["job_evidence"].items()
+            if isinstance(v, dict)
+        ],
+    )
     parts = [
         "# Tenantry characterization report",
         "",
         f"Window (UTC): {w['since']} to {w['until']}. Generated {report['generated_at']}.",
         "",
-        "## Agent share of the facility",
-        "",
-        f"**{report['attribution']['headline']}**",
-        "",
-        _table(*tables.headline(report)),
-        "",
-        "Bounds: low = evidence only; high = also every agent-like user without evidence.",
-        "",
-        "## Command rate",
-        "",
-        f"Agent/human ratio: **{_num(cr['ratio_pooled'])}x** pooled, "
-        f"{_num(cr['ratio_of_medians'])}x ratio of medians.",
-        "",
-        f"Definition: {cr['definition']}",
-        "",
-        _table(*tables.command_rate(report)),
-        "",
-        "## Nights and weekends",
-        "",
-        report["off_hours"]["definition"],
-        "",
-        _table(*tables.off_hours(report)),
-        "",
-        "## Trial-and-error loops and waste",
-        "",
-        report["trial_error"]["definition"],
-        "",
-        _table(*tables.waste(report)),
-        "",
-        "## Burstiness and concentration",
-        "",
-        _table(*tables.burstiness(report)),
-        "",
-        "## Classification",
-        "",
-        _table(
-            ["class", "basis", "users"],
-            [
-                [r["class"], r["basis"], str(r["users"])]
-                for r in report["classification"]["users_by_class_and_basis"]
-            ],
+        *_section(
+            "Agent share of the facility",
+            tables.headline(report),
+            f"**{report['attribution']['headline']}**",
+            after="Bounds: low = evidence only;"
+            " high = also every agent-like user without evidence.",
         ),
-        "",
-        "## Sessions and job-level evidence",
-        "",
-        f"Sessions seen: {report['sessions']['sessions']} "
-        f"({report['sessions']['agent_sessions']} agent sessions: "
-        + ", ".join(f"{k} {v}" for k, v in report["sessions"]["by_agent"].items())
-        + ").",
-        "",
-        _table(
-            ["user class", "submissions", "with agent tag/marker", "with human tag"],
-            [
-                [c, _num(v["submissions"]), _pct(v["direct_agent_pct"]), _num(v["direct_human"])]
-                for c, v in report["job_evidence"].items()
-                if isinstance(v, dict)
-            ],
+        *_section(
+            "Command rate",
+            tables.command_rate(report),
+            f"Agent/human ratio: **{_num(cr['ratio_pooled'])}x** pooled, "
+            f"{_num(cr['ratio_of_medians'])}x ratio of medians.",
+            f"Definition: {cr['definition']}",
         ),
-        "",
-        "## Tenantry telemetry, by principal",
-        "",
-        report["telemetry"]["definition"],
-        "",
-        _table(*tables.telemetry(report)),
-        "",
-        "## Inputs",
-        "",
-        _table(*tables.inputs(report)),
+        *_section(
+            "Nights and weekends", tables.off_hours(report), report["off_hours"]["definition"]
+        ),
+        *_section(
+            "Trial-and-error loops and waste",
+            tables.waste(report),
+            report["trial_error"]["definition"],
+        ),
+        *_section("Burstiness and concentration", tables.burstiness(report)),
+        *_section("Classification", classes),
+        *_section(
+            "Sessions and job-level evidence",
+            evidence,
+            f"Sessions seen: {sessions['sessions']} ({sessions['agent_sessions']} agent sessions: "
+            + ", ".join(f"{k} {v}" for k, v in sessions["by_agent"].items())
+            + ").",
+        ),
+        *_section(
+            "Tenantry telemetry, by principal",
+            tables.telemetry(report),
+            report["telemetry"]["definition"],
+        ),
+        *_section("Inputs", tables.inputs(report))[:-1],
     ]
     bad = [u for s in report["inputs"] for u in s["unreadable_examples"]]
     if bad:

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from tenantry import attribution
-from tenantry.errors import UsageError
-from tenantry.models import AgentProduct, Principal
+from tenantry.core import attribution
+from tenantry.core.errors import UsageError
+from tenantry.core.models import AgentProduct, Principal
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,56 +200,17 @@ class _Builder:
                 job_id = str(base)
             kind = "fixed" if (state != "COMPLETED" or not started) else ("gpu" if gpus else "cpu")
             start = ts + wait + part if started else None
+            who = (job_id, raw, sub, user.name, user.uid, user.account, jname, ts)
+            how = (tag, line, timelimit, agent)
             if not agent and started and state == "COMPLETED" and rng.random() < 0.01:
                 # an earlier run that was requeued (sacct --duplicates shows it)
                 first = max(1, el // 3)
                 self.jobs.append(
-                    SimJob(
-                        job_id,
-                        raw,
-                        sub,
-                        user.name,
-                        user.uid,
-                        user.account,
-                        jname,
-                        ts,
-                        start,
-                        first,
-                        cpus,
-                        gpus,
-                        "REQUEUED",
-                        "0:0",
-                        tag,
-                        line,
-                        timelimit,
-                        agent,
-                        "fixed",
-                    )
+                    SimJob(*who, start, first, cpus, gpus, "REQUEUED", "0:0", *how, "fixed")
                 )
                 start = (start or ts) + first + 60
-            self.jobs.append(
-                SimJob(
-                    job_id,
-                    raw,
-                    sub,
-                    user.name,
-                    user.uid,
-                    user.account,
-                    jname,
-                    ts,
-                    start,
-                    el if started else 0,
-                    cpus,
-                    gpus,
-                    state,
-                    exit_code,
-                    tag,
-                    line,
-                    timelimit,
-                    agent,
-                    kind,
-                )
-            )
+            ran_s = el if started else 0
+            self.jobs.append(SimJob(*who, start, ran_s, cpus, gpus, state, exit_code, *how, kind))
 
 
 def _human_hours(rng: random.Random, days: int) -> list[int]:

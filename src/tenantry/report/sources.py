@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tenantry.errors import IngestError
+from tenantry.core.errors import IngestError
 from tenantry.report import (
     ingest_json,
     ingest_sacct,

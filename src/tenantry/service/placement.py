@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tenantry.errors import PolicyDenied, UsageError
-from tenantry.models import CommandSpec
-from tenantry.settings import Settings
+from tenantry.core.errors import PolicyDenied, UsageError
+from tenantry.core.models import CommandSpec
+from tenantry.core.settings import Settings
 
 Where = Literal["local", "lease"]
 EMBEDDED = frozenset({"local", "fake"})  # backends whose leases are local processes

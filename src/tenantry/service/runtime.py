@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
-from tenantry.errors import Unavailable
-from tenantry.events import Bus, Event
+from tenantry.core.errors import Unavailable
+from tenantry.core.events import Bus, Event
+from tenantry.core.settings import Settings
 from tenantry.service.seams import (
     CommandRunner,
     Component,
@@ -25,7 +26,6 @@ from tenantry.service.seams import (
     Sandboxes,
     StatusSource,
 )
-from tenantry.settings import Settings
 
 if TYPE_CHECKING:
     from tenantry.backends.base import Backend

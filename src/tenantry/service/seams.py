@@ -8,11 +8,13 @@ component factory. The type checker therefore sees both sides of every seam.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from tenantry.models import CommandResult, CommandSpec, Principal
-from tenantry.runner import Sink
+from tenantry.core.models import CommandResult, CommandSpec, Principal
+
+# Receives one chunk of a command's output: (stream name, bytes).
+Sink = Callable[[str, bytes], Awaitable[None]]
 
 __all__ = [
     "CommandRunner",

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tenantry.errors import StoreError
+from tenantry.core.errors import StoreError
 
 T = TypeVar("T")
 

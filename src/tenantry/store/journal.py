@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tenantry.errors import StoreError
-from tenantry.events import Event
-from tenantry.models import Job, JobSpec, JobState, Principal, Resources
+from tenantry.core.errors import StoreError
+from tenantry.core.events import Event
+from tenantry.core.models import Job, JobSpec, JobState, Principal, Resources
 from tenantry.store.db import Database, load_migrations
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,42 @@
+"""What the start-up benchmarks share: the checkout, the CPU time of finished child
+processes, and the environment of a throw-away daemon state directory."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def child_cpu() -> float:
+    """CPU seconds (user + system) of every child process that has exited so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def bench_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this environment) with this checkout's ``src`` on PYTHONPATH and
+    the daemon's state and socket in a fresh temporary directory."""
+    state = tempfile.mkdtemp(prefix="tnt-bench-")
+    return {
+        **(dict(os.environ) if base is None else base),
+        "PYTHONPATH": str(ROOT / "src"),
+        "TENANTRY_STATE_DIR": state,
+        "TENANTRY_SOCKET": f"{state}/sock",
+    }
+
+
+def serve(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``tenantry serve`` in its own session, its output discarded."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tenantry", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )

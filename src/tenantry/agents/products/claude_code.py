@@ -1,0 +1,81 @@
+"""Claude Code: ``.mcp.json`` / ``~/.claude.json`` / managed files, hooks in settings.
+
+- MCP: project ``DIR/.mcp.json``, user ``~/.claude.json``, system
+  ``/etc/claude-code/managed-mcp.json`` (all ``{"mcpServers": {name: {type,
+  command, args, env}}}``). A managed-mcp.json fixes the server set for every
+  user of the machine: with ``--system`` Tenantry becomes that set's member.
+- Hooks: ``PreToolUse`` (matcher ``Bash``), ``SessionStart``, ``SessionEnd`` in
+  ``DIR/.claude/settings.json``, ``~/.claude/settings.json`` or
+  ``/etc/claude-code/managed-settings.json``; handlers ``{type: command,
+  command, timeout}`` (seconds).
+- Rules: the site-rules block in ``CLAUDE.md`` (project root, ``~/.claude/``,
+  or ``/etc/claude-code/``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tenantry.agents import files
+from tenantry.agents.products.common import (
+    Target,
+    hook_command,
+    set_grouped_hooks,
+    set_server,
+)
+from tenantry.agents.rules import SITE_RULES
+
+AGENT = "claude-code"
+
+
+def _paths(t: Target) -> tuple[Path, Path, Path]:
+    if t.scope == "project":
+        return (
+            t.project / ".mcp.json",
+            t.project / ".claude" / "settings.json",
+            t.project / "CLAUDE.md",
+        )
+    if t.scope == "user":
+        return (
+            t.home / ".claude.json",
+            t.home / ".claude" / "settings.json",
+            t.home / ".claude" / "CLAUDE.md",
+        )
+    return (
+        t.system("/etc/claude-code/managed-mcp.json"),
+        t.system("/etc/claude-code/managed-settings.json"),
+        t.system("/etc/claude-code/CLAUDE.md"),
+    )
+
+
+def server_entry(t: Target) -> dict[str, Any]:
+    argv = t.argv0
+    return {"type": "stdio", "command": argv[0], "args": [*argv[1:], "mcp"], "env": {}}
+
+
+def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
+    handler = {"type": "command", "command": hook_command(t, AGENT), "timeout": 10}
+    return {
+        "PreToolUse": {"matcher": "Bash", "hooks": [handler]},
+        "SessionStart": {"hooks": [handler]},
+        "SessionEnd": {"hooks": [handler]},
+    }
+
+
+def install(t: Target) -> list[files.Change]:
+    mcp, settings, rules = _paths(t)
+    return [
+        files.edit_json(mcp, lambda d: set_server(d, "mcpServers", server_entry(t))),
+        files.edit_json(settings, lambda d: set_grouped_hooks(d, hook_groups(t))),
+        files.edit_block(rules, SITE_RULES),
+    ]
+
+
+def uninstall(t: Target) -> list[files.Change]:
+    mcp, settings, rules = _paths(t)
+    return [
+        files.edit_json(mcp, lambda d: set_server(d, "mcpServers", None)),
+        files.edit_json(settings, lambda d: set_grouped_hooks(d, None)),
+        files.edit_block(rules, None),
+    ]

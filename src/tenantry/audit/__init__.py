@@ -1,8 +1,0 @@
-"""Tamper-evident audit log: append-only, hash-chained, anchored."""
-
-from __future__ import annotations
-
-from tenantry.audit.chain import Report, digest, verify
-from tenantry.audit.component import AuditLog, audit_paths, create
-
-__all__ = ["AuditLog", "Report", "audit_paths", "create", "digest", "verify"]

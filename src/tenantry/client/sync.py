@@ -1,0 +1,277 @@
+"""The client: HTTP/JSON over the daemon's Unix socket, standard library only.
+
+It starts the daemon on demand (like ``ssh-agent``), under a lock so two
+callers never start two daemons, and turns error envelopes back into
+``TenantryError``s. Streaming ops arrive as newline-delimited JSON chunks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+from tenantry.client.principal import client_claims
+from tenantry.core import errors
+from tenantry.core.settings import Settings
+
+TYPE_CHECKING = False  # the CLI client path avoids importing typing
+
+if TYPE_CHECKING:
+    from typing import Any
+
+API = "/v1"
+PRINCIPAL_HEADER = "X-Tenantry-Principal"
+# one id per logical request, the same on every retry: the daemon answers a
+# retried submission with the job its first attempt created
+REQUEST_ID_HEADER = "X-Tenantry-Request-Id"
+# ops the daemon answers idempotently, so a call that lost its connection
+# (the daemon died mid-request) is retried with the same request id
+RETRY_AFTER_LOSS = frozenset(
+    {"jobs.submit", "jobs.cancel", "jobs.status", "jobs.list", "jobs.logs", "facility.info"}
+)
+RETRIES = 3
+
+
+def new_request_id() -> str:
+    return os.urandom(12).hex()
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float | None) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not None:
+            sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class Client:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        autostart: bool = True,
+        timeout: float | None = None,
+        claims: dict[str, str] | None = None,
+        on_warnings: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        # inside a `tenantry agent` sandbox the session socket is the only daemon
+        self.autostart = autostart and os.environ.get("TENANTRY_AUTOSTART") != "0"
+        self.timeout = timeout
+        self.claims = claims if claims is not None else client_claims()
+        # warnings (budget thresholds, policy notes) that came with the last result
+        self.last_warnings: list[str] = []
+        self.on_warnings = on_warnings
+
+    # -- transport -----------------------------------------------------------------
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float | None = None,
+        request_id: str = "",
+    ) -> http.client.HTTPResponse:
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {
+            "Content-Type": "application/json",
+            PRINCIPAL_HEADER: json.dumps(self.claims),
+            REQUEST_ID_HEADER: request_id or new_request_id(),
+        }
+        last: Exception | None = None
+        for attempt in range(2):
+            conn = _UnixConnection(self.settings.socket, timeout or self.timeout)
+            try:
+                conn.request(method, path, body=payload, headers=headers)
+                return conn.getresponse()
+            except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError) as exc:
+                last = exc
+                conn.close()
+                if attempt == 0 and self.autostart:
+                    ensure_daemon(self.settings)
+                    continue
+                break
+            except PermissionError as exc:
+                raise errors.PermissionDenied(
+                    f"cannot open the daemon socket {self.settings.socket}: {exc.strerror}",
+                    hint="the socket belongs to another user; set TENANTRY_SOCKET to your own",
+                ) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
+        raise errors.DaemonUnavailable(
+            f"no daemon answers on {self.settings.socket}",
+            hint="start one with `tenantry serve` (or let the CLI start it)",
+        ) from last
+
+    def call(
+        self,
+        op: str,
+        params: dict[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        **kw: Any,
+    ) -> Any:
+        """Call one op; returns its result or raises its TenantryError.
+
+        The request carries one request id on every attempt; ops in
+        ``RETRY_AFTER_LOSS`` are retried when the connection is lost.
+        """
+        rid = request_id or new_request_id()
+        retries = RETRIES if op in RETRY_AFTER_LOSS else 0
+        attempt = 0
+        while True:
+            try:
+                resp = self._request("POST", f"{API}/op/{op}", params or {}, request_id=rid, **kw)
+                data = _read_json(resp)
+                break
+            except errors.DaemonUnavailable:
+                if attempt >= retries:
+                    raise
+                attempt += 1
+                time.sleep(0.1 * 2**attempt)  # let a restarting daemon come up
+        if not data.get("ok"):
+            raise errors.from_dict(data.get("error") or {})
+        self.last_warnings = list(data.get("warnings") or [])
+        if self.last_warnings and self.on_warnings is not None:
+            self.on_warnings(self.last_warnings)
+        return data.get("result")
+
+    def stream(self, op: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """Call a streaming op; yields its chunks (the last holds ``result``)."""
+        resp = self._request("POST", f"{API}/op/{op}", params or {})
+        if resp.getheader("Content-Type", "").startswith("application/json"):
+            data = _read_json(resp)
+            if not data.get("ok"):
+                raise errors.from_dict(data.get("error") or {})
+            yield {"result": data.get("result")}
+            return
+        for raw in resp:
+            line = raw.strip()
+            if not line:
+                continue
+            chunk = json.loads(line)
+            if "error" in chunk:
+                raise errors.from_dict(chunk["error"])
+            yield chunk
+
+    def health(self) -> dict[str, Any]:
+        resp = self._request("GET", f"{API}/health")
+        return dict(_read_json(resp))
+
+
+def _read_json(resp: http.client.HTTPResponse) -> dict[str, Any]:
+    try:
+        raw = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise errors.DaemonUnavailable(
+            f"the daemon sent a response that is not JSON (HTTP {resp.status})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise errors.DaemonUnavailable("the daemon sent an unexpected response")
+    return data
+
+
+def socket_answers(path: str) -> bool:
+    """True when something accepts connections on the Unix socket ``path``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(1.0)
+        sock.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+BACKEND_FILE = "backend"
+
+
+def recorded_backend(state_dir: str) -> str:
+    """The backend the daemon of this state directory serves ("" when none recorded).
+
+    An autostarted daemon serves it, never silently another: a ``serve
+    --backend slurm`` state restarted as ``local`` would lose track of its jobs.
+    """
+    from pathlib import Path
+
+    try:
+        return (Path(state_dir) / BACKEND_FILE).read_text().strip()
+    except OSError:
+        return ""
+
+
+def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
+    """Start a daemon for these settings unless one answers; never two at once."""
+    from pathlib import Path
+
+    state = Path(settings.state_dir)
+    try:
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = (state / "spawn.lock").open("a")
+    except OSError as exc:
+        raise errors.UsageError(
+            f"cannot use the state directory {state}: {exc.strerror or exc}",
+            hint="point TENANTRY_STATE_DIR (or --state-dir) at a directory you can write",
+        ) from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if socket_answers(settings.socket):
+            return
+        log = (state / "daemon.log").open("ab")
+        os.chmod(state / "daemon.log", 0o600)
+        cmd = [
+            sys.executable,
+            "-m",
+            "tenantry",
+            "--socket",
+            settings.socket,
+            "--state-dir",
+            settings.state_dir,
+            "serve",
+            "--backend",
+            recorded_backend(settings.state_dir) or settings.backend,
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+        log.close()
+        deadline = time.monotonic() + wait_s
+        delay = 0.005
+        while time.monotonic() < deadline:
+            if socket_answers(settings.socket):
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        tail = ""
+        with contextlib.suppress(OSError):
+            tail = (state / "daemon.log").read_text()[-600:]
+        raise errors.DaemonUnavailable(
+            "the daemon did not start",
+            hint=f"see {state / 'daemon.log'}: {tail.strip()[-300:] if tail else 'empty'}",
+        )

@@ -1,0 +1,325 @@
+"""Run one short command as a local subprocess: argv list, cwd, env, limits.
+
+Output streams to a sink as it arrives; the result keeps a bounded tail of
+each stream. Each command runs in its own process group, so a timeout or a
+kill switch ends the whole tree. Never a shell string.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO
+
+from tenantry.core.errors import UsageError
+from tenantry.core.models import CommandResult, CommandSpec, Principal
+from tenantry.service.seams import Sink
+
+# told the pid of a command once it started (the journal records it)
+OnStart = Callable[[int], Awaitable[None]]
+_PR_SET_PDEATHSIG = 1
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - no libc to load
+    _LIBC = None
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks since boot; tells pid reuse apart)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    try:
+        return int(fields[19])  # field 22 of stat(5); 3 fields precede the split
+    except (IndexError, ValueError):
+        return None
+
+
+def end_leftover(pid: int, start: int | None) -> bool:
+    """End the process group of a command an earlier daemon started; True if one was.
+
+    The group's id is the command's pid (its own session). Linux never hands
+    out a pid still in use as a group id, so with the leader gone the group is
+    still the command's; a live leader must have the recorded start time.
+    """
+    now = proc_start_time(pid)
+    if now is not None and now != start:
+        return False  # the pid belongs to another process now
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _die_with_daemon() -> None:
+    """In the child: SIGKILL when the daemon dies (commands end with it)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+_CHUNK = 65536
+PIPE_GRACE_S = 2.0
+
+
+class _Tail:
+    """Keep the last ``cap`` bytes of a stream and whether anything was dropped."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.buf = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        self.buf += data
+        if len(self.buf) > self.cap:
+            del self.buf[: len(self.buf) - self.cap]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.buf)
+
+    def text(self) -> str:
+        return self.buf.decode("utf-8", errors="replace")
+
+
+def _limits(mem_mb: int | None, cpu_s: float | None) -> Callable[[], None]:
+    def apply() -> None:
+        _die_with_daemon()
+        if mem_mb:
+            size = mem_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+        if cpu_s:
+            soft = int(cpu_s) + 1
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
+
+    return apply
+
+
+class _Child:
+    """A command's process, reaped by us with ``os.wait4`` for its own rusage.
+
+    (asyncio's child watcher would reap it first and lose the rusage; the
+    process-wide ``RUSAGE_CHILDREN`` mixes every concurrent command.)
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.returncode: int | None = None
+        self.rusage: resource.struct_rusage | None = None
+
+    def _reap(self, flags: int) -> bool:
+        try:
+            pid, status, rusage = os.wait4(self.pid, flags)
+        except ChildProcessError:  # reaped elsewhere: no rusage
+            self.returncode = self.returncode if self.returncode is not None else -1
+            return True
+        if pid == 0:
+            return False
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self.popen.returncode = self.returncode
+        self.rusage = rusage
+        return True
+
+    async def exited(self) -> None:
+        """Wait for the process to exit (not for its pipes to close), then reap it."""
+        if self.returncode is not None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            fd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            while not self._reap(os.WNOHANG):
+                await asyncio.sleep(0.02)
+            return
+        done: asyncio.Future[None] = loop.create_future()
+
+        def ready() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        loop.add_reader(fd, ready)
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+        self._reap(0)
+
+
+async def _reader(
+    loop: asyncio.AbstractEventLoop, pipe: IO[bytes] | None
+) -> tuple[asyncio.StreamReader, asyncio.BaseTransport | None]:
+    reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
+    if pipe is None:
+        reader.feed_eof()
+        return reader, None
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader, transport
+
+
+class LocalRunner:
+    """Runs commands on this host; tracks them per principal for the kill switch."""
+
+    def __init__(self, output_cap: int = 1_048_576, default_timeout: float = 3600.0) -> None:
+        self.output_cap = output_cap
+        self.default_timeout = default_timeout
+        self._running: dict[str, tuple[str, _Child]] = {}
+
+    async def start(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        for cid in list(self._running):
+            self._kill(cid)
+
+    def running(self) -> int:
+        return len(self._running)
+
+    def _kill(self, cid: str, sig: int = signal.SIGKILL) -> None:
+        entry = self._running.get(cid)
+        if entry is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(entry[1].pid, sig)
+
+    async def kill_principal(self, key: str) -> int:
+        """End every command of this principal (or of every session under a user prefix)."""
+        prefix = key.rstrip("/") + "/"
+        victims = [c for c, (k, _) in self._running.items() if k == key or k.startswith(prefix)]
+        for cid in victims:
+            self._kill(cid)
+        return len(victims)
+
+    async def run(
+        self,
+        spec: CommandSpec,
+        principal: Principal,
+        sink: Sink,
+        cid: str | None = None,
+        on_start: OnStart | None = None,
+    ) -> CommandResult:
+        cid = cid or uuid.uuid4().hex[:12]
+        if not Path(spec.cwd).is_dir():
+            raise UsageError(
+                f"working directory {spec.cwd!r} does not exist",
+                hint="pass an existing directory as cwd",
+            )
+        timeout = spec.timeout_s or self.default_timeout
+        started = time.monotonic()
+        try:
+            # Popen, not asyncio's: we reap the child ourselves (wait4) for its
+            # rusage; fork+exec returns at once, nothing blocks on the child
+            popen = subprocess.Popen(  # noqa: ASYNC220
+                list(spec.argv),
+                cwd=spec.cwd,
+                env=spec.env or None,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=_limits(spec.resources.mem_mb, None),
+            )
+        except FileNotFoundError:
+            return CommandResult(
+                id=cid,
+                exit_code=127,
+                state="error",
+                duration_s=time.monotonic() - started,
+                reason=f"command not found: {spec.argv[0]}",
+            )
+        except PermissionError:
+            return CommandResult(
+                id=cid,
+                exit_code=126,
+                state="error",
+                duration_s=time.monotonic() - started,
+                reason=f"permission denied: {spec.argv[0]} is not executable",
+            )
+        proc = _Child(popen)
+        self._running[cid] = (principal.key, proc)
+        if on_start is not None:
+            await on_start(popen.pid)
+        tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
+        loop = asyncio.get_running_loop()
+        pipes = {
+            "stdout": await _reader(loop, popen.stdout),
+            "stderr": await _reader(loop, popen.stderr),
+        }
+        streams = {name: r for name, (r, _) in pipes.items()}
+
+        async def pump(name: str) -> None:
+            # the sink may block (a slow client): then the pipe fills and the
+            # command waits on its writes; nothing piles up in the daemon
+            while chunk := await streams[name].read(_CHUNK):
+                tails[name].add(chunk)
+                await sink(name, chunk)
+
+        pumps = asyncio.gather(pump("stdout"), pump("stderr"))
+        state = "completed"
+        reason = ""
+        try:
+            async with asyncio.timeout(timeout):
+                await proc.exited()
+                try:
+                    async with asyncio.timeout(PIPE_GRACE_S):
+                        await asyncio.shield(pumps)
+                except TimeoutError:
+                    # background children still hold the pipes after the command
+                    # exited: end them (commands are short; nothing may linger)
+                    reason = "ended background processes left running by the command"
+                    self._kill(cid)
+                    await pumps
+        except TimeoutError:
+            state, reason = "timeout", f"killed after the {timeout:g} s timeout"
+            self._kill(cid)
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(5):
+                    await pumps
+            await proc.exited()
+        except asyncio.CancelledError:
+            self._kill(cid)
+            pumps.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.exited())
+            raise
+        finally:
+            self._running.pop(cid, None)
+            for _, transport in pipes.values():
+                if transport is not None:
+                    transport.close()
+        code = proc.returncode
+        if state == "completed":
+            if code is not None and code < 0:
+                state, reason = "failed", f"killed by signal {signal.Signals(-code).name}"
+            elif code:
+                state = "failed"
+        usage = proc.rusage
+        out, err = tails["stdout"], tails["stderr"]
+        return CommandResult(
+            id=cid,
+            exit_code=code,
+            state=state,
+            duration_s=time.monotonic() - started,
+            where="local",
+            stdout_tail=out.text(),
+            stderr_tail=err.text(),
+            truncated=out.truncated or err.truncated,
+            reason=reason,
+            # this command's own process tree (its reaped descendants included)
+            cpu_s=(usage.ru_utime + usage.ru_stime) if usage else 0.0,
+            max_rss_kb=int(usage.ru_maxrss) if usage else 0,
+        )

@@ -1,0 +1,1 @@
+"""The vocabulary every layer may import: errors, models, settings, events, units, tasks."""

@@ -1,0 +1,1 @@
+"""Facility mode: one Tenantry service for all users of a cluster."""

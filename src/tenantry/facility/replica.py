@@ -1,0 +1,167 @@
+"""One facility replica's job status: follower always, poller while leader.
+
+:class:`ReplicatedStatus` is what the facility service holds: a
+:class:`~tenantry.facility.poller.StatusCache` kept current from the shared
+PostgreSQL status log (LISTEN/NOTIFY, plus a read every ``resync_s`` in case
+a notification is lost while reconnecting), and a
+:class:`~tenantry.facility.leader.LeaderElection` that, on the replica that
+wins it, catches up with the log and runs the one
+:class:`~tenantry.facility.poller.Poller` of the cluster.
+
+Waiters resume from the last ``seq`` they saw, on any replica: the log is
+shared and ``wait_change`` returns the first change after ``since``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import psycopg
+
+from tenantry.core import errors
+from tenantry.core.tasks import TaskGroup
+from tenantry.facility import status_store as store
+from tenantry.facility.leader import AConn, LeaderElection, connect
+from tenantry.facility.poller import (
+    Poller,
+    SnapshotSource,
+    StatusCache,
+    StatusView,
+    ViewerLike,
+)
+
+__all__ = ["ReplicatedStatus"]
+
+log = logging.getLogger(__name__)
+
+
+class ReplicatedStatus:
+    """Job status for every user, the same on every replica; lifecycle: start/aclose."""
+
+    def __init__(
+        self,
+        dsn: str,
+        source: SnapshotSource,
+        *,
+        name: str,
+        interval_s: float = 1.0,
+        resync_s: float = 1.0,
+        private_jobs: bool = True,
+        history: int = 32,
+        lock_key: int | None = None,
+    ) -> None:
+        self.dsn = dsn
+        self.source = source
+        self.name = name
+        self.interval_s = interval_s
+        self.resync_s = resync_s
+        self.history = history
+        self.cache = StatusCache(history=history, private_jobs=private_jobs)
+        self.election = LeaderElection(dsn, self._lead, name=name)
+        if lock_key is not None:
+            self.election.key = lock_key
+        self.tasks = TaskGroup("facility-status")
+        self.epoch = 0
+        self.follower_connected = False
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def start(self) -> None:
+        try:
+            conn = await connect(self.dsn)
+        except psycopg.Error as exc:
+            raise errors.StoreError(
+                f"cannot reach the facility database: {exc}", hint="check store_url"
+            ) from exc
+        try:
+            await store.migrate(conn)
+            await self._catch_up(conn, full=True)
+        finally:
+            await conn.close()
+        self.tasks.supervise("status-follower", self._follow)
+        self.tasks.supervise("leader-election", self.election.run)
+
+    async def aclose(self) -> None:
+        await self.tasks.aclose()
+
+    # -- the reads (delegated to the cache) -------------------------------------------
+    def status_of(self, job_id: str, viewer: ViewerLike) -> StatusView:
+        return self.cache.status_of(job_id, viewer)
+
+    def jobs_of(self, viewer: ViewerLike, *, active_only: bool = False) -> list[StatusView]:
+        return self.cache.jobs_of(viewer, active_only=active_only)
+
+    async def wait_change(
+        self, job_id: str, viewer: ViewerLike, since: int, *, timeout_s: float | None = None
+    ) -> StatusView:
+        return await self.cache.wait_change(job_id, viewer, since, timeout_s=timeout_s)
+
+    def health(self) -> dict[str, Any]:
+        h = self.cache.health
+        return {
+            "replica": self.name,
+            "leader": self.election.is_leader,
+            "leader_terms": self.election.terms,
+            "epoch": self.epoch,
+            "seq": self.cache.seq,
+            "observed_at": h.observed_at,
+            "staleness_s": h.staleness_s(self.cache.clock()),
+            "scheduler_polls": h.polls,  # by this replica, while leader
+            "poll_failures": h.failures,
+            "last_error": h.last_error or self.election.last_error,
+            "follower_connected": self.follower_connected,
+        }
+
+    # -- follower ---------------------------------------------------------------------
+    async def _catch_up(self, conn: AConn, *, full: bool = False) -> None:
+        # the poll time first: it may only understate freshness, never overstate it
+        state = await store.poll_state(conn)
+        if full:
+            ended_after = self.cache.clock() - self.cache.retain_s
+            rows = await store.current_statuses(conn, history=self.history, ended_after=ended_after)
+        else:
+            rows = []
+            while True:  # a long gap is read in pages
+                page = await store.changes_since(conn, rows[-1].seq if rows else self.cache.seq)
+                rows.extend(page)
+                if len(page) < 10_000:
+                    break
+        # no await between the two: a reader never sees changes without their freshness
+        self.cache.absorb(rows)
+        if state.observed_at > 0:
+            self.cache.mark_polled(state.observed_at, by_me=False)
+
+    async def _follow(self) -> None:
+        """LISTEN for the leader's announcements; read the log after each (and every resync_s)."""
+        while True:
+            try:
+                conn = await connect(self.dsn)
+            except psycopg.Error as exc:
+                log.warning("facility follower %s cannot connect: %s", self.name, exc)
+                await asyncio.sleep(self.resync_s)
+                continue
+            try:
+                await conn.execute(f"LISTEN {store.CHANNEL}".encode())
+                self.follower_connected = True
+                await self._catch_up(conn)
+                while True:
+                    async for _note in conn.notifies(timeout=self.resync_s, stop_after=1):
+                        pass
+                    await self._catch_up(conn)
+            except psycopg.Error as exc:
+                log.warning("facility follower %s lost its connection: %s", self.name, exc)
+            finally:
+                self.follower_connected = False
+                with contextlib.suppress(Exception):
+                    await conn.close()
+            await asyncio.sleep(self.resync_s)
+
+    # -- leader -----------------------------------------------------------------------
+    async def _lead(self, conn: AConn) -> None:
+        publisher = store.PgPublisher(conn, self.name)
+        self.epoch = await publisher.become_leader()
+        await self._catch_up(conn)  # never diff against a cache behind the log
+        poller = Poller(self.source, self.cache, publisher, interval_s=self.interval_s)
+        await poller.run()

@@ -1,0 +1,1 @@
+"""The facility dashboard: server-rendered pages over the telemetry store."""

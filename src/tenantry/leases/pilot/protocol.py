@@ -1,0 +1,566 @@
+"""The pilot wire protocol: versioned, newline-delimited JSON over TCP.
+
+One message is one JSON object on one line (UTF-8, at most ``MAX_LINE``
+bytes), always carrying ``"v"`` (protocol version) and ``"t"`` (its type).
+Bytes (command output) travel base64-encoded. Never pickle: a message is plain
+data that both sides validate before acting on it. Unknown fields are ignored
+(a newer peer may add some); an unknown type or version is an error.
+
+    pilot                                   daemon
+      hello(lease, nonce, slots, ...)   ->
+                                        <-  welcome(nonce', proof_d) | reject(reason)
+      auth(proof_p)                     ->
+                                        <-  reject(reason)              (bad proof)
+      replay(results finished offline)  ->                  (after a reconnect)
+                                        <-  ack(ids)
+                                        <-  run(id, argv, cwd, env, timeout_s)
+      output(id, stream, data)*         ->
+      exit(id, state, code, cpu, rss)   ->
+                                        <-  ack(ids)
+      heartbeat                        <->  heartbeat
+                                        <-  cancel(id) | drain | release
+      drain (walltime near, notice)     ->
+
+Authentication is mutual and the secret never travels: both sides hold
+``key = sha256(secret)``; the daemon proves it with
+``HMAC(key, "daemon", lease, nonce, nonce')`` in its welcome (a pilot never
+runs commands for a process that merely squats on the daemon's port), and the
+pilot answers with ``HMAC(key, "pilot", lease, nonce', nonce)``. From then on
+the link is *sealed* (``seal``): every message carries a counter ``n`` and a
+``mac`` keyed with ``HMAC(key, "link", lease, nonce, nonce')`` over the
+sender's role, the counter and the message, so a message injected, replayed,
+reordered or reflected by anyone without the lease key is refused, for the
+whole connection and not only the handshake. (Only a ``reject`` may arrive
+unsealed: it just ends the connection.) Messages are not encrypted: on a
+network that is not trusted, tunnel the link.
+
+``encode``/``decode`` are pure; ``recv``/``send`` are the thin stream edge.
+Standard library only: the pilot runs inside allocations with no extra packages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from tenantry.core.errors import PilotProtocolError
+
+VERSION = 1
+MAX_LINE = 8 * 1024 * 1024
+
+STREAMS = ("stdout", "stderr")
+# How a command ended on the pilot. ``refused``: never started (the pilot is
+# draining or full), so the daemon may send it elsewhere whatever its idempotence.
+EXIT_STATES = ("completed", "failed", "timeout", "cancelled", "refused", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """Pilot -> daemon, first message of every connection."""
+
+    t: ClassVar[str] = "hello"
+    lease: str
+    nonce: str
+    slots: int
+    walltime_end: float  # unix time at which the allocation ends
+    host: str
+    pid: int
+    running: tuple[str, ...] = ()  # commands still running (after a reconnect)
+    finished: tuple[str, ...] = ()  # commands ended but not yet acked (replay follows)
+    draining: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """Daemon -> pilot: its own nonce and its proof of the lease key."""
+
+    t: ClassVar[str] = "welcome"
+    heartbeat_s: float
+    nonce: str
+    proof: str
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """Pilot -> daemon: the pilot's proof of the lease key."""
+
+    t: ClassVar[str] = "auth"
+    proof: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    t: ClassVar[str] = "reject"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    t: ClassVar[str] = "heartbeat"
+    ts: float
+    running: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    t: ClassVar[str] = "run"
+    id: str
+    argv: tuple[str, ...]
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)  # non-empty: the whole environment
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    t: ClassVar[str] = "output"
+    id: str
+    stream: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """How one command ended. In a replay it also carries the output not yet sent."""
+
+    t: ClassVar[str] = "exit"
+    id: str
+    state: str
+    code: int | None
+    cpu_s: float = 0.0
+    max_rss_kb: int = 0
+    duration_s: float = 0.0
+    reason: str = ""
+    stdout: bytes = b""
+    stderr: bytes = b""
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    t: ClassVar[str] = "cancel"
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Accept nothing new; finish what runs (daemon -> pilot; pilot -> daemon as notice)."""
+
+    t: ClassVar[str] = "drain"
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Daemon -> pilot: finish what runs, then exit."""
+
+    t: ClassVar[str] = "release"
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Daemon -> pilot: these results are safe; forget them."""
+
+    t: ClassVar[str] = "ack"
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """Pilot -> daemon after a reconnect: results of commands that ended offline."""
+
+    t: ClassVar[str] = "replay"
+    results: tuple[Exit, ...]
+
+
+Message = (
+    Hello
+    | Welcome
+    | Auth
+    | Reject
+    | Heartbeat
+    | Run
+    | Output
+    | Exit
+    | Cancel
+    | Drain
+    | Release
+    | Ack
+    | Replay
+)
+
+
+# -- authentication ------------------------------------------------------------------
+
+
+def key_of(secret: str) -> bytes:
+    """The HMAC key both sides hold (the daemon stores only this, hex-encoded)."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def proof(key: bytes, role: str, lease: str, first: str, second: str) -> str:
+    """``role``'s proof of ``key`` bound to this lease and both nonces."""
+    msg = "\n".join((role, lease, first, second)).encode()
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
+def check(key: bytes, role: str, lease: str, first: str, second: str, given: str) -> bool:
+    return hmac.compare_digest(proof(key, role, lease, first, second), given)
+
+
+# -- encoding -----------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _exit_fields(m: Exit) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "id": m.id,
+        "state": m.state,
+        "code": m.code,
+        "cpu_s": m.cpu_s,
+        "max_rss_kb": m.max_rss_kb,
+        "duration_s": m.duration_s,
+    }
+    if m.reason:
+        d["reason"] = m.reason
+    if m.stdout:
+        d["stdout"] = _b64(m.stdout)
+    if m.stderr:
+        d["stderr"] = _b64(m.stderr)
+    if m.truncated:
+        d["truncated"] = True
+    return d
+
+
+def to_dict(msg: Message) -> dict[str, Any]:
+    """The JSON object of a message (without version and type)."""
+    if isinstance(msg, Exit):
+        return _exit_fields(msg)
+    if isinstance(msg, Replay):
+        return {"results": [_exit_fields(r) for r in msg.results]}
+    if isinstance(msg, Output):
+        return {"id": msg.id, "stream": msg.stream, "data": _b64(msg.data)}
+    d: dict[str, Any] = {}
+    for name in msg.__dataclass_fields__:
+        value = getattr(msg, name)
+        d[name] = list(value) if isinstance(value, tuple) else value
+    return d
+
+
+def encode(msg: Message) -> bytes:
+    """One message as one line of JSON, newline included."""
+    body = {"v": VERSION, "t": msg.t, **to_dict(msg)}
+    line = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(line) >= MAX_LINE:
+        raise PilotProtocolError(f"{msg.t} message of {len(line)} bytes exceeds {MAX_LINE}")
+    return line + b"\n"
+
+
+# -- decoding (validating) ----------------------------------------------------------
+
+
+def _bad(t: str, name: str, want: str) -> PilotProtocolError:
+    return PilotProtocolError(f"{t} message: field {name!r} must be {want}")
+
+
+def _str(d: dict[str, Any], t: str, name: str, default: str | None = None) -> str:
+    v = d.get(name, default)
+    if not isinstance(v, str):
+        raise _bad(t, name, "a string")
+    return v
+
+
+def _int(d: dict[str, Any], t: str, name: str, default: int | None = None) -> int:
+    v = d.get(name, default)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise _bad(t, name, "an integer")
+    return v
+
+
+def _opt_int(d: dict[str, Any], t: str, name: str) -> int | None:
+    return None if d.get(name) is None else _int(d, t, name)
+
+
+def _float(d: dict[str, Any], t: str, name: str, default: float | None = None) -> float:
+    v = d.get(name, default)
+    if not isinstance(v, int | float) or isinstance(v, bool) or v != v:
+        raise _bad(t, name, "a number")
+    return float(v)
+
+
+def _opt_float(d: dict[str, Any], t: str, name: str) -> float | None:
+    return None if d.get(name) is None else _float(d, t, name)
+
+
+def _bool(d: dict[str, Any], t: str, name: str) -> bool:
+    v = d.get(name, False)
+    if not isinstance(v, bool):
+        raise _bad(t, name, "a boolean")
+    return v
+
+
+def _strs(d: dict[str, Any], t: str, name: str, *, nonempty: bool = False) -> tuple[str, ...]:
+    v = d.get(name, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or (nonempty and not v):
+        raise _bad(t, name, "a non-empty list of strings" if nonempty else "a list of strings")
+    return tuple(v)
+
+
+def _env(d: dict[str, Any], t: str, name: str) -> dict[str, str]:
+    v = d.get(name, {})
+    if not isinstance(v, dict) or not all(
+        isinstance(k, str) and isinstance(x, str) and k and "=" not in k and "\0" not in x
+        for k, x in v.items()
+    ):
+        raise _bad(t, name, "an object of string names (no '=') to string values")
+    return dict(v)
+
+
+def _bytes(d: dict[str, Any], t: str, name: str) -> bytes:
+    v = d.get(name, "")
+    if not isinstance(v, str):
+        raise _bad(t, name, "base64 text")
+    try:
+        return base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _bad(t, name, "base64 text") from exc
+
+
+def _choice(d: dict[str, Any], t: str, name: str, allowed: tuple[str, ...]) -> str:
+    v = _str(d, t, name)
+    if v not in allowed:
+        raise _bad(t, name, "one of " + "|".join(allowed))
+    return v
+
+
+def _exit(d: dict[str, Any], t: str = "exit") -> Exit:
+    return Exit(
+        id=_str(d, t, "id"),
+        state=_choice(d, t, "state", EXIT_STATES),
+        code=_opt_int(d, t, "code"),
+        cpu_s=_float(d, t, "cpu_s", 0.0),
+        max_rss_kb=_int(d, t, "max_rss_kb", 0),
+        duration_s=_float(d, t, "duration_s", 0.0),
+        reason=_str(d, t, "reason", ""),
+        stdout=_bytes(d, t, "stdout"),
+        stderr=_bytes(d, t, "stderr"),
+        truncated=_bool(d, t, "truncated"),
+    )
+
+
+def _run(d: dict[str, Any]) -> Run:
+    """A ``run``; a well-framed one whose fields cannot be run (a NUL in argv...)
+    raises a PilotProtocolError naming the command (``details["command_id"]``):
+    the receiver fails that one command and keeps the link, so one bad request
+    never wedges a lease."""
+    cid = d.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise _bad("run", "id", "a non-empty string")
+    try:
+        return _run_fields(d, cid)
+    except PilotProtocolError as exc:
+        raise PilotProtocolError(exc.message, command_id=cid) from exc
+
+
+def _run_fields(d: dict[str, Any], cid: str) -> Run:
+    timeout = _opt_float(d, "run", "timeout_s")
+    if timeout is not None and timeout <= 0:
+        raise _bad("run", "timeout_s", "a positive number")
+    argv = _strs(d, "run", "argv", nonempty=True)
+    if any("\0" in a for a in argv):
+        raise _bad("run", "argv", "free of NUL bytes")
+    return Run(
+        id=cid,
+        argv=argv,
+        cwd=_str(d, "run", "cwd"),
+        env=_env(d, "run", "env"),
+        timeout_s=timeout,
+    )
+
+
+def _replay(d: dict[str, Any]) -> Replay:
+    results = d.get("results")
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise _bad("replay", "results", "a list of exit objects")
+    return Replay(results=tuple(_exit(r, "replay") for r in results))
+
+
+def from_dict(d: dict[str, Any]) -> Message:
+    """Validate a decoded JSON object and build its message."""
+    version = d.get("v")
+    if version != VERSION:
+        raise PilotProtocolError(
+            f"unsupported pilot protocol version {version!r} (this side speaks {VERSION})",
+            hint="run the same Tenantry version for the daemon and its pilots",
+        )
+    t = d.get("t")
+    if t == "hello":
+        return Hello(
+            lease=_str(d, t, "lease"),
+            nonce=_str(d, t, "nonce"),
+            slots=_int(d, t, "slots"),
+            walltime_end=_float(d, t, "walltime_end"),
+            host=_str(d, t, "host"),
+            pid=_int(d, t, "pid"),
+            running=_strs(d, t, "running"),
+            finished=_strs(d, t, "finished"),
+            draining=_bool(d, t, "draining"),
+        )
+    if t == "welcome":
+        return Welcome(
+            heartbeat_s=_float(d, t, "heartbeat_s"),
+            nonce=_str(d, t, "nonce"),
+            proof=_str(d, t, "proof"),
+        )
+    if t == "auth":
+        return Auth(proof=_str(d, t, "proof"))
+    if t == "reject":
+        return Reject(reason=_str(d, t, "reason"))
+    if t == "heartbeat":
+        return Heartbeat(ts=_float(d, t, "ts"), running=_int(d, t, "running", 0))
+    if t == "run":
+        return _run(d)
+    if t == "output":
+        return Output(
+            id=_str(d, t, "id"), stream=_choice(d, t, "stream", STREAMS), data=_bytes(d, t, "data")
+        )
+    if t == "exit":
+        return _exit(d)
+    if t == "cancel":
+        return Cancel(id=_str(d, t, "id"))
+    if t == "drain":
+        return Drain(reason=_str(d, t, "reason", ""))
+    if t == "release":
+        return Release(reason=_str(d, t, "reason", ""))
+    if t == "ack":
+        return Ack(ids=_strs(d, t, "ids"))
+    if t == "replay":
+        return _replay(d)
+    raise PilotProtocolError(f"unknown pilot message type {t!r}")
+
+
+def decode(line: bytes) -> Message:
+    """Parse and validate one line (with or without its newline)."""
+    if len(line) > MAX_LINE:
+        raise PilotProtocolError(f"message of {len(line)} bytes exceeds {MAX_LINE}")
+    try:
+        d = json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PilotProtocolError(f"pilot message is not JSON: {exc}") from exc
+    if not isinstance(d, dict):
+        raise PilotProtocolError("pilot message must be a JSON object")
+    return from_dict(d)
+
+
+# -- sealed links (every message authenticated) ---------------------------------------
+
+
+class Seal:
+    """One direction pair of a sealed link: counters and the link key."""
+
+    __slots__ = ("key", "me", "peer", "recv_n", "send_n")
+
+    def __init__(self, key: bytes, me: str, peer: str) -> None:
+        self.key, self.me, self.peer = key, me, peer
+        self.send_n = 0
+        self.recv_n = 0
+
+    def mac(self, role: str, body: dict[str, Any]) -> str:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hmac.new(self.key, f"{role}\n".encode() + text.encode(), hashlib.sha256).hexdigest()
+
+    def close(self, msg: Message) -> bytes:
+        self.send_n += 1
+        body = {"v": VERSION, "t": msg.t, **to_dict(msg), "n": self.send_n}
+        body["mac"] = self.mac(self.me, body)
+        line = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(line) >= MAX_LINE:
+            raise PilotProtocolError(f"{msg.t} message of {len(line)} bytes exceeds {MAX_LINE}")
+        return line + b"\n"
+
+    def open(self, line: bytes) -> Message:
+        try:
+            d = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PilotProtocolError(f"pilot message is not JSON: {exc}") from exc
+        if not isinstance(d, dict):
+            raise PilotProtocolError("pilot message must be a JSON object")
+        given = d.pop("mac", None)
+        if given is None and d.get("t") == "reject":
+            return from_dict(d)
+        if not isinstance(given, str) or not hmac.compare_digest(given, self.mac(self.peer, d)):
+            raise PilotProtocolError("unauthenticated pilot-link message (bad or missing MAC)")
+        if d.get("n") != self.recv_n + 1:
+            raise PilotProtocolError("pilot-link message out of order or replayed")
+        self.recv_n += 1
+        return from_dict(d)
+
+
+def link_key(key: bytes, lease: str, pilot_nonce: str, daemon_nonce: str) -> bytes:
+    msg = "\n".join(("link", lease, pilot_nonce, daemon_nonce)).encode()
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+_SEALS: dict[int, tuple[Any, Seal]] = {}
+
+
+def seal(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    key: bytes,
+    *,
+    me: str,
+    lease: str,
+    pilot_nonce: str,
+    daemon_nonce: str,
+) -> None:
+    """From now on, every message on this connection is MAC'd and checked."""
+    peer = "daemon" if me == "pilot" else "pilot"
+    s = Seal(link_key(key, lease, pilot_nonce, daemon_nonce), me, peer)
+    for end in (reader, writer):
+        _SEALS[id(end)] = (end, s)
+
+
+def unseal(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    for end in (reader, writer):
+        _SEALS.pop(id(end), None)
+
+
+def _seal_of(end: Any) -> Seal | None:
+    entry = _SEALS.get(id(end))
+    return entry[1] if entry is not None and entry[0] is end else None
+
+
+# -- stream edge --------------------------------------------------------------------
+
+
+async def recv(reader: asyncio.StreamReader) -> Message | None:
+    """The next message, or None at end of stream."""
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial.strip():
+            raise PilotProtocolError("connection closed inside a message") from exc
+        return None
+    except asyncio.LimitOverrunError as exc:
+        raise PilotProtocolError(f"message exceeds {MAX_LINE} bytes") from exc
+    if len(line) > MAX_LINE:
+        raise PilotProtocolError(f"message of {len(line)} bytes exceeds {MAX_LINE}")
+    sealed = _seal_of(reader)
+    return sealed.open(line) if sealed is not None else decode(line)
+
+
+def send(writer: asyncio.StreamWriter, msg: Message) -> None:
+    """Queue one message on the stream (the caller drains the writer)."""
+    sealed = _seal_of(writer)
+    writer.write(sealed.close(msg) if sealed is not None else encode(msg))

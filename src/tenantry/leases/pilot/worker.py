@@ -1,0 +1,552 @@
+"""``tenantry pilot``: the worker inside a lease allocation.
+
+It dials back to the daemon's advertised TCP address, proves it holds the
+lease's key (and checks that the daemon proves it too), then runs the
+commands it is sent, up to ``slots`` at once. Each command is an argv list
+started in its own session (process group), so a cancel or a timeout kills
+the whole tree; stdout and stderr stream back as they come; the exit
+carries the code, CPU time and peak RSS from ``wait4``.
+
+If the daemon goes away, the pilot keeps running its commands, buffers their
+output and results, and redials with backoff; after a reconnect it replays
+the results of commands that ended meanwhile and forgets them once acked.
+Without a daemon for ``orphan_s`` it kills its commands and exits, so a lease
+never outlives the daemon by more than that. Before its walltime ends (the
+last ``drain_s``) it accepts nothing new and exits once idle.
+
+Standard library only: this runs on compute nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantry.core.errors import PilotProtocolError
+from tenantry.leases.pilot import protocol as p
+
+log = logging.getLogger(__name__)
+
+SECRET_ENV = "TENANTRY_LEASE_SECRET"  # noqa: S105 - a variable name, not a secret
+OFFLINE_CAP = 1024 * 1024  # output bytes kept per stream while the daemon is away
+KILL_GRACE_S = 2.0
+SIGNAL_GRACE_S = 0.5
+MAX_QUEUED = 64  # runs a pilot holds beyond its slots
+
+
+@dataclass(frozen=True, slots=True)
+class PilotConfig:
+    host: str
+    port: int
+    lease: str
+    secret: str = field(repr=False)
+    slots: int = 1
+    walltime_end: float = 0.0  # unix time; 0 = unknown (no walltime drain)
+    drain_s: float = 120.0
+    orphan_s: float = 180.0
+    connect_timeout_s: float = 10.0
+
+
+class _Rejected(Exception):
+    pass
+
+
+class _Terminated(Exception):
+    """The pilot is going down with its allocation: report nothing more."""
+
+
+class _Pipe(asyncio.Protocol):
+    """Forwards one child pipe's data to a callback; resolves ``done`` at EOF."""
+
+    def __init__(self, stream: str, on_data: Any, done: asyncio.Future[None]) -> None:
+        self.stream = stream
+        self.on_data = on_data
+        self.done = done
+
+    def data_received(self, data: bytes) -> None:
+        self.on_data(self.stream, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+@dataclass(slots=True)
+class _Offline:
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    truncated: bool = False
+
+    def add(self, stream: str, data: bytes) -> None:
+        buf = self.stdout if stream == "stdout" else self.stderr
+        room = OFFLINE_CAP - len(buf)
+        if len(data) > room:
+            self.truncated = True
+            data = data[: max(room, 0)]
+        buf.extend(data)
+
+
+# What Slurm gives a step on this allocation: a lease command gets these from
+# the pilot's own environment over the client's (its GPUs, its job id, its CPUs)
+STEP_PREFIXES = ("SLURM_", "SLURMD_")
+STEP_NAMES = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "ROCR_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ZE_AFFINITY_MASK",
+        "OMP_NUM_THREADS",
+        "TMPDIR",
+    }
+)
+
+
+def step_environment(pilot_env: Mapping[str, str]) -> dict[str, str]:
+    """The allocation's step variables of the pilot's environment."""
+    return {k: v for k, v in pilot_env.items() if k in STEP_NAMES or k.startswith(STEP_PREFIXES)}
+
+
+class Pilot:
+    def command_env(self, requested: Mapping[str, str]) -> dict[str, str]:
+        """A command's environment: the caller's, with the allocation's step variables."""
+        if not requested:
+            return dict(self._env)
+        return {**requested, **step_environment(self._env)}
+
+    def __init__(self, cfg: PilotConfig, env: dict[str, str] | None = None) -> None:
+        self.cfg = cfg
+        base = dict(os.environ if env is None else env)
+        base.pop(SECRET_ENV, None)  # commands never see the lease secret
+        self._env = base
+        self._writer: asyncio.StreamWriter | None = None
+        self._running: dict[str, asyncio.Task[None]] = {}
+        # accepted but waiting for a free slot: the daemon may send a few ahead so
+        # a slot never idles for a round trip between two commands
+        self._queue: dict[str, p.Run] = {}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._cancelled: dict[str, str] = {}  # id -> state to report (cancelled|timeout)
+        self._unacked: dict[str, p.Exit] = {}
+        self._offline: dict[str, _Offline] = {}
+        self._draining = False
+        self._released = False
+        self._terminated = False
+        self._term = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._heartbeat_s = 5.0
+        self._online_at = time.monotonic()  # last moment a daemon was connected
+        self._heard = time.monotonic()  # last message from the daemon
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def serve(self) -> int:
+        """Run until released, drained at walltime, or orphaned. Returns an exit code."""
+        walltimer = asyncio.create_task(self._walltime())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._on_term)
+        backoff = 0.05
+        try:
+            while True:
+                if self._terminated:
+                    return 143
+                if self._finished():
+                    return 0
+                try:
+                    await self._session()
+                    backoff = 0.05
+                except _Rejected as exc:
+                    log.error("pilot rejected by the daemon: %s", exc)
+                    await self._kill_all("rejected")
+                    return 3
+                except (TimeoutError, OSError, PilotProtocolError) as exc:
+                    log.info("pilot: daemon unreachable (%s); retrying", exc)
+                if self._finished():
+                    return 0
+                if time.monotonic() - self._online_at > self.cfg.orphan_s:
+                    log.error("pilot: no daemon for %.0f s; exiting", self.cfg.orphan_s)
+                    await self._kill_all("orphaned")
+                    return 4
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), backoff * (1 + random.random()))
+                backoff = min(backoff * 2, 2.0)
+        finally:
+            walltimer.cancel()
+
+    def _finished(self) -> bool:
+        if self._terminated:
+            return True
+        return (
+            (self._released or self._draining)
+            and not self._running
+            and not self._queue
+            and not self._unacked
+        )
+
+    def _on_term(self) -> None:
+        """SIGTERM (scancel, job end): kill every command's process tree, then exit."""
+        log.info("pilot: terminated; killing %d command(s)", len(self._procs))
+        self._terminated = True
+        self._queue.clear()
+        self._term.set()
+        for proc in self._procs.values():
+            _killpg(proc)
+        self._settle()
+
+    async def _walltime(self) -> None:
+        if self.cfg.walltime_end <= 0:
+            return
+        await asyncio.sleep(max(0.0, self.cfg.walltime_end - self.cfg.drain_s - time.time()))
+        log.info("pilot: walltime near; draining")
+        self._draining = True
+        self._send(p.Drain(reason="walltime"))
+        self._refuse_queued()
+        self._settle()
+
+    async def _session(self) -> None:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(self.cfg.host, self.cfg.port, limit=p.MAX_LINE + 1),
+            self.cfg.connect_timeout_s,
+        )
+        try:
+            nonce = secrets.token_hex(16)
+            hello = p.Hello(
+                lease=self.cfg.lease,
+                nonce=nonce,
+                slots=self.cfg.slots,
+                walltime_end=self.cfg.walltime_end,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                running=(*self._running, *self._queue),
+                finished=tuple(self._unacked),
+                draining=self._draining,
+            )
+            p.send(writer, hello)
+            await writer.drain()
+            first = await asyncio.wait_for(p.recv(reader), self.cfg.connect_timeout_s)
+            if isinstance(first, p.Reject):
+                raise _Rejected(first.reason)
+            if not isinstance(first, p.Welcome):
+                raise PilotProtocolError(f"expected welcome, got {type(first).__name__}")
+            key = p.key_of(self.cfg.secret)
+            if not p.check(key, "daemon", self.cfg.lease, nonce, first.nonce, first.proof):
+                # not our daemon (or not our secret): never take work from it
+                raise PilotProtocolError("the daemon did not prove the lease key")
+            p.send(writer, p.Auth(proof=p.proof(key, "pilot", self.cfg.lease, first.nonce, nonce)))
+            p.seal(
+                reader, writer, key, me="pilot", lease=self.cfg.lease,
+                pilot_nonce=nonce, daemon_nonce=first.nonce,
+            )  # fmt: skip
+            self._heartbeat_s = first.heartbeat_s
+            self._heard = time.monotonic()
+            self._writer = writer
+            self._replay(writer)
+            await writer.drain()
+            beat = asyncio.create_task(self._beat(writer))
+            try:
+                await self._loop(reader)
+            finally:
+                beat.cancel()
+        finally:
+            p.unseal(reader, writer)
+            if self._writer is not None:
+                self._online_at = time.monotonic()
+            self._writer = None
+            writer.close()
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    def _replay(self, writer: asyncio.StreamWriter) -> None:
+        results = []
+        for cid, ex in self._unacked.items():
+            off = self._offline.pop(cid, None)
+            if off is not None:
+                ex = dataclasses.replace(
+                    ex, stdout=bytes(off.stdout), stderr=bytes(off.stderr), truncated=off.truncated
+                )
+                self._unacked[cid] = ex
+            results.append(ex)
+        if results:
+            p.send(writer, p.Replay(results=tuple(results)))
+        for cid, off in list(self._offline.items()):
+            if cid in self._running:
+                for stream, buf in (("stdout", off.stdout), ("stderr", off.stderr)):
+                    if buf:
+                        p.send(writer, p.Output(id=cid, stream=stream, data=bytes(buf)))
+                del self._offline[cid]
+
+    async def _beat(self, writer: asyncio.StreamWriter) -> None:
+        silence = max(4 * self._heartbeat_s, 1.0)
+        while not writer.is_closing():
+            await asyncio.sleep(self._heartbeat_s)
+            if time.monotonic() - self._heard > silence:
+                log.info("pilot: daemon silent for %.0f s; redialling", silence)
+                writer.close()  # the reader sees end of stream
+                return
+            p.send(writer, p.Heartbeat(ts=time.time(), running=len(self._running)))
+            try:
+                await writer.drain()
+            except ConnectionError:
+                return
+
+    async def _loop(self, reader: asyncio.StreamReader) -> None:
+        self._settle()
+        while True:
+            try:
+                msg = await p.recv(reader)
+            except PilotProtocolError as exc:
+                cid = exc.details.get("command_id")
+                if not isinstance(cid, str):
+                    raise
+                # a command it cannot run: fail that command, keep the link
+                self._heard = time.monotonic()
+                self._finish(
+                    p.Exit(
+                        id=cid,
+                        state="error",
+                        code=None,
+                        reason=f"the pilot cannot run this command: {exc.message}",
+                    )
+                )
+                continue
+            if msg is None:
+                return
+            self._heard = time.monotonic()
+            self._handle(msg)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Close the link once nothing is left to do (released or drained, all acked)."""
+        self._wake.set()
+        if self._finished() and self._writer is not None:
+            self._writer.close()
+
+    def _handle(self, msg: p.Message) -> None:
+        if isinstance(msg, p.Run):
+            self._start(msg)
+        elif isinstance(msg, p.Cancel):
+            queued = self._queue.pop(msg.id, None)
+            if queued is not None:
+                self._finish(p.Exit(id=msg.id, state="cancelled", code=None, reason="cancelled"))
+            self._kill(msg.id, "cancelled")
+        elif isinstance(msg, p.Ack):
+            for cid in msg.ids:
+                self._unacked.pop(cid, None)
+                self._offline.pop(cid, None)
+        elif isinstance(msg, p.Drain):
+            self._draining = True
+            self._refuse_queued()
+        elif isinstance(msg, p.Release):
+            self._released = True
+            self._refuse_queued()
+        elif isinstance(msg, p.Reject):
+            raise _Rejected(msg.reason)
+        elif not isinstance(msg, p.Heartbeat):
+            raise PilotProtocolError(f"unexpected {msg.t} message from the daemon")
+
+    # -- commands ---------------------------------------------------------------------
+    def _send(self, msg: p.Message) -> bool:
+        w = self._writer
+        if w is None or w.is_closing():
+            return False
+        p.send(w, msg)
+        return True
+
+    def _start(self, run: p.Run) -> None:
+        if run.id in self._running or run.id in self._queue:
+            return
+        if run.id in self._unacked:
+            self._send(self._unacked[run.id])
+            return
+        if self._draining or self._released or len(self._queue) >= MAX_QUEUED:
+            why = "pilot is draining" if self._draining or self._released else "pilot is full"
+            self._send(p.Exit(id=run.id, state="refused", code=None, reason=why))
+            return
+        if len(self._running) < self.cfg.slots:
+            self._running[run.id] = asyncio.create_task(self._execute(run))
+        else:
+            self._queue[run.id] = run
+
+    def _next(self) -> None:
+        while self._queue and len(self._running) < self.cfg.slots:
+            cid = next(iter(self._queue))
+            run = self._queue.pop(cid)
+            self._running[cid] = asyncio.create_task(self._execute(run))
+
+    def _refuse_queued(self) -> None:
+        """Draining: hand back what never started (the daemon sends it elsewhere)."""
+        for cid in list(self._queue):
+            del self._queue[cid]
+            self._send(p.Exit(id=cid, state="refused", code=None, reason="pilot is draining"))
+
+    def _finish(self, ex: p.Exit) -> None:
+        self._unacked[ex.id] = ex
+        self._send(ex)
+        self._settle()
+
+    def _on_output(self, cid: str, stream: str, data: bytes) -> None:
+        if not self._send(p.Output(id=cid, stream=stream, data=data)):
+            self._offline.setdefault(cid, _Offline()).add(stream, data)
+
+    async def _execute(self, run: p.Run) -> None:
+        started = time.monotonic()
+        try:
+            ex = await self._spawn_and_wait(run, started)
+        except _Terminated:
+            self._procs.pop(run.id, None)
+            self._running.pop(run.id, None)
+            return
+        except Exception as exc:  # report, never die silently
+            log.exception("pilot: command %s failed to run", run.id)
+            ex = p.Exit(id=run.id, state="error", code=None, reason=f"pilot error: {exc}")
+        finally:
+            self._procs.pop(run.id, None)
+            self._running.pop(run.id, None)
+            if not self._terminated:
+                self._next()
+        self._finish(ex)
+
+    async def _spawn_and_wait(self, run: p.Run, started: float) -> p.Exit:
+        loop = asyncio.get_running_loop()
+        try:
+            # Popen, not asyncio's subprocess: we reap with wait4 to get the command's
+            # rusage. The fork/exec is as fast as asyncio's own (which also runs in-loop).
+            proc = subprocess.Popen(  # noqa: ASYNC220
+                list(run.argv),
+                cwd=run.cwd,
+                env=self.command_env(run.env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            where = exc.filename or run.argv[0]
+            return p.Exit(
+                id=run.id,
+                state="failed",
+                code=code,
+                duration_s=time.monotonic() - started,
+                reason=f"cannot run {run.argv[0]!r}: {exc.strerror} ({where})",
+            )
+        self._procs[run.id] = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        eofs: list[asyncio.Future[None]] = []
+        transports = []
+        for stream, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            done: asyncio.Future[None] = loop.create_future()
+            eofs.append(done)
+            tr, _ = await loop.connect_read_pipe(self._pipe_factory(run.id, stream, done), pipe)
+            transports.append(tr)
+        waiter = _wait4(loop, proc.pid)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), run.timeout_s)
+        except TimeoutError:
+            self._kill(run.id, "timeout")
+        status, ru = await waiter
+        code = os.waitstatus_to_exitcode(status)
+        proc.returncode = code
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the command's tree
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*eofs), KILL_GRACE_S)
+        for tr in transports:
+            tr.close()
+        state = self._cancelled.pop(run.id, None) or ("completed" if code == 0 else "failed")
+        if code < 0 and state == "failed":
+            # Killed by a signal we did not send: often the allocation is being torn down
+            # (scancel, walltime), which signals every process of the job at once. Wait a
+            # moment; if the pilot is terminated too, the daemon reports "lease lost".
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._term.wait(), SIGNAL_GRACE_S)
+            if self._terminated:
+                raise _Terminated
+        return p.Exit(
+            id=run.id,
+            state=state,
+            code=code,
+            cpu_s=round(ru.ru_utime + ru.ru_stime, 6),
+            max_rss_kb=int(ru.ru_maxrss),
+            duration_s=round(time.monotonic() - started, 6),
+            reason=f"timed out after {run.timeout_s} s" if state == "timeout" else "",
+        )
+
+    def _pipe_factory(
+        self, cid: str, stream: str, done: asyncio.Future[None]
+    ) -> Callable[[], _Pipe]:
+        def on_data(st: str, data: bytes) -> None:
+            self._on_output(cid, st, data)
+
+        return lambda: _Pipe(stream, on_data, done)
+
+    def _kill(self, cid: str, why: str) -> None:
+        proc = self._procs.get(cid)
+        if proc is None or proc.returncode is not None:
+            return
+        self._cancelled.setdefault(cid, why)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        asyncio.get_running_loop().call_later(KILL_GRACE_S, _killpg, proc)
+
+    async def _kill_all(self, why: str) -> None:
+        for cid in list(self._procs):
+            self._kill(cid, "cancelled")
+        if self._running:
+            await asyncio.wait(list(self._running.values()), timeout=KILL_GRACE_S * 2)
+
+
+def _killpg(proc: subprocess.Popen[bytes]) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait4(loop: asyncio.AbstractEventLoop, pid: int) -> asyncio.Future[tuple[int, Any]]:
+    """Reap ``pid`` with ``wait4`` (exit status and its rusage) without blocking the loop."""
+    fut: asyncio.Future[tuple[int, Any]] = loop.create_future()
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return loop.run_in_executor(None, _blocking_wait4, pid)
+
+    def ready() -> None:
+        loop.remove_reader(fd)
+        os.close(fd)
+        _, status, ru = os.wait4(pid, 0)
+        if not fut.done():
+            fut.set_result((status, ru))
+
+    loop.add_reader(fd, ready)
+    return fut
+
+
+def _blocking_wait4(pid: int) -> tuple[int, Any]:
+    _, status, ru = os.wait4(pid, 0)
+    return status, ru
+
+
+def walltime_end(walltime_s: float, env: dict[str, str] | None = None) -> float:
+    """When the allocation ends: Slurm's ``SLURM_JOB_END_TIME`` if set, else now + walltime."""
+    env = dict(os.environ) if env is None else env
+    raw = env.get("SLURM_JOB_END_TIME", "")
+    if raw.isdigit() and int(raw) > 0:
+        return float(raw)
+    return time.time() + walltime_s if walltime_s > 0 else 0.0
+
+
+def run_pilot(cfg: PilotConfig) -> int:
+    return asyncio.run(Pilot(cfg).serve())

@@ -1,0 +1,189 @@
+"""The audit component: every bus event and every explicit decision, chained.
+
+``create(runtime)`` builds it; ``start()`` opens the log (resuming the chain
+from its anchor) and subscribes to the bus, so every event of every principal
+becomes a record. Decisions the bus does not carry (policy, budgets, guard,
+admin) are added with ``await audit.record(...)``. Inputs are stored only as
+digests: secrets never land in the audit log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tenantry.core.errors import AuditUnavailable
+from tenantry.core.events import Event
+from tenantry.core.models import Principal
+from tenantry.core.settings import Settings
+from tenantry.safety.audit.chain import KEY_NAME, ChainWriter, digest, load_key
+from tenantry.service.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def audit_paths(settings: Settings) -> tuple[Path, Path | None]:
+    """(log directory, key file or None for a plain SHA-256 chain)."""
+    directory = Path(settings.audit_dir) if settings.audit_dir else settings.state_path / "audit"
+    if settings.audit_key_file == "none":
+        return directory, None
+    key = Path(settings.audit_key_file) if settings.audit_key_file else directory / KEY_NAME
+    return directory, key
+
+
+class AuditLog:
+    """Appends records through one background writer (group commit).
+
+    Bus events and gate records are queued and written in batches -- one
+    write, one fsync, one anchor update per batch -- so publishing an event
+    never waits for the disk. ``record()`` waits until its record is durable.
+    """
+
+    def __init__(self, runtime: Runtime, *, fsync: bool = True) -> None:
+        self.runtime = runtime
+        self.fsync = fsync
+        self.dir, self.key_path = audit_paths(runtime.settings)
+        self._writer: ChainWriter | None = None
+        self._queue: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]] | None]
+        self._queue = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    async def start(self) -> None:
+        def open_writer() -> ChainWriter:
+            key = load_key(self.key_path, create=True) if self.key_path else None
+            writer = ChainWriter(self.dir, key)
+            writer.open()
+            if self.runtime.settings.audit_syslog:
+                writer.on_anchor = ship_anchor
+            return writer
+
+        self._writer = await asyncio.to_thread(open_writer)
+        self._task = asyncio.get_running_loop().create_task(self._drain())
+        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+
+    async def aclose(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None:
+            self._queue.put_nowait(None)
+            await self._task
+            self._task = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    async def _drain(self) -> None:
+        writer = self._writer
+        assert writer is not None
+        stop = False
+        while not stop:
+            item = await self._queue.get()
+            batch = [item]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            stop = None in batch
+            work = [b for b in batch if b is not None]
+            if not work:
+                continue
+            try:
+                records = await asyncio.to_thread(
+                    writer.append_many, [f for f, _ in work], fsync=self.fsync
+                )
+            except OSError as exc:  # fail closed: gated actions are refused until it works
+                log.error("audit log write failed: %s", exc)
+                err = AuditUnavailable(
+                    f"the audit log cannot be written ({exc.strerror or exc}): the action is"
+                    " refused, since it could not be recorded",
+                    hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
+                )
+                for _, fut in work:
+                    if not fut.done():
+                        fut.set_exception(err)
+                        fut.exception()  # bus records have no waiter: mark it retrieved
+                continue
+            for (_, fut), rec in zip(work, records, strict=True):
+                if not fut.done():
+                    fut.set_result(rec)
+
+    def _enqueue(self, fields: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if self._task is None:
+            fut.set_result({})
+        else:
+            self._queue.put_nowait((fields, fut))
+        return fut
+
+    async def _on_event(self, event: Event) -> None:
+        data = event.data or {}
+        self._enqueue(
+            {
+                "principal": event.principal,
+                "action": event.type.value,
+                "subject": event.subject,
+                "decision": event.outcome,
+                "rule": str(data.get("rule", "")),
+                "input_digest": digest(data),
+            }
+        )
+
+    async def gate(
+        self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
+    ) -> list[str]:
+        """Per-request hook, run after the checks passed: one record per allowed request.
+
+        It waits until the record is durable: an action that cannot be recorded
+        is refused (``AuditUnavailable``).
+        """
+        await self._enqueue(_fields(principal, f"op:{op_name}", params, "allow", action or "", ""))
+        return []
+
+    async def record(
+        self,
+        principal: Principal | str,
+        action: str,
+        input: Any,
+        decision: str,
+        rule: str = "",
+        subject: str = "",
+    ) -> dict[str, Any]:
+        """Append one decision or action and wait until it is written; ``input`` as a digest."""
+        return await self._enqueue(_fields(principal, action, input, decision, rule, subject))
+
+
+def _fields(
+    principal: Principal | str, action: str, input: Any, decision: str, rule: str, subject: str
+) -> dict[str, Any]:
+    return {
+        "principal": principal.key if isinstance(principal, Principal) else principal,
+        "action": action,
+        "subject": subject,
+        "decision": decision,
+        "rule": rule,
+        "input_digest": digest(input),
+    }
+
+
+def ship_anchor(seq: int, last: str, mac: str) -> None:
+    """Send the anchor to syslog/journald (``logger``), out of the user's reach."""
+    msg = f"tenantry audit anchor seq={seq} hash={last}" + (f" mac={mac}" if mac else "")
+    try:
+        subprocess.run(
+            ["logger", "-t", "tenantry-audit", "--", msg],
+            check=False,
+            timeout=5,
+            capture_output=True,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("cannot ship the audit anchor to syslog: %s", exc)
+
+
+def create(runtime: Runtime) -> AuditLog:
+    audit = AuditLog(runtime)
+    runtime.gates["audit"] = audit
+    return audit

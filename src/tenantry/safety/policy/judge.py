@@ -1,0 +1,173 @@
+"""One decision for one request: normalize, ask Cedar for each part, first denial wins.
+
+``Judge`` is synchronous and pure apart from reading scripts and resolving
+symlinks, so the daemon, ``tenantry policy test`` and the benchmark share it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantry.core.errors import TenantryError
+from tenantry.core.models import Principal
+from tenantry.safety.policy.engine import Engine, Outcome, Request
+from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.normalize import Env, OwnerLookup, WhereOf, build
+
+
+@dataclass(slots=True)
+class Decision:
+    """The outcome of one authorization: allowed or not, the deciding rule, a message."""
+
+    allowed: bool
+    action: str
+    rule: str
+    message: str
+    source: str = "tenantry"  # baseline | facility | user | tenantry
+    warnings: list[str] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    duration_us: float = 0.0
+    error: TenantryError | None = None  # bad input: the caller sees this error itself
+
+    @property
+    def decision(self) -> str:
+        return "allow" if self.allowed else "deny"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "action": self.action,
+            "rule": self.rule,
+            "message": self.message,
+            "source": self.source,
+            "warnings": list(self.warnings),
+            "checks": list(self.checks),
+            "duration_us": round(self.duration_us, 1),
+        }
+
+
+class Judge:
+    def __init__(
+        self,
+        engine: Engine,
+        facts: Facts,
+        *,
+        protected: tuple[str, ...] = (),
+        owner_of: OwnerLookup | None = None,
+        read_files: bool = True,
+        hour: int | None = None,
+        where_of: WhereOf | None = None,
+    ) -> None:
+        self.engine = engine
+        self.env = Env(facts, owner_of, protected, read_files, hour, where_of)
+        self._principals: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
+
+    @property
+    def facts(self) -> Facts:
+        return self.env.facts
+
+    def set_facts(self, facts: Facts) -> None:
+        self.env.facts = facts
+        self._principals.clear()
+
+    def entities(self, p: Principal) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        uid, ents, _ = self._entities(p)
+        return uid, ents
+
+    def _entities(self, p: Principal) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        key = f"{p.key}|{p.project}"
+        cached = self._principals.get(key)
+        if cached is not None:
+            return cached
+        u = self.env.facts.user(p.user)
+        user_uid = {"type": "User", "id": p.user}
+        ents: list[dict[str, Any]] = [
+            {
+                "uid": user_uid,
+                "attrs": {
+                    "name": p.user,
+                    "groups": list(u.groups),
+                    "accounts": list(u.accounts),
+                    "admin": u.admin,
+                },
+                "parents": [],
+            }
+        ]
+        if p.is_agent:
+            uid = {"type": "Agent", "id": p.key}
+            ents.append(
+                {
+                    "uid": uid,
+                    "attrs": {
+                        "user": {"__entity": user_uid},
+                        "product": p.agent.value,
+                        "session": p.session,
+                        "project": p.project,
+                        "tier": self.env.facts.tier_of(p.key, p.tier),
+                    },
+                    "parents": [user_uid],
+                }
+            )
+        else:
+            uid = user_uid
+        if len(self._principals) > 4096:
+            self._principals.clear()
+        out = (uid, ents, json.dumps(ents)[1:-1])
+        self._principals[key] = out
+        return out
+
+    def evaluate(self, principal: Principal, action: str, params: dict[str, Any]) -> Decision:
+        """Decide; never raises for policy reasons (a failure is a denial)."""
+        t0 = time.perf_counter()
+        try:
+            built = build(principal, action, params, self.env)
+        except TenantryError as err:
+            return Decision(False, action, "invalid-request", err.message, "tenantry",
+                            duration_us=_us(t0), error=err)  # fmt: skip
+        except Exception as exc:  # fail closed on any normalizer bug
+            return Decision(
+                False,
+                action,
+                "normalizer-error",
+                f"the request could not be analysed ({type(exc).__name__}: {exc}); denied",
+                "tenantry",
+                duration_us=_us(t0),
+            )
+        uid, _, ents_json = self._entities(principal)
+        checks: list[dict[str, Any]] = []
+        first_deny: tuple[Request, Outcome] | None = None
+        first_allow: tuple[Request, Outcome] | None = None
+        outcomes = self.engine.decide_all(uid, ents_json, built.requests)
+        for req, out in zip(built.requests, outcomes, strict=True):
+            checks.append(
+                {
+                    "action": req.action,
+                    "resource": req.label,
+                    "decision": "allow" if out.allowed else "deny",
+                    "rule": out.rule,
+                }
+            )
+            if not out.allowed and first_deny is None:
+                first_deny = (req, out)
+            elif out.allowed and first_allow is None:
+                first_allow = (req, out)
+        if first_deny is not None:
+            req, out = first_deny
+            msg = out.message
+            if req.action != action or len(built.requests) > 1:
+                msg = f"{msg} [{req.action}: {req.label[:120]}]"
+            return Decision(False, action, out.rule, msg, out.source, list(built.warnings),
+                            checks, _us(t0))  # fmt: skip
+        if first_allow is None:
+            return Decision(False, action, "empty-request", "nothing to decide; denied",
+                            "tenantry", list(built.warnings), checks, _us(t0))  # fmt: skip
+        _, out = first_allow
+        return Decision(True, action, out.rule, out.message, out.source, list(built.warnings),
+                        checks, _us(t0))  # fmt: skip
+
+
+def _us(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e6

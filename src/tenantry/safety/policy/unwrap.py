@@ -1,0 +1,857 @@
+"""From a shell string or an argv list to every program that would really run.
+
+Wrappers are peeled (``sudo``, ``env``, ``nice``, ``timeout``, ``nohup``,
+``exec``, ``command``, ``xargs``, ``find -exec``, ``srun``, ``flock``, ...);
+strings handed to a shell (``bash -c``, ``sh -c``, ``su -c``, ``eval``,
+``ssh host CMD``, ``watch``, a here-string or ``echo ... |`` into a shell) are
+parsed again; readable scripts given to ``bash``/``source`` are read and
+parsed. The wrapper itself is kept too, so a policy sees both ``sudo`` and
+what ``sudo`` would run. Names a script gives to programs (``ln -s``,
+``cp``, ``alias``) follow the program.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tenantry.safety.policy import shell
+from tenantry.safety.policy.execopts import embedded
+from tenantry.safety.policy.paths import skeleton
+from tenantry.safety.policy.shell import SimpleCommand, Word
+
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "busybox-sh", "rbash",
+                    "fish", "tcsh", "csh", "yash"})  # fmt: skip
+INTERPRETERS = frozenset({"python", "python2", "python3", "perl", "ruby", "node", "nodejs",
+                          "php", "lua", "Rscript", "julia", "awk", "gawk", "mawk", "tclsh",
+                          "pwsh", "osascript", "deno", "bun"})  # fmt: skip
+_INLINE_FLAGS = frozenset({"-c", "-e", "-E", "--eval", "-r", "--command", "-x"})
+SENSITIVE = re.compile(
+    r"\b(sudo|su|doas|pkexec|scancel|scontrol|sacctmgr|munge|shadow|netrc|id_rsa|id_ed25519|"
+    r"authorized_keys|b64decode|base64|rot13|fromCharCode|chr|exec|eval|system|popen|"
+    r"subprocess|spawn\w*|execv\w*|child_process|pty|\.ssh|\.aws|kill -9 -1)\b|\\x[0-9a-f]{2}|`",
+    re.I,
+)
+MAX_SCRIPT_BYTES = 1 << 20
+MAX_COMMANDS = 2000
+
+# options of mpirun and mpiexec that take a value (what the wrapped command follows)
+_MPI_VALUED = frozenset(
+    {"-np", "-n", "-N", "-H", "-host", "--host", "-hostfile", "--hostfile", "-machinefile"}
+    | {"-x", "--map-by", "--bind-to", "-ppn", "-wdir", "-c"}
+)
+
+# wrapper -> (options that take a value, positional args before the command)
+WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "nohup": (frozenset(), 0),
+    "coproc": (frozenset(), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "time": (frozenset({"-f", "--format", "-o", "--output"}), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "setsid": (frozenset(), 0),
+    "ionice": (frozenset({"-c", "-n", "--class", "--classdata"}), 0),
+    "chrt": (frozenset(), 1),
+    "taskset": (frozenset({"-c", "--cpu-list"}), 0),
+    "numactl": (
+        frozenset(
+            {
+                "-C",
+                "-N",
+                "-m",
+                "-p",
+                "-i",
+                "-P",
+                "--physcpubind",
+                "--cpunodebind",
+                "--membind",
+                "--preferred",
+                "--interleave",
+            }
+        ),
+        0,
+    ),
+    "doas": (frozenset({"-u", "-C"}), 0),
+    "sudo": (
+        frozenset(
+            {
+                "-u",
+                "-g",
+                "-p",
+                "-C",
+                "-D",
+                "-r",
+                "-t",
+                "-U",
+                "-T",
+                "-R",
+                "-h",
+                "--user",
+                "--group",
+                "--prompt",
+                "--close-from",
+                "--chdir",
+                "--role",
+                "--type",
+                "--other-user",
+                "--command-timeout",
+                "--chroot",
+                "--host",
+            }
+        ),
+        0,
+    ),
+    "runuser": (frozenset({"-u", "-g", "-G", "--user", "--group"}), 0),
+    "exec": (frozenset({"-a"}), 0),
+    "command": (frozenset(), 0),
+    "builtin": (frozenset(), 0),
+    "busybox": (frozenset(), 0),
+    "unbuffer": (frozenset(), 0),
+    "caffeinate": (frozenset({"-t", "-w"}), 0),
+    "strace": (
+        frozenset({"-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-O", "-S", "-X"}),
+        0,
+    ),
+    "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-n", "-a", "-l", "-x"}), 0),
+    "valgrind": (frozenset(), 0),
+    "gdb": (frozenset({"-x", "-ex", "-p", "-cd"}), 0),
+    "mpirun": (_MPI_VALUED | {"--rank-by", "--wdir", "--npernode", "-npernode"}, 0),
+    "mpiexec": (_MPI_VALUED, 0),
+    "xvfb-run": (frozenset({"-s", "-n", "-e", "-f", "-p"}), 0),
+    "nsenter": (frozenset({"-t", "-S", "-G"}), 0),
+    "unshare": (frozenset(), 0),
+    "chroot": (frozenset(), 1),
+    "firejail": (frozenset(), 0),
+    "script": (frozenset({"-c", "--command"}), 0),
+    "parallel": (frozenset({"-j", "--jobs", "-S", "--sshlogin"}), 0),
+}
+_MULTI_VALUE = {"-mca": 2, "--mca": 2, "-genv": 2, "-env": 2, "--env": 2}
+
+
+@dataclass(slots=True)
+class Effective:
+    """One program that would run, with what led to it."""
+
+    argv: list[str]
+    dynamic: list[bool]
+    env: dict[str, str] = field(default_factory=dict)
+    via: list[str] = field(default_factory=list)
+    redirects: list[tuple[str, Word]] = field(default_factory=list)
+    source: str = "command"  # command | script | wrap | remote | job
+    stdin_text: str | None = None
+    cwd: str = "/"  # where the command runs: relative program paths resolve from here
+
+    @property
+    def program(self) -> str:
+        return program_name(self.argv[0], self.cwd) if self.argv else ""
+
+
+@dataclass(slots=True)
+class Analysis:
+    commands: list[Effective] = field(default_factory=list)
+    uncertain: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
+    assigned: set[str] = field(default_factory=set)
+    computed: set[str] = field(default_factory=set)
+
+    def add_uncertain(self, kind: str, reason: str) -> None:
+        if (kind, reason) not in self.uncertain:
+            self.uncertain.append((kind, reason))
+
+
+def program_name(word: str, cwd: str = "/") -> str:
+    """The program a command word names: basename, look-alikes folded, symlinks followed.
+
+    A relative path (``./lnk``) is resolved from the command's ``cwd``, not
+    the daemon's; a regular file that is a byte-for-byte copy of a guarded
+    client (``cp $(which scancel) ./x``) is named after the original.
+    """
+    name = skeleton(word)
+    if "/" in name:
+        path = name if name.startswith("/") else posixpath.join(cwd or "/", name)
+        try:
+            if os.path.islink(path):
+                path = os.path.realpath(path)
+            copied = copy_of(path)
+        except (OSError, ValueError):
+            copied = None
+        name = copied or posixpath.basename(path.rstrip("/")) or name
+    return name
+
+
+# programs whose copies under another name are still judged as themselves
+GUARDED = ("scancel", "scontrol", "sbatch", "srun", "salloc", "sacctmgr", "sudo", "su",
+           "crontab", "kill", "pkill", "killall", "squeue", "sacct")  # fmt: skip
+_GUARDED_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/opt/slurm/bin")
+_guarded: dict[int, list[tuple[str, bytes]]] | None = None
+
+
+def _guarded_table() -> dict[int, list[tuple[str, bytes]]]:
+    global _guarded
+    if _guarded is None:
+        import hashlib
+        import shutil
+
+        table: dict[int, list[tuple[str, bytes]]] = {}
+        for prog in GUARDED:
+            found = shutil.which(prog, path=":".join(_GUARDED_DIRS))
+            if not found:
+                continue
+            try:
+                data = Path(found).read_bytes()
+            except OSError:
+                continue
+            table.setdefault(len(data), []).append((prog, hashlib.sha256(data).digest()))
+        _guarded = table
+    return _guarded
+
+
+def copy_of(path: str) -> str | None:
+    """The guarded program ``path`` is a copy of, if it is one (same size, same bytes)."""
+    if path.startswith(_GUARDED_DIRS):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    table = _guarded_table()
+    if not os.path.isfile(path) or st.st_size not in table:
+        return None
+    import hashlib
+
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).digest()
+    except OSError:
+        return None
+    return next((prog for prog, d in table[st.st_size] if d == digest), None)
+
+
+def analyze_shell(
+    text: str,
+    *,
+    variables: dict[str, str] | None = None,
+    source: str = "command",
+    cwd: str = "/",
+    read_scripts: bool = True,
+) -> Analysis:
+    out = Analysis()
+    _Unwrapper(out, variables or {}, cwd, read_scripts).shell_text(text, [], source, 0)
+    return out
+
+
+def analyze_argv(
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    variables: dict[str, str] | None = None,
+    cwd: str = "/",
+    read_scripts: bool = True,
+) -> Analysis:
+    """An argv list as ``commands.run`` receives it (no shell, but ``bash -c`` inside is)."""
+    out = Analysis()
+    words = [Word(a) for a in argv]
+    cmd = SimpleCommand(words=words, assigns={k: Word(v) for k, v in (env or {}).items()})
+    _Unwrapper(out, variables or {}, cwd, read_scripts).simple(cmd, [], "command", 0)
+    return out
+
+
+class _Unwrapper:
+    def __init__(self, out: Analysis, variables: dict[str, str], cwd: str, read: bool) -> None:
+        self.out = out
+        self.vars = variables
+        self.cwd = cwd
+        self.read = read
+        # files this same command line writes: path -> text if known, else None
+        self.written: dict[str, str | None] = {}
+
+    def abspath(self, p: str) -> str:
+        if p.startswith("~/") and "HOME" in self.vars:
+            p = self.vars["HOME"] + p[1:]
+        return posixpath.normpath(p if p.startswith("/") else posixpath.join(self.cwd, p))
+
+    def note_writes(self, eff: Effective, prog: str, args: list[str]) -> None:
+        for op, word in eff.redirects:
+            if op in ("<", "<<<") or word.dynamic:
+                continue
+            text = None
+            if prog in ("echo", "printf", "cat", "tee"):
+                fake = SimpleCommand(words=[Word(a) for a in eff.argv])
+                fake.stdin_text = eff.stdin_text
+                text = _static_output(fake)
+            key = self.abspath(word.text)
+            self.written[key] = (self.written.get(key) or "") + text if text is not None else None
+        targets: list[str] = []
+        if prog == "tee":
+            targets = [a for a in args if not a.startswith("-")]
+        elif prog in ("cp", "mv", "install", "rsync", "scp") and args:
+            targets = [args[-1]]
+        elif prog in ("curl", "wget"):
+            for i, a in enumerate(args[:-1]):
+                if a in ("-o", "-O", "--output", "--output-document"):
+                    targets.append(args[i + 1])
+        for t in targets:
+            content = eff.stdin_text if prog == "tee" else None
+            self.written[self.abspath(t)] = content
+
+    def run_written(self, path: str, via: list[str], source: str, d: int) -> bool:
+        """Judge a file written earlier in this same line, if it is one. True if handled."""
+        key = self.abspath(path)
+        if key not in self.written:
+            return False
+        text = self.written[key]
+        if text is None:
+            self.out.add_uncertain("name", f"{path} is written by this same command, then run")
+        else:
+            self.shell_text(text, via, source, d)
+        return True
+
+    def shell_text(self, text: str, via: list[str], source: str, depth: int) -> None:
+        parsed = shell.parse(text, self.vars, depth)
+        for kind, reason in parsed.uncertain:
+            self.out.add_uncertain(kind, reason)
+        self.out.assigned |= parsed.assigned
+        self.out.computed |= parsed.computed
+        for name, body in parsed.functions.items():
+            self.out.aliases.setdefault(name, "")
+            del body
+        for cmd in parsed.commands:
+            self.simple(cmd, via, source, depth)
+
+    def simple(self, cmd: SimpleCommand, via: list[str], source: str, depth: int) -> None:
+        env = {k: w.text for k, w in cmd.assigns.items()}
+        if not cmd.words:
+            if cmd.redirects:
+                self.emit([], [], env, via, cmd.redirects, source, None)
+            return
+        stdin = cmd.stdin_text
+        if stdin is None and cmd.piped_from is not None:
+            stdin = _static_output(cmd.piped_from)
+        self.unwrap(
+            [w.text for w in cmd.words],
+            [w.dynamic for w in cmd.words],
+            env,
+            via,
+            cmd.redirects,
+            source,
+            depth,
+            stdin,
+            cmd.stdin_dynamic and stdin is None,
+        )
+
+    def emit(
+        self,
+        argv: list[str],
+        dyn: list[bool],
+        env: dict[str, str],
+        via: list[str],
+        redirects: list[tuple[str, Word]],
+        source: str,
+        stdin: str | None,
+    ) -> Effective:
+        if len(self.out.commands) >= MAX_COMMANDS:
+            self.out.add_uncertain("depth", f"more than {MAX_COMMANDS} commands")
+        eff = Effective(list(argv), list(dyn), dict(env), list(via), list(redirects), source)
+        eff.stdin_text = stdin
+        eff.cwd = self.cwd
+        if argv:
+            alias = self.out.aliases.get(eff.program)
+            if alias:
+                eff.via.append("alias:" + eff.program)
+                eff.argv[0] = alias
+        self.out.commands.append(eff)
+        return eff
+
+    def unwrap(
+        self,
+        argv: list[str],
+        dyn: list[bool],
+        env: dict[str, str],
+        via: list[str],
+        redirects: list[tuple[str, Word]],
+        source: str,
+        depth: int,
+        stdin: str | None = None,
+        stdin_dynamic: bool = False,
+    ) -> None:
+        if depth > shell.MAX_DEPTH:
+            self.out.add_uncertain("depth", "wrappers nested too deeply")
+            return
+        if not argv:
+            return
+        eff = self.emit(argv, dyn, env, via, redirects, source, stdin)
+        prog = eff.program
+        args, adyn = argv[1:], dyn[1:]
+        inner_via = [*via, prog]
+        d = depth + 1
+        self.note_writes(eff, prog, args)
+        found = embedded(prog, args)
+        if found.commands or found.opaque:
+            if any(adyn):
+                self.out.add_uncertain("dynamic", f"{prog} runs a command computed at run time")
+            for reason in found.opaque:
+                self.out.add_uncertain("exec-option", reason)
+            for line in found.commands:
+                self.shell_text(line, [*via, prog, "exec-option"], source, depth + 1)
+        if "/" in argv[0] and not dyn[0]:
+            if self.run_written(argv[0], inner_via, source, d):
+                return
+            text = _read_small(self.abspath(argv[0])) if self.read else None
+            if (
+                text is not None
+                and text.startswith("#!")
+                and re.match(r"#!\S*/(env\s+)?(ba|da|z|k)?sh\b", text)
+            ):
+                self.shell_text(text, inner_via, "script", d)
+
+        def again(start: int, extra_env: dict[str, str] | None = None) -> None:
+            if start < len(args):
+                self.unwrap(
+                    args[start:],
+                    adyn[start:],
+                    {**env, **(extra_env or {})},
+                    inner_via,
+                    [],
+                    source,
+                    d,
+                    stdin,
+                    stdin_dynamic,
+                )
+
+        def text_of(i: int, what: str) -> str | None:
+            if i >= len(args):
+                return None
+            if adyn[i]:
+                self.out.add_uncertain("dynamic", f"{what} is computed at run time")
+                return None
+            return args[i]
+
+        if prog in ("make", "gmake") and self.read:
+            self.makefile(args, [*via, prog], d)
+        if prog in SHELLS:
+            self.shell_cmd(prog, args, adyn, inner_via, source, d, stdin, stdin_dynamic)
+        elif prog == "eval":
+            if any(adyn):
+                self.out.add_uncertain("dynamic", "eval of text computed at run time")
+            self.shell_text(" ".join(args), inner_via, source, d)
+        elif prog in ("source", "."):
+            self.script_file(args, adyn, inner_via, source, d, stdin)
+        elif prog == "env":
+            self.env_cmd(args, adyn, env, inner_via, source, d)
+        elif prog in ("su", "runuser") and "-c" in args:
+            i = args.index("-c") + 1
+            t = text_of(i, f"{prog} -c")
+            if t is not None:
+                self.shell_text(t, inner_via, source, d)
+            if prog == "runuser" and "-c" not in args[:1]:
+                pass
+        elif prog == "sudo" and any(a in ("-s", "-i", "--shell", "--login") for a in args):
+            start = _skip_options(args, WRAPPERS["sudo"][0], 0)
+            if start < len(args):
+                if any(adyn[start:]):
+                    self.out.add_uncertain("dynamic", "sudo -s command computed at run time")
+                self.shell_text(" ".join(args[start:]), inner_via, source, d)
+        elif prog == "command" and args and args[0] in ("-v", "-V"):
+            return
+        elif prog in WRAPPERS:
+            valued, npos = WRAPPERS[prog]
+            if prog == "taskset" and not any(a.startswith("-c") for a in args):
+                npos = 1
+            if prog in ("script",) and ("-c" in args or "--command" in args):
+                flag = "-c" if "-c" in args else "--command"
+                t = text_of(args.index(flag) + 1, "script -c")
+                if t is not None:
+                    self.shell_text(t, inner_via, source, d)
+                return
+            again(_skip_options(args, valued, npos))
+        elif prog == "xargs":
+            start = _skip_options(args, _XARGS_VALUED, 0, long_eq=True)
+            if start < len(args):
+                self.unwrap(
+                    [*args[start:], "{xargs-input}"],
+                    [*adyn[start:], True],
+                    env,
+                    inner_via,
+                    [],
+                    source,
+                    d,
+                )
+            else:
+                self.unwrap(["echo", "{xargs-input}"], [False, True], env, inner_via, [], source, d)
+        elif prog in ("find", "fd", "fdfind"):
+            self.find_exec(args, adyn, env, inner_via, source, d)
+        elif prog == "ssh":
+            start = _skip_options(args, _SSH_VALUED, 0)
+            if start + 1 < len(args):
+                if any(adyn[start + 1 :]):
+                    self.out.add_uncertain("dynamic", "remote command computed at run time")
+                self.shell_text(" ".join(args[start + 1 :]), inner_via, "remote", d)
+        elif prog == "srun":
+            from tenantry.safety.policy.slurmopts import parse_argv
+
+            rest = parse_argv("srun", args).positional
+            if rest:
+                n = len(args) - len(rest)
+                self.unwrap(rest, adyn[n:], env, inner_via, [], "job", d)
+        elif prog in ("watch",):
+            start = _skip_options(args, frozenset({"-n", "--interval", "-d"}), 0)
+            if start < len(args):
+                self.shell_text(" ".join(args[start:]), inner_via, source, d)
+        elif prog == "flock":
+            if "-c" in args or "--command" in args:
+                flag = "-c" if "-c" in args else "--command"
+                t = text_of(args.index(flag) + 1, "flock -c")
+                if t is not None:
+                    self.shell_text(t, inner_via, source, d)
+            else:
+                start = _skip_options(args, frozenset({"-w", "--timeout", "-E"}), 1)
+                again(start)
+        elif prog in ("apptainer", "singularity") and args and args[0] in ("exec", "run"):
+            start = _skip_options(args[1:], frozenset({"-B", "--bind", "--env", "-H"}), 1)
+            again(start + 1)
+        elif prog == "trap" and args:
+            t = text_of(0, "trap action")
+            if t is not None:
+                self.shell_text(t, inner_via, source, d)
+        elif prog == "alias":
+            for a in args:
+                name, eq, value = a.partition("=")
+                if eq:
+                    parsed = shell.parse(value, self.vars, d)
+                    first = next((c for c in parsed.commands if c.words), None)
+                    if first is not None:
+                        self.out.aliases[name] = first.words[0].text
+                    self.shell_text(value, inner_via, source, d)
+        elif prog == "hash" and "-p" in args:
+            i = args.index("-p")
+            if i + 2 < len(args):
+                self.out.aliases[args[i + 2]] = program_name(args[i + 1], self.cwd)
+        elif prog in ("ln", "cp", "install", "mv") and len(args) >= 2 and not adyn[-1]:
+            srcs = [a for a in args[:-1] if not a.startswith("-")]
+            if srcs:
+                target = program_name(srcs[-1], self.cwd)
+                self.out.aliases[posixpath.basename(args[-1].rstrip("/"))] = target
+        elif prog in INTERPRETERS:
+            self.interpreter(prog, args, adyn)
+        elif prog == "git":
+            for i, a in enumerate(args[:-1]):
+                if a == "-c" and "=" in args[i + 1]:
+                    key, _, value = args[i + 1].partition("=")
+                    if key.lower() in _GIT_COMMAND_KEYS or value.startswith("!"):
+                        self.shell_text(value.lstrip("!"), inner_via, source, d)
+        elif prog == "tmux":
+            verbs = {
+                "new",
+                "new-session",
+                "new-window",
+                "neww",
+                "split-window",
+                "splitw",
+                "run-shell",
+                "run",
+                "send-keys",
+                "send",
+                "respawn-pane",
+                "respawn-window",
+            }
+            if any(a in verbs for a in args):
+                start = next(i for i, a in enumerate(args) if a in verbs) + 1
+                rest = args[_skip_options(args[start:], _TMUX_VALUED, 0) + start :]
+                rest = [a for a in rest if a not in ("Enter", "C-m")]
+                if rest:
+                    self.shell_text(" ".join(rest), inner_via, source, d)
+        elif prog == "screen":
+            again(_skip_options(args, frozenset({"-S", "-c", "-t", "-p", "-X", "-L", "-Logfile",
+                                                 "-h", "-T", "-e"}), 0))  # fmt: skip
+
+    def makefile(self, args: list[str], via: list[str], depth: int) -> None:
+        """make runs its makefile's recipes through the shell: judge them as a script."""
+        base = self.cwd
+        files: list[str] = []
+        for i, a in enumerate(args):
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            if a in ("-C", "--directory") and nxt:
+                base = nxt if nxt.startswith("/") else posixpath.join(base, nxt)
+            elif a.startswith("--directory="):
+                base = posixpath.join(base, a.split("=", 1)[1])
+            elif a in ("-f", "--file", "--makefile") and nxt:
+                files.append(nxt)
+            elif a.startswith(("--file=", "--makefile=")):
+                files.append(a.split("=", 1)[1])
+        names = files or ["GNUmakefile", "makefile", "Makefile"]
+        for name in names:
+            path = name if name.startswith("/") else posixpath.join(base, name)
+            text = _read_small(path)
+            if text is None:
+                continue
+            joined = text.replace("\\\n", " ")
+            values = dict(_MAKE_DEFAULTS)
+            for m in _MAKE_ASSIGN.finditer(joined):
+                values[m.group(1)] = m.group(2).strip()
+            for a in args:
+                if _MAKE_ARG.match(a):
+                    key, _, val = a.partition("=")
+                    values[key] = val
+            recipes = [
+                _make_expand(ln[1:].lstrip("@+- "), values)
+                for ln in joined.splitlines()
+                if ln.startswith("\t")
+            ]
+            if recipes:
+                self.shell_text("\n".join(recipes), via, "script", depth)
+            if not files:
+                break
+
+    def shell_cmd(
+        self,
+        prog: str,
+        args: list[str],
+        adyn: list[bool],
+        via: list[str],
+        source: str,
+        d: int,
+        stdin: str | None,
+        stdin_dynamic: bool,
+    ) -> None:
+        i = 0
+        command_flag = False
+        while i < len(args):
+            a = args[i]
+            if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                i += 2
+                continue
+            if a == "--":
+                i += 1
+                break
+            if (a.startswith("-") and len(a) > 1) or (a.startswith("+") and len(a) > 1):
+                if not a.startswith("--") and "c" in a[1:]:
+                    command_flag = True
+                i += 1
+                continue
+            break
+        if command_flag:
+            if i >= len(args):
+                self.out.add_uncertain("syntax", f"{prog} -c without a command")
+                return
+            if adyn[i]:
+                self.out.add_uncertain("name", f"{prog} -c runs text computed at run time")
+                return
+            self.shell_text(args[i], via, source, d)
+            return
+        if i < len(args):
+            self.script_file(args[i:], adyn[i:], via, "script", d, stdin)
+            return
+        if stdin is not None:
+            self.shell_text(stdin, via, source, d)
+        elif stdin_dynamic:
+            self.out.add_uncertain("name", f"{prog} reads commands from a pipe or file")
+
+    def script_file(
+        self,
+        args: list[str],
+        adyn: list[bool],
+        via: list[str],
+        source: str,
+        d: int,
+        stdin: str | None = None,
+    ) -> None:
+        if not args:
+            return
+        if adyn[0]:
+            self.out.add_uncertain("name", "script path computed at run time")
+            return
+        if self.run_written(args[0], via, source, d):
+            return
+        path = self.abspath(args[0])
+        if path in ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0") or path.startswith(
+            ("/dev/", "/proc/")
+        ):
+            if stdin is not None and path != "/dev/null":
+                self.shell_text(stdin, via, source, d)
+            elif path != "/dev/null":
+                self.out.add_uncertain("name", f"commands read from {path}")
+            return
+        text = _read_small(path) if self.read else None
+        if text is None:
+            self.out.notes.append(f"script {args[0]} was not readable; only its name was judged")
+            return
+        self.shell_text(text, via, source, d)
+
+    def env_cmd(
+        self,
+        args: list[str],
+        adyn: list[bool],
+        env: dict[str, str],
+        via: list[str],
+        source: str,
+        d: int,
+    ) -> None:
+        extra: dict[str, str] = {}
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-u", "--unset", "-C", "--chdir"):
+                i += 2
+                continue
+            if a in ("-S", "--split-string") or (a.startswith("-S") and len(a) > 2):
+                split = args[i + 1] if a in ("-S", "--split-string") else a[2:]
+                rest = args[i + 2 :] if a in ("-S", "--split-string") else args[i + 1 :]
+                try:
+                    words = shlex.split(split)
+                except ValueError:
+                    self.out.add_uncertain("syntax", "env -S string does not split")
+                    return
+                self.env_cmd(words + rest, [False] * len(words) + [False] * len(rest),
+                             {**env, **extra}, via, source, d)  # fmt: skip
+                return
+            if a == "--":
+                i += 1
+                break
+            if a.startswith("-") and len(a) > 1:
+                i += 1
+                continue
+            if "=" in a and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", a):
+                k, _, v = a.partition("=")
+                extra[k] = v
+                i += 1
+                continue
+            break
+        if i < len(args):
+            self.unwrap(args[i:], adyn[i:], {**env, **extra}, via, [], source, d)
+        elif extra:
+            self.emit([], [], {**env, **extra}, via, [], source, None)
+
+    def find_exec(
+        self, args: list[str], adyn: list[bool], env: dict[str, str], via: list[str], source: str,
+        d: int,
+    ) -> None:  # fmt: skip
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"):
+                j = i + 1
+                while j < len(args) and args[j] not in (";", "+", "\\;"):
+                    j += 1
+                seg = args[i + 1 : j]
+                if seg:
+                    segdyn = [x or s == "{}" for x, s in zip(adyn[i + 1 : j], seg, strict=False)]
+                    self.unwrap(seg, segdyn, env, via, [], source, d)
+                i = j + 1
+                continue
+            i += 1
+
+    def interpreter(self, prog: str, args: list[str], adyn: list[bool]) -> None:
+        for i, a in enumerate(args):
+            code = None
+            if a in _INLINE_FLAGS and i + 1 < len(args):
+                code = args[i + 1]
+            elif prog in ("awk", "gawk", "mawk") and i == 0 and not a.startswith("-"):
+                code = a
+            if code is None:
+                continue
+            if adyn[i + 1 if a in _INLINE_FLAGS else i]:
+                self.out.add_uncertain("interpreter", f"{prog} code computed at run time")
+            elif SENSITIVE.search(code) or (prog in ("awk", "gawk", "mawk") and "system" in code):
+                m = SENSITIVE.search(code)
+                what = m.group(0) if m else "system("
+                self.out.add_uncertain(
+                    "interpreter",
+                    f"{prog} inline code mentions {what!r}; it cannot be checked",
+                )
+
+
+_GIT_COMMAND_KEYS = frozenset({"core.pager", "core.editor", "core.sshcommand", "core.fsmonitor",
+                               "core.hookspath", "sequence.editor", "diff.external",
+                               "credential.helper", "pager.log", "pager.diff", "gpg.program",
+                               "core.askpass", "uploadpack.packobjectshook"})  # fmt: skip
+_TMUX_VALUED = frozenset({"-s", "-n", "-c", "-t", "-x", "-y", "-e", "-F", "-f", "-L", "-S"})
+_XARGS_VALUED = frozenset({"-n", "-I", "-L", "-P", "-d", "-a", "-E", "-s", "--max-args",
+                           "--max-procs", "--delimiter", "--arg-file", "--max-chars",
+                           "--max-lines", "--replace", "--process-slot-var"})  # fmt: skip
+_SSH_VALUED = frozenset({"-i", "-p", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-E",
+                         "-e", "-m", "-O", "-Q", "-S", "-W", "-w", "-B", "-I"})  # fmt: skip
+
+
+def _skip_options(
+    args: list[str], valued: frozenset[str], npos: int, *, long_eq: bool = True
+) -> int:
+    """Index of the wrapped command after the wrapper's options and ``npos`` positionals."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if a in _MULTI_VALUE:
+            i += 1 + _MULTI_VALUE[a]
+            continue
+        if (a.startswith("-") and len(a) > 1 and not re.match(r"^-\d", a)) or (
+            a.startswith("-") and re.match(r"^-\d+$", a)
+        ):
+            name = a.split("=", 1)[0]
+            if name in valued and "=" not in a and not (len(name) == 2 and len(a) > 2):
+                i += 2
+            elif not a.startswith("--") and len(a) > 2 and "-" + a[-1] in valued:
+                i += 2  # combined short flags ending in one that takes a value: -dmS name
+            else:
+                i += 1
+            continue
+        break
+    while npos > 0 and i < len(args):
+        i += 1
+        npos -= 1
+    return i
+
+
+def _static_output(cmd: SimpleCommand) -> str | None:
+    """What ``echo``/``printf`` with static words would write into a pipe."""
+    if not cmd.words or any(w.dynamic for w in cmd.words):
+        return None
+    prog = program_name(cmd.words[0].text)
+    args = [w.text for w in cmd.words[1:]]
+    if prog == "echo":
+        while args and args[0] in ("-n", "-e", "-E", "-ne", "-en"):
+            args = args[1:]
+        return " ".join(args) + "\n"
+    if prog == "printf" and args:
+        return args[0].replace("\\n", "\n") + "\n" + "\n".join(args[1:])
+    if cmd.stdin_text is not None and prog in ("cat", "tee"):
+        return cmd.stdin_text
+    return None
+
+
+_MAKE_DEFAULTS = {"CC": "cc", "CXX": "g++", "FC": "f77", "MAKE": "make", "RM": "rm -f",
+                  "AR": "ar", "LD": "ld", "CPP": "cc -E", "SHELL": "/bin/sh"}  # fmt: skip
+_MAKE_ASSIGN = re.compile(r"^([A-Za-z_][\w.]*)\s*(?::{1,3}=|\?=|\+=|=)(.*)$", re.M)
+_MAKE_ARG = re.compile(r"^[A-Za-z_][\w.]*=")
+_MAKE_REF = re.compile(r"\$(?:\(([^()]*)\)|\{([^{}]*)\}|([@<^?*+%]))")
+
+
+def _make_expand(line: str, values: dict[str, str], depth: int = 0) -> str:
+    """A recipe line with make's variables expanded (unknown ones are empty, as in make)."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name is None:
+            return "target"  # automatic variables name files
+        if name.startswith("shell "):
+            return "$(" + name[6:] + ")"  # make's $(shell ...) runs a command
+        if depth < 5 and name in values:
+            return _make_expand(values[name], values, depth + 1)
+        return ""
+
+    return _MAKE_REF.sub(one, line.replace("$$", "\x00")).replace("\x00", "$")
+
+
+def _read_small(path: str) -> str | None:
+    try:
+        p = Path(path)
+        if not p.is_file() or p.stat().st_size > MAX_SCRIPT_BYTES:
+            return None
+        return p.read_text(errors="replace")
+    except OSError:
+        return None
