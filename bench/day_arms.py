@@ -134,8 +134,8 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
         ]
     elif tenantry_agent and act.cls == "squeue":
         step["argv"] = [*ctx.tenantry, "jobs"]
-    elif tenantry_agent and act.cls == "sacct":
-        step["argv"] = [*ctx.tenantry, "jobs", "--all"]
+    elif tenantry_agent and act.cls == "sacct":  # finished jobs are in the cache's list too
+        step["argv"] = [*ctx.tenantry, "jobs", "--limit", "50"]
     elif tenantry_agent and act.cls == "test":
         step["argv"] = [*ctx.tenantry, "run", "--where", "lease", "--", "python3", "-c", TEST_CODE]
         step["via_tenantry"] = True

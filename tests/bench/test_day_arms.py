@@ -56,7 +56,11 @@ def test_tenantry_agents_use_the_index_leases_hook_and_shims() -> None:
     sbatch = day_arms.step_for(Action(1, "sbatch", "12.0"), AGENT, ctx)
     assert sbatch["argv"][3] == "submit" and sbatch["argv"][-2:] == ["/w/home/u/job.sh", "12.0"]
     assert day_arms.step_for(Action(1, "squeue"), AGENT, ctx)["argv"][3:] == ["jobs"]
-    assert day_arms.step_for(Action(1, "sacct"), AGENT, ctx)["argv"][3:] == ["jobs", "--all"]
+    assert day_arms.step_for(Action(1, "sacct"), AGENT, ctx)["argv"][3:] == [
+        "jobs",
+        "--limit",
+        "50",
+    ]
     env = day_arms.env_for(AGENT, ctx)
     assert env["PATH"].startswith("/w/shims:")
     assert env["TENANTRY_SOCKET"] == "/w/state/u/sock" and env["TENANTRY_AUTOSTART"] == "0"
