@@ -24,7 +24,14 @@ OPS = ("lookup", "getattr", "opendir", "readdir", "open", "readlink", "statfs", 
 DELAYED = frozenset(OPS) - {"read"}
 
 
-def serve(source: str, mountpoint: str, delay: float, counters: Any, cache_s: float = 0.0) -> None:
+def serve(
+    source: str,
+    mountpoint: str,
+    delay: float,
+    counters: Any,
+    cache_s: float = 0.0,
+    extra_options: tuple[str, ...] = (),
+) -> None:
     import pyfuse3
     import trio
 
@@ -172,7 +179,7 @@ def serve(source: str, mountpoint: str, delay: float, counters: Any, cache_s: fl
             return None
 
     options = set(pyfuse3.default_options)
-    options |= {"fsname=tenantry-bench", "ro"}
+    options |= {"fsname=tenantry-bench", "ro", *extra_options}
     pyfuse3.init(Passthrough(), mountpoint, options)
     try:
         trio.run(pyfuse3.main)

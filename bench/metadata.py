@@ -96,13 +96,15 @@ def generate(src: Path, n: int, seed: int = 1) -> None:
 
 
 class Mount:
-    def __init__(self, src: Path, mnt: Path, delay: float, cache_s: float) -> None:
+    def __init__(
+        self, src: Path, mnt: Path, delay: float, cache_s: float, options: tuple[str, ...] = ()
+    ) -> None:
         self.src, self.mnt = src, mnt
         ctx = multiprocessing.get_context("fork")
         self.counters = ctx.Array("q", len(fusedelay.OPS))
         self.proc = ctx.Process(
             target=fusedelay.serve,
-            args=(str(src), str(mnt), delay, self.counters, cache_s),
+            args=(str(src), str(mnt), delay, self.counters, cache_s, options),
             daemon=True,
         )
 

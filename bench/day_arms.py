@@ -1,0 +1,175 @@
+"""What each command class of the day is, on each arm. Pure: argv lists and environments.
+
+- ``bare``: the real clients, as agents use them today: ``find``/``grep -r``/
+  ``git status`` on the workspace, one ``srun`` job per test run, ``sbatch``,
+  ``squeue``/``sacct`` polling.
+- ``tenantry``: the agent's Tenantry surfaces: its pre-tool hook before every
+  command (``tenantry hook --agent claude-code``) and the commands the hook
+  and the installed agent rules steer it to: ``tenantry submit``/``jobs``
+  (the shared status cache) for ``sbatch``/``squeue``/``sacct``,
+  ``tenantry find``/``grep`` (the index) for raw searches, ``tenantry run
+  --where lease`` for test runs. The PATH shims are first on PATH too (for a
+  Slurm client the agent calls anyway). Humans run the same commands in both
+  arms (through the shims, which hand people the real binary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from day_replay import Action, Actor
+
+TEST_CODE = "import time; time.sleep(0.3); print('2 passed')"
+JOB_PREFIX = "ttday"
+JOB_SCRIPT = "job.sh"  # in each actor's home: sleeps for its first argument
+JOB_SCRIPT_TEXT = '#!/bin/sh\n# a small batch job of the facility day\nsleep "${1:-10}"\n'
+
+
+def _cpus(actor: Actor) -> str:
+    return "4" if actor.kind == "human" else "1"
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    arm: str  # bare | tenantry
+    unix_user: str
+    home: str
+    workspace: str  # the actor's workspace on the FUSE mount
+    scratch: str  # where edits are written (the workspace's writable source)
+    tenantry: tuple[str, ...]  # argv prefix that runs the `tenantry` CLI
+    pythonpath: str = ""  # finds Tenantry for that interpreter
+    shim_dir: str = ""
+    socket: str = ""  # the user's daemon socket (tenantry arm, agents)
+    files: tuple[str, ...] = ()  # readable files of the workspace, relative
+
+
+def env_for(actor: Actor, ctx: Context) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": ctx.home,
+        "USER": ctx.unix_user,
+        "LOGNAME": ctx.unix_user,
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        # the workspaces are owned by the bench, not by the actors
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+    }
+    if ctx.pythonpath:
+        env["PYTHONPATH"] = ctx.pythonpath
+    if actor.kind == "agent":  # what Claude Code sets in the shell it starts
+        env.update(CLAUDECODE="1", CLAUDE_CODE_SESSION_ID=f"{ctx.unix_user}-{actor.session}")
+    if ctx.arm == "tenantry":
+        env["PATH"] = f"{ctx.shim_dir}:{env['PATH']}"
+        if ctx.socket:
+            env.update(TENANTRY_SOCKET=ctx.socket, TENANTRY_AUTOSTART="0")
+    return env
+
+
+def _common(act: Action, ctx: Context, actor: Actor) -> list[str] | None:
+    ws = ctx.workspace
+    match act.cls:
+        case "ls":
+            return ["ls", "-la", f"{ws}/{act.arg}"]
+        case "read":
+            name = ctx.files[int(act.arg) % len(ctx.files)] if ctx.files else ".gitignore"
+            return ["head", "-n", "60", f"{ws}/{name}"]
+        case "git":
+            return ["git", "-C", ws, "--no-optional-locks", "status", "--porcelain"]
+        case "sbatch":
+            return [
+                "sbatch",
+                "--parsable",
+                "-J",
+                f"{JOB_PREFIX}-job",
+                "-t",
+                "2",
+                "-c",
+                _cpus(actor),
+                "--mem",
+                "64M",
+                "-o",
+                f"{ctx.home}/job-%j.out",
+                f"{ctx.home}/{JOB_SCRIPT}",
+                act.arg or "10",
+            ]
+        case "squeue":
+            return ["squeue", "--me"]
+        case "sacct":
+            return ["sacct", "-X", "-n", "-S", "now-1hours"]
+        case "danger":
+            return ["rm", "-rf", f"{ctx.home}/build-{actor.session or 'h'}"]
+    return None
+
+
+def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
+    """One runner step (``bench/day_runner.py``) for an action on this arm."""
+    step: dict[str, Any] = {"t": act.t, "cls": act.cls}
+    if act.cls == "edit":
+        step["write"] = f"{ctx.scratch}/{ctx.arm}-{actor.session or ctx.unix_user}.py"
+        return step
+    tenantry_agent = ctx.arm == "tenantry" and actor.kind == "agent"
+    if tenantry_agent and act.cls == "find":
+        step["argv"] = [*ctx.tenantry, "find", ctx.workspace, "--name", act.arg]
+    elif tenantry_agent and act.cls == "grep":
+        step["argv"] = [*ctx.tenantry, "grep", "-n", act.arg, ctx.workspace]
+    elif tenantry_agent and act.cls == "sbatch":  # what the hook steers sbatch to
+        step["argv"] = [
+            *ctx.tenantry,
+            "submit",
+            "-J",
+            f"{JOB_PREFIX}-job",
+            "-t",
+            "2",
+            "-c",
+            _cpus(actor),
+            "--mem",
+            "64M",
+            "-o",
+            f"{ctx.home}/job-%j.out",
+            f"{ctx.home}/{JOB_SCRIPT}",
+            act.arg or "10",
+        ]
+    elif tenantry_agent and act.cls == "squeue":
+        step["argv"] = [*ctx.tenantry, "jobs"]
+    elif tenantry_agent and act.cls == "sacct":  # finished jobs are in the cache's list too
+        step["argv"] = [*ctx.tenantry, "jobs", "--limit", "50"]
+    elif tenantry_agent and act.cls == "test":
+        step["argv"] = [*ctx.tenantry, "run", "--where", "lease", "--", "python3", "-c", TEST_CODE]
+        step["via_tenantry"] = True
+    elif act.cls == "find":
+        step["argv"] = ["find", ctx.workspace, "-name", act.arg]
+    elif act.cls == "grep":
+        step["argv"] = ["grep", "-rnE", act.arg, ctx.workspace]
+    elif act.cls == "test":
+        step["argv"] = [
+            "srun",
+            "-J",
+            f"{JOB_PREFIX}-test",
+            "-t",
+            "1",
+            "-n",
+            "1",
+            "-c",
+            "1",
+            "--mem",
+            "64M",
+            "python3",
+            "-c",
+            TEST_CODE,
+        ]
+    else:
+        argv = _common(act, ctx, actor)
+        if argv is None:
+            raise ValueError(f"no command for class {act.cls!r}")
+        step["argv"] = argv
+    return step
+
+
+def hook_for(actor: Actor, ctx: Context) -> list[str] | None:
+    """The agent's pre-tool hook (tenantry arm, agents only)."""
+    if ctx.arm == "tenantry" and actor.kind == "agent":
+        return [*ctx.tenantry, "hook", "--agent", "claude-code"]
+    return None

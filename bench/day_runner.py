@@ -1,0 +1,125 @@
+"""One actor of the facility day: run a schedule of commands on time and log each one.
+
+``python day_runner.py SPEC.json`` (standard library only; the orchestrator
+starts it as the actor's Unix user). SPEC holds ``t0`` (epoch start of the
+day), ``env``, ``cwd``, ``log`` (where to write JSON lines), an optional
+``hook`` argv (the agent's pre-tool hook, run with the agent's JSON payload
+before each command; a ``deny`` answer skips the command), and ``steps``:
+``{"t", "cls", "argv"}`` or ``{"t", "cls", "write": PATH}`` (an edit).
+
+A step runs at ``t0 + t``, or at once when the previous one overran (the
+actor falls behind, as a session waiting on a slow file system does). The
+last line of the log is the process tree's CPU time (``rusage``).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+TIMEOUT_S = 180.0
+
+
+def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, command: str, sid: str) -> bool:
+    payload = {
+        "hook_event_name": "PreToolUse",
+        "session_id": sid,
+        "cwd": cwd,
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+    }
+    try:
+        out = subprocess.run(
+            hook,
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=cwd,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # the hook fails closed
+    if out.returncode == 2:
+        return True
+    try:
+        answer = json.loads(out.stdout) if out.stdout.strip() else {}
+    except ValueError:
+        return False
+    spec = answer.get("hookSpecificOutput", {}) if isinstance(answer, dict) else {}
+    return isinstance(spec, dict) and spec.get("permissionDecision") == "deny"
+
+
+def _run(step: dict[str, Any], env: dict[str, str], cwd: str) -> int:
+    if "write" in step:
+        with open(step["write"], "a", encoding="utf-8") as f:
+            f.write(f"# edit at {time.time():.3f}\nvalue = {len(step['write'])}\n")
+        return 0
+    try:
+        out = subprocess.run(
+            step["argv"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=env,
+            cwd=cwd,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return 124
+    except OSError:
+        return 127
+    return out.returncode
+
+
+def main(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        spec = json.load(f)
+    env: dict[str, str] = spec["env"]
+    cwd: str = spec["cwd"]
+    hook: list[str] | None = spec.get("hook")
+    sid: str = spec.get("session", "")
+    rows: list[dict[str, Any]] = []
+    for step in spec["steps"]:
+        delay = spec["t0"] + step["t"] - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        ts = time.time()
+        t = time.perf_counter()
+        denied = False
+        hook_s = 0.0
+        if hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool
+            denied = _hook_denies(hook, env, cwd, " ".join(step["argv"]), sid)
+            hook_s = time.perf_counter() - t
+        rc = -1 if denied else _run(step, env, cwd)
+        rows.append(
+            {
+                "cls": step["cls"],
+                "ts": ts,
+                "lag_s": round(ts - spec["t0"] - step["t"], 3),
+                "latency_s": round(time.perf_counter() - t, 6),
+                "hook_s": round(hook_s, 6),
+                "rc": rc,
+                "denied": denied,
+                "via_tenantry": bool(step.get("via_tenantry")),
+            }
+        )
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    with open(spec["log"], "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+        f.write(json.dumps({"cpu_s": round(cpu, 3)}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
