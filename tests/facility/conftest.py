@@ -19,13 +19,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.gateway.conftest import wait_for
 
 PY = sys.executable
 TENANTRY = str(Path(sys.executable).with_name("tenantry"))
@@ -66,16 +66,7 @@ def ensure_accounts() -> None:
             _run(["sacctmgr", "-i", "add", "user", name, f"account={SLURM_ACCOUNT}"])
 
 
-def wait_until(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+wait_until = wait_for
 
 
 @dataclass

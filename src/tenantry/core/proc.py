@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 
 
@@ -25,3 +26,26 @@ async def spawn(
         env=dict(env) if env is not None else None,
         start_new_session=True,
     )
+
+
+async def run(
+    exe: str,
+    args: Sequence[str],
+    *,
+    timeout_s: float,
+    stdin: bytes | None = None,
+) -> tuple[int, bytes, bytes]:
+    """Run ``exe args...`` (as :func:`spawn`) to its end: ``(returncode, stdout, stderr)``.
+
+    OSError when it cannot start; TimeoutError when it has not ended within ``timeout_s``
+    (it is killed and reaped first)."""
+    proc = await spawn(exe, args, stdin=stdin)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out, err
