@@ -69,6 +69,17 @@ def ensure_accounts() -> None:
 wait_until = wait_for
 
 
+def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a process still running and reap it; SIGKILL after 30 s."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @dataclass
 class Result:
     rc: int
@@ -128,13 +139,7 @@ class User:
         wait_until(lambda: self.call("info").rc == 0, 60, f"{self.name}'s daemon")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        _terminate(self.proc)
         self.proc = None
 
     def call(self, *args: str, agent: bool = False, json_flag: bool = True) -> Result:
@@ -193,13 +198,7 @@ class Facility:
         return True
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        _terminate(self.proc)
         self.proc = None
 
     def dashboard(self, path: str) -> str:
