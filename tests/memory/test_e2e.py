@@ -14,6 +14,8 @@ import pytest
 from tenantry.client.sync import Client
 from tenantry.core.settings import load
 
+from .conftest import run_failing
+
 AGENT = {"TENANTRY_AGENT": "claude-code", "TENANTRY_SESSION": "e2e-1"}
 
 
@@ -60,17 +62,7 @@ def test_failing_run_gets_the_matching_lesson(daemon: Daemon) -> None:
     )
     lesson_id = added["lesson"]["id"]
     # another session of the same user: agent-observed trust, user scope -> visible
-    r = daemon.cli(
-        "run",
-        "--json",
-        "--",
-        "python3",
-        "-c",
-        "import sys; sys.stderr.write(\"ModuleNotFoundError: No module named 'mpi4py'\\n\");"
-        " sys.exit(1)",
-    )
-    assert r.returncode == 1, r.stderr
-    result = json.loads(r.stdout)
+    result = run_failing(daemon, "ModuleNotFoundError: No module named 'mpi4py'")
     assert [x["id"] for x in result["lessons"]] == [lesson_id]
     attached = result["lessons"][0]
     assert "not an instruction" in attached["label"]
