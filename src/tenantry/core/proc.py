@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from collections.abc import Mapping, Sequence
 
 
@@ -34,18 +36,27 @@ async def run(
     *,
     timeout_s: float,
     stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    live: set[asyncio.subprocess.Process] | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run ``exe args...`` (as :func:`spawn`) to its end: ``(returncode, stdout, stderr)``.
 
-    OSError when it cannot start; TimeoutError when it has not ended within ``timeout_s``
-    (it is killed and reaped first)."""
-    proc = await spawn(exe, args, stdin=stdin)
+    OSError when it cannot start; TimeoutError (an OSError too: catch it first) when it
+    has not ended within ``timeout_s``. Whenever it is left early (timeout, cancellation)
+    its process group is killed and it is reaped. ``live`` holds it while it runs (for an
+    owner that ends what is still running when it closes)."""
+    proc = await spawn(exe, args, stdin=stdin, env=env)
+    if live is not None:
+        live.add(proc)
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        raise
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                await proc.wait()
+        if live is not None:
+            live.discard(proc)
     assert proc.returncode is not None
     return proc.returncode, out, err

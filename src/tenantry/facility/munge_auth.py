@@ -102,15 +102,15 @@ class MungeCodec:
     async def _run(self, argv: Sequence[str], data: bytes) -> tuple[int, bytes, str]:
         try:
             rc, out, err = await proc.run(argv[0], argv[1:], timeout_s=self.timeout_s, stdin=data)
+        except TimeoutError as exc:  # an OSError too: first
+            raise errors.Unavailable(
+                f"{argv[0]} got no answer from munged within {self.timeout_s:g} s",
+                hint="is munged running on this host? (systemctl status munge)",
+            ) from exc
         except OSError as exc:
             raise errors.Unavailable(
                 f"{argv[0]} cannot run: {exc}",
                 hint="install MUNGE (the munge package) on this host",
-            ) from exc
-        except TimeoutError as exc:
-            raise errors.Unavailable(
-                f"{argv[0]} got no answer from munged within {self.timeout_s:g} s",
-                hint="is munged running on this host? (systemctl status munge)",
             ) from exc
         return rc, out, err.decode(errors="replace").strip()
 

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tenantry.backends import slurm_parse as sp
+from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
 from tenantry.core.models import JobState
-from tenantry.facility.slurm_tools import run_slurm_tool
 
 __all__ = [
     "JobStatus",
@@ -430,7 +430,7 @@ class SlurmSnapshotSource:
             argv,
             binaries=self.binaries,
             timeout_s=self.timeout_s,
-            no_answer="the Slurm controller may be down or overloaded; this is retryable",
+            missing="install the Slurm client tools on the facility service's host",
         )
 
     async def snapshot(self) -> list[sp.SlurmJob]:

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tenantry.backends import slurm_parse as sp
+from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
-from tenantry.facility.slurm_tools import run_slurm_tool
 from tenantry.safety.policy import slurmfacts as sf
 
 __all__ = [
@@ -237,6 +237,7 @@ class SlurmFacts:
             argv,
             binaries=self.binaries,
             timeout_s=self.timeout_s,
+            missing="install the Slurm client tools on the facility service's host",
             no_answer="slurmdbd or the controller may be down; facts are retried",
         )
         if rc != 0:
