@@ -19,13 +19,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.gateway.conftest import wait_for
 
 PY = sys.executable
 TENANTRY = str(Path(sys.executable).with_name("tenantry"))
@@ -66,16 +66,18 @@ def ensure_accounts() -> None:
             _run(["sacctmgr", "-i", "add", "user", name, f"account={SLURM_ACCOUNT}"])
 
 
-def wait_until(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+wait_until = wait_for
+
+
+def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a process still running and reap it; SIGKILL after 30 s."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @dataclass
@@ -137,13 +139,7 @@ class User:
         wait_until(lambda: self.call("info").rc == 0, 60, f"{self.name}'s daemon")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        _terminate(self.proc)
         self.proc = None
 
     def call(self, *args: str, agent: bool = False, json_flag: bool = True) -> Result:
@@ -202,13 +198,7 @@ class Facility:
         return True
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        _terminate(self.proc)
         self.proc = None
 
     def dashboard(self, path: str) -> str:

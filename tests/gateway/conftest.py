@@ -31,7 +31,8 @@ def mcp_text(result: CallToolResult) -> str:
 
 
 def wait_for(cond: Any, timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``cond`` until truthy or fail after ``timeout`` seconds."""
+    """Poll ``cond`` (backing off to 0.25 s) until it is truthy, and return its value;
+    fail after ``timeout`` seconds. The one condition-wait of the tests."""
     deadline = time.monotonic() + timeout
     delay = 0.01
     while time.monotonic() < deadline:
@@ -39,8 +40,8 @@ def wait_for(cond: Any, timeout: float = 15.0, what: str = "condition") -> Any:
         if value:
             return value
         time.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+        delay = min(delay * 1.5, 0.25)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def state_tempdir(prefix: str = "tnt-") -> str:

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from tenantry.core.events import Bus
 from tenantry.core.models import AgentProduct, Principal
 from tenantry.core.settings import load
-from tenantry.memory import FakeProber, MemoryService, PartitionInfo
+from tenantry.memory import (
+    FakeProber,
+    Kind,
+    Lesson,
+    MemoryService,
+    PartitionInfo,
+    Scope,
+    Source,
+    Status,
+    Trust,
+)
+from tenantry.memory.store import new_id
 from tenantry.service.runtime import Runtime
 
 
@@ -18,6 +31,57 @@ def principal(
 ) -> Principal:
     agent = AgentProduct.HUMAN if human else AgentProduct.CLAUDE_CODE
     return Principal(uid=1000, user=user, agent=agent, session=session, project=project)
+
+
+def facility_lesson(
+    title: str, body: str, *, kind: Kind = Kind.FACT, trust: Trust = Trust.AGENT_OBSERVED
+) -> Lesson:
+    """An active facility-scope lesson owned by staff, with the source its trust implies."""
+    return Lesson(
+        id=new_id(),
+        kind=kind,
+        scope=Scope.FACILITY,
+        title=title,
+        body=body,
+        owner_user="ops",
+        owner_key="ops/human/-",
+        sources=[Source.STAFF if trust is Trust.STAFF_APPROVED else Source.AGENT],
+        trust=trust,
+        status=Status.ACTIVE,
+    )
+
+
+async def remember_limit(
+    svc: MemoryService,
+    who: Principal,
+    partition: str,
+    *,
+    title: str,
+    body: str,
+    ttl_days: float | None = None,
+    **limits: int,
+) -> Lesson:
+    """A LIMIT lesson about ``partition`` that the partition_limit probe checks
+    against ``limits`` (``max_time_s=...``, ``max_nodes=...``)."""
+    return await svc.remember(
+        who,
+        title=title,
+        body=body,
+        kind=Kind.LIMIT,
+        subject={"partition": partition},
+        ttl_days=ttl_days,
+        claim={"probe": "partition_limit", "partition": partition, **limits},
+    )
+
+
+def run_failing(daemon: Any, stderr: str, **kw: Any) -> dict[str, Any]:
+    """A real failing ``tenantry run --json`` (through ``daemon.cli``) that writes
+    ``stderr``; its JSON answer."""
+    script = f"import sys; sys.stderr.write({stderr!r} + '\\n'); sys.exit(1)"
+    r = daemon.cli("run", "--json", "--", "python3", "-c", script, **kw)
+    assert r.returncode == 1, r.stderr
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ arrives: not in a recall, not attached to a failure, not promoted.
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import tempfile
 import time
@@ -19,6 +18,8 @@ from typing import Any
 import pytest
 
 from tenantry.client.sync import Client
+
+from .conftest import run_failing
 
 _gw: Any = __import__("sys").modules["_tenantry_gateway_test_helpers"]  # tests/conftest.py
 
@@ -49,19 +50,8 @@ def victim(daemon: Any) -> Client:
 
 def failing_run(daemon: Any, stderr: str) -> dict[str, Any]:
     """A victim session's real failing `tenantry run`, as JSON."""
-    script = f"import sys; sys.stderr.write({stderr!r} + '\\n'); sys.exit(1)"
-    r = daemon.cli(
-        "run",
-        "--json",
-        "--",
-        "python3",
-        "-c",
-        script,
-        env={"TENANTRY_AGENT": "claude-code", "TENANTRY_SESSION": "victim-run"},
-    )
-    assert r.returncode == 1, r.stderr
-    out: dict[str, Any] = json.loads(r.stdout)
-    return out
+    env = {"TENANTRY_AGENT": "claude-code", "TENANTRY_SESSION": "victim-run"}
+    return run_failing(daemon, stderr, env=env)
 
 
 def ids(lessons: list[dict[str, Any]]) -> set[str]:

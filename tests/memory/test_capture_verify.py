@@ -18,7 +18,7 @@ from tenantry.memory import (
 from tenantry.memory.capture import Capture, is_variant, program
 from tenantry.service.runtime import Runtime
 
-from .conftest import principal
+from .conftest import principal, remember_limit
 
 ALICE = principal("alice", "a1", project="chem")
 
@@ -97,17 +97,16 @@ async def test_fail_then_fix_on_the_bus_gives_a_candidate(
         'Traceback (most recent call last):\n  File "/home/alice/t.py", line 3\n'
         "ModuleNotFoundError: No module named 'mpi4py'\n"
     )
-    await runtime.bus.publish(
-        finished(ALICE.key, "c1", ["python", "train.py", "--mpi"], "failed", err)
-    )
-    await runtime.bus.publish(
-        finished(
-            ALICE.key,
-            "c2",
-            ["conda", "run", "-n", "mpi", "python", "train.py", "--mpi"],
-            "completed",
+
+    async def fail_then_fix(failed: str, fixed: str) -> None:
+        """The mpi4py failure, then the same script run in the conda env."""
+        await runtime.bus.publish(
+            finished(ALICE.key, failed, ["python", "train.py", "--mpi"], "failed", err)
         )
-    )
+        fix = ["conda", "run", "-n", "mpi", "python", "train.py", "--mpi"]
+        await runtime.bus.publish(finished(ALICE.key, fixed, fix, "completed"))
+
+    await fail_then_fix("c1", "c2")
     (les,) = await service.store.query("kind = 'failure-fix'")
     assert les.status is Status.CANDIDATE and les.scope is Scope.USER
     assert les.trust is Trust.AGENT_OBSERVED and les.owner_key == ALICE.key
@@ -117,17 +116,7 @@ async def test_fail_then_fix_on_the_bus_gives_a_candidate(
     got = await service.lessons_for_failure(other, err.replace("/home/alice", "/scratch/a"))
     assert [d["id"] for d in got] == [les.id]
     # a repeat of the same pattern does not create a duplicate
-    await runtime.bus.publish(
-        finished(ALICE.key, "c3", ["python", "train.py", "--mpi"], "failed", err)
-    )
-    await runtime.bus.publish(
-        finished(
-            ALICE.key,
-            "c4",
-            ["conda", "run", "-n", "mpi", "python", "train.py", "--mpi"],
-            "completed",
-        )
-    )
+    await fail_then_fix("c3", "c4")
     assert len(await service.store.query("kind = 'failure-fix'")) == 1
 
 
@@ -170,30 +159,24 @@ async def test_rejected_submission_gives_a_probed_limit(
 
 
 async def test_probe_marks_a_stale_limit_and_confirms_a_true_one(service: MemoryService) -> None:
-    wrong = await service.remember(
+    wrong = await remember_limit(
+        service,
         ALICE,
+        "debug",
         title="debug partition: 1 hour max",
         body="debug allows one hour",
-        kind=Kind.LIMIT,
-        subject={"partition": "debug"},
-        claim={"probe": "partition_limit", "partition": "debug", "max_time_s": 3600},
+        max_time_s=3600,
     )
-    right = await service.remember(
+    right = await remember_limit(
+        service,
         ALICE,
+        "gpu",
         title="gpu partition: 24 h and 4 nodes",
         body="gpu allows 24 h",
-        kind=Kind.LIMIT,
-        subject={"partition": "gpu"},
-        claim={"probe": "partition_limit", "partition": "gpu", "max_time_s": 86400, "max_nodes": 4},
+        max_time_s=86400,
+        max_nodes=4,
     )
-    gone = await service.remember(
-        ALICE,
-        title="old partition",
-        body="x",
-        kind=Kind.LIMIT,
-        subject={"partition": "retired"},
-        claim={"probe": "partition_limit", "partition": "retired"},
-    )
+    gone = await remember_limit(service, ALICE, "retired", title="old partition", body="x")
     results = {r["id"]: r for r in [await service.verify_one(x.id) for x in (wrong, right, gone)]}
     assert results[wrong.id]["result"] == "fail" and "1800" in results[wrong.id]["detail"]
     assert results[right.id]["result"] == "pass"
@@ -226,14 +209,8 @@ async def test_probe_passing_verifies_but_never_promotes_beyond_the_writers_scop
 async def test_sweep_reverifies_expired_and_stales_unverifiable(
     service: MemoryService, prober: FakeProber
 ) -> None:
-    probed = await service.remember(
-        ALICE,
-        title="gpu limit",
-        body="24 h",
-        kind=Kind.LIMIT,
-        subject={"partition": "gpu"},
-        ttl_days=1,
-        claim={"probe": "partition_limit", "partition": "gpu", "max_time_s": 86400},
+    probed = await remember_limit(
+        service, ALICE, "gpu", title="gpu limit", body="24 h", ttl_days=1, max_time_s=86400
     )
     plain = await service.remember(ALICE, title="scratch is fast", body="use scratch", ttl_days=1)
     fresh = await service.remember(ALICE, title="fresh", body="still fresh", ttl_days=30)

@@ -14,6 +14,8 @@ import pytest
 from tenantry.client.sync import Client
 from tenantry.core.settings import load
 
+from .conftest import run_failing
+
 AGENT = {"TENANTRY_AGENT": "claude-code", "TENANTRY_SESSION": "e2e-1"}
 
 
@@ -45,32 +47,25 @@ def daemon() -> Iterator[Daemon]:
         _gw.remove_state(state)
 
 
+def remember(daemon: Daemon, session: str, **lesson: Any) -> str:
+    """``memory.remember`` from one session of the daemon's user: the new lesson's id."""
+    added = daemon.client(session=session).call("memory.remember", lesson)
+    return str(added["lesson"]["id"])
+
+
 def test_failing_run_gets_the_matching_lesson(daemon: Daemon) -> None:
-    c = daemon.client(session="other-session")
-    added = c.call(
-        "memory.remember",
-        {
-            "title": "mpi4py missing in the default python",
-            "body": "Use `conda run -n mpi python ...`; the env in /project/envs/mpi has"
-            " mpi4py built against openmpi/4.1.5.",
-            "kind": "failure-fix",
-            "error_signature": "ModuleNotFoundError: No module named 'mpi4py'",
-            "subject": {"package": "mpi4py"},
-        },
+    lesson_id = remember(
+        daemon,
+        "other-session",
+        title="mpi4py missing in the default python",
+        body="Use `conda run -n mpi python ...`; the env in /project/envs/mpi has"
+        " mpi4py built against openmpi/4.1.5.",
+        kind="failure-fix",
+        error_signature="ModuleNotFoundError: No module named 'mpi4py'",
+        subject={"package": "mpi4py"},
     )
-    lesson_id = added["lesson"]["id"]
     # another session of the same user: agent-observed trust, user scope -> visible
-    r = daemon.cli(
-        "run",
-        "--json",
-        "--",
-        "python3",
-        "-c",
-        "import sys; sys.stderr.write(\"ModuleNotFoundError: No module named 'mpi4py'\\n\");"
-        " sys.exit(1)",
-    )
-    assert r.returncode == 1, r.stderr
-    result = json.loads(r.stdout)
+    result = run_failing(daemon, "ModuleNotFoundError: No module named 'mpi4py'")
     assert [x["id"] for x in result["lessons"]] == [lesson_id]
     attached = result["lessons"][0]
     assert "not an instruction" in attached["label"]
@@ -217,14 +212,13 @@ async def test_mcp_recall_and_remember_tools(daemon: Daemon) -> None:
 
 def test_plain_wait_prints_the_lessons_of_a_failed_job(daemon: Daemon, tmp_path: Path) -> None:
     sig = "FATAL: cannot open dataset shard wait-test-77: Stale file handle"
-    daemon.client(session="writer").call(
-        "memory.remember",
-        {
-            "title": "Stale file handle on a dataset shard: reopen, do not share writers",
-            "body": "The shard was replaced on another node while open; reopen it.",
-            "kind": "failure-fix",
-            "error_signature": sig,
-        },
+    remember(
+        daemon,
+        "writer",
+        title="Stale file handle on a dataset shard: reopen, do not share writers",
+        body="The shard was replaced on another node while open; reopen it.",
+        kind="failure-fix",
+        error_signature=sig,
     )
     script = tmp_path / "job.sh"
     script.write_text(f"#!/bin/sh\necho '{sig}' >&2\nexit 2\n")
@@ -238,16 +232,14 @@ def test_plain_wait_prints_the_lessons_of_a_failed_job(daemon: Daemon, tmp_path:
 
 
 def test_the_daemon_re_ranks_with_the_bundled_model(daemon: Daemon) -> None:
-    c = daemon.client(session="dense-writer")
-    lid = c.call(
-        "memory.remember",
-        {
-            "title": "Conda solve takes forever: use the libmamba solver",
-            "body": "conda install spends an hour in 'Solving environment'; set"
-            " solver: libmamba and channel_priority: strict in ~/.condarc.",
-            "kind": "recipe",
-        },
-    )["lesson"]["id"]
+    lid = remember(
+        daemon,
+        "dense-writer",
+        title="Conda solve takes forever: use the libmamba solver",
+        body="conda install spends an hour in 'Solving environment'; set"
+        " solver: libmamba and channel_priority: strict in ~/.condarc.",
+        kind="recipe",
+    )
     found = daemon.client(session="dense-reader").call(
         "memory.recall", {"query": "stuck resolving dependencies creating my environment"}
     )

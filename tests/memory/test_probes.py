@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.memory import Kind, MemoryService, SlurmProber, Status
+from tenantry.memory import MemoryService, SlurmProber, Status
 from tenantry.memory.probes import (
     ProbeUnavailable,
     parse_scontrol_partition,
@@ -18,7 +18,7 @@ from tenantry.memory.probes import (
 )
 from tenantry.memory.verify import check
 
-from .conftest import principal
+from .conftest import principal, remember_limit
 
 DATA = Path(__file__).parent / "data"
 
@@ -87,25 +87,21 @@ async def test_real_probe_marks_a_stale_limit(slurm: None, runtime) -> None:  # 
         info = await svc.prober.partition("debug")
         assert info is not None and info.max_time_s
         alice = principal("alice")
-        wrong = await svc.remember(
+        wrong = await remember_limit(
+            svc,
             alice,
+            "debug",
             title="debug partition allows 2x its real limit",
             body="old limit",
-            kind=Kind.LIMIT,
-            subject={"partition": "debug"},
-            claim={
-                "probe": "partition_limit",
-                "partition": "debug",
-                "max_time_s": info.max_time_s * 2,
-            },
+            max_time_s=info.max_time_s * 2,
         )
-        right = await svc.remember(
+        right = await remember_limit(
+            svc,
             alice,
+            "debug",
             title="debug partition limit",
             body="current limit",
-            kind=Kind.LIMIT,
-            subject={"partition": "debug"},
-            claim={"probe": "partition_limit", "partition": "debug", "max_time_s": info.max_time_s},
+            max_time_s=info.max_time_s,
         )
         assert (await svc.verify_one(wrong.id))["result"] == "fail"
         assert (await svc.verify_one(right.id))["result"] == "pass"

@@ -7,25 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.memory import Kind, Lesson, LessonStore, Scope, Source, Status, Trust, retrieval
-from tenantry.memory.store import new_id
+from tenantry.memory import Lesson, LessonStore, Trust, retrieval
+
+from .conftest import facility_lesson
 
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
 
 
 def lesson(title: str, body: str, trust: Trust = Trust.AGENT_OBSERVED) -> Lesson:
-    return Lesson(
-        id=new_id(),
-        kind=Kind.FACT,
-        scope=Scope.FACILITY,
-        title=title,
-        body=body,
-        owner_user="ops",
-        owner_key="ops/human/-",
-        sources=[Source.STAFF if trust is Trust.STAFF_APPROVED else Source.AGENT],
-        trust=trust,
-        status=Status.ACTIVE,
-    )
+    return facility_lesson(title, body, trust=trust)
 
 
 async def test_common_topical_terms_are_not_starved_by_the_budget(

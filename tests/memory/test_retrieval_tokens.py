@@ -10,32 +10,19 @@ from tenantry.memory import (
     Kind,
     Lesson,
     LessonStore,
-    Scope,
-    Source,
-    Status,
     Trust,
     retrieval,
     signature,
     terms,
 )
-from tenantry.memory.store import new_id
+
+from .conftest import facility_lesson
 
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
 
 
 def lesson(title: str, body: str) -> Lesson:
-    return Lesson(
-        id=new_id(),
-        kind=Kind.FAILURE_FIX,
-        scope=Scope.FACILITY,
-        title=title,
-        body=body,
-        owner_user="ops",
-        owner_key="ops/human/-",
-        sources=[Source.STAFF],
-        trust=Trust.STAFF_APPROVED,
-        status=Status.ACTIVE,
-    )
+    return facility_lesson(title, body, kind=Kind.FAILURE_FIX, trust=Trust.STAFF_APPROVED)
 
 
 @pytest.mark.parametrize(

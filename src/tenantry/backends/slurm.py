@@ -28,9 +28,9 @@ from typing import Any
 
 from tenantry.backends import slurm_parse as sp
 from tenantry.backends.base import JobUpdate, Submitted
+from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import attribution, errors
 from tenantry.core.models import JobSpec, Principal
-from tenantry.core.proc import spawn
 from tenantry.core.settings import Settings
 
 __all__ = ["CONTROLLER_COMMANDS", "SlurmBackend"]
@@ -97,35 +97,16 @@ class SlurmBackend:
         stdin: bytes | None = None,
         env: Mapping[str, str] | None = None,
     ) -> tuple[int, str, str]:
-        cmd = argv[0]
-        self.calls[cmd] += 1
-        exe = self._bin.get(cmd) or cmd
-        try:
-            proc = await spawn(exe, argv[1:], stdin=stdin, env=env)
-        except FileNotFoundError as exc:
-            raise errors.BackendUnavailable(
-                f"{cmd} is not installed on this host",
-                hint="install the Slurm client tools (slurm-client), or use the local backend",
-                command=cmd,
-            ) from exc
-        self._procs.add(proc)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout_s)
-        except TimeoutError as exc:
-            raise errors.BackendUnavailable(
-                f"{cmd} got no answer from Slurm within {self.timeout_s:g} s",
-                hint="the Slurm controller may be down or overloaded; this is retryable",
-                command=cmd,
-            ) from exc
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                with contextlib.suppress(Exception):
-                    await proc.wait()
-            self._procs.discard(proc)
-        assert proc.returncode is not None
-        return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        self.calls[argv[0]] += 1
+        return await run_slurm_tool(
+            argv,
+            binaries=self._bin,
+            timeout_s=self.timeout_s,
+            missing="install the Slurm client tools (slurm-client), or use the local backend",
+            stdin=stdin,
+            env=env,
+            live=self._procs,
+        )
 
     # -- submit ------------------------------------------------------------------
     def sbatch_argv(

@@ -92,3 +92,24 @@ class Bus:
                 await handler(event)
             except Exception:  # a broken subscriber never breaks the publisher
                 log.exception("event subscriber failed on %s", event.type)
+
+
+class Subscription:
+    """A component's hold on the bus, from its ``start`` to its ``aclose``.
+
+    ``open`` subscribes ``handler`` (dropping an earlier hold); ``close`` unsubscribes and
+    may be called any number of times."""
+
+    __slots__ = ("_cancel",)
+
+    def __init__(self) -> None:
+        self._cancel: Callable[[], None] | None = None
+
+    def open(self, bus: Bus, handler: Handler) -> None:
+        self.close()
+        self._cancel = bus.subscribe(handler)
+
+    def close(self) -> None:
+        if self._cancel is not None:
+            self._cancel()
+            self._cancel = None

@@ -41,7 +41,7 @@ from tenantry.core.errors import (
     SessionStopped,
     TenantryError,
 )
-from tenantry.core.events import Event
+from tenantry.core.events import Event, Subscription
 from tenantry.core.models import Principal
 from tenantry.core.tasks import TaskGroup
 from tenantry.facility import routing
@@ -218,7 +218,7 @@ class Executor:
         self._queue: collections.deque[dict[str, Any]] = collections.deque(maxlen=QUEUE_MAX)
         self._wake = asyncio.Event()
         self._tasks = TaskGroup("facility")
-        self._unsubscribe: Any = None
+        self._subscription = Subscription()
         self.dropped = 0
         self.sent = 0
 
@@ -245,15 +245,13 @@ class Executor:
     async def start(self) -> None:
         if not self.active:
             return
-        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        self._subscription.open(self.runtime.bus, self._on_event)
         self._tasks.supervise("events", self._pump)
         self._tasks.supervise("stops", self._watch_stops)
         log.info("facility mode: decisions from %s", self.address)
 
     async def aclose(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._subscription.close()
         if self._queue:
             # one last try: the daemon.stopped event and anything still queued
             with contextlib.suppress(TenantryError, TimeoutError):

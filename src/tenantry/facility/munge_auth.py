@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry.core import errors
+from tenantry.core import errors, proc
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -101,29 +101,18 @@ class MungeCodec:
 
     async def _run(self, argv: Sequence[str], data: bytes) -> tuple[int, bytes, str]:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            rc, out, err = await proc.run(argv[0], argv[1:], timeout_s=self.timeout_s, stdin=data)
+        except TimeoutError as exc:  # an OSError too: first
+            raise errors.Unavailable(
+                f"{argv[0]} got no answer from munged within {self.timeout_s:g} s",
+                hint="is munged running on this host? (systemctl status munge)",
+            ) from exc
         except OSError as exc:
             raise errors.Unavailable(
                 f"{argv[0]} cannot run: {exc}",
                 hint="install MUNGE (the munge package) on this host",
             ) from exc
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(data), self.timeout_s)
-        except TimeoutError as exc:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise errors.Unavailable(
-                f"{argv[0]} got no answer from munged within {self.timeout_s:g} s",
-                hint="is munged running on this host? (systemctl status munge)",
-            ) from exc
-        assert proc.returncode is not None
-        return proc.returncode, out, err.decode(errors="replace").strip()
+        return rc, out, err.decode(errors="replace").strip()
 
     async def encode(self, payload: bytes) -> str:
         """A credential for ``payload`` as whoever ``munge_argv`` runs as."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tenantry.backends import slurm_parse as sp
+from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
 from tenantry.core.models import JobState
 
@@ -424,34 +425,13 @@ class SlurmSnapshotSource:
     calls: dict[str, int] = field(default_factory=dict)
 
     async def _run(self, argv: Sequence[str]) -> tuple[int, str, str]:
-        cmd = argv[0]
-        self.calls[cmd] = self.calls.get(cmd, 0) + 1
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                self.binaries.get(cmd, cmd),
-                *argv[1:],
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-        except FileNotFoundError as exc:
-            raise errors.BackendUnavailable(
-                f"{cmd} is not installed on this host",
-                hint="install the Slurm client tools on the facility service's host",
-            ) from exc
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.timeout_s)
-        except TimeoutError as exc:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise errors.BackendUnavailable(
-                f"{cmd} got no answer from Slurm within {self.timeout_s:g} s",
-                hint="the Slurm controller may be down or overloaded; this is retryable",
-            ) from exc
-        assert proc.returncode is not None
-        return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
+        return await run_slurm_tool(
+            argv,
+            binaries=self.binaries,
+            timeout_s=self.timeout_s,
+            missing="install the Slurm client tools on the facility service's host",
+        )
 
     async def snapshot(self) -> list[sp.SlurmJob]:
         rc, out, err = await self._run(["squeue", "--json"])

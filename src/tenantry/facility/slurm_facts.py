@@ -20,13 +20,13 @@ Unavailable (fail closed: no facts, no charge).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tenantry.backends import slurm_parse as sp
+from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
 from tenantry.safety.policy import slurmfacts as sf
 
@@ -233,30 +233,16 @@ class SlurmFacts:
     loads: int = 0
 
     async def _run(self, argv: Sequence[str]) -> str:
-        exe = self.binaries.get(argv[0], argv[0])
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                exe, *argv[1:], stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-        except FileNotFoundError as exc:
-            raise errors.BackendUnavailable(
-                f"{argv[0]} is not installed on this host",
-                hint="install the Slurm client tools on the facility service's host",
-            ) from exc
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.timeout_s)
-        except TimeoutError as exc:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise errors.BackendUnavailable(
-                f"{argv[0]} got no answer within {self.timeout_s:g} s",
-                hint="slurmdbd or the controller may be down; facts are retried",
-            ) from exc
-        if proc.returncode != 0:
-            raise sp.error_from(argv[0], err.decode(errors="replace"), proc.returncode or 1)
-        return out.decode(errors="replace")
+        rc, out, err = await run_slurm_tool(
+            argv,
+            binaries=self.binaries,
+            timeout_s=self.timeout_s,
+            missing="install the Slurm client tools on the facility service's host",
+            no_answer="slurmdbd or the controller may be down; facts are retried",
+        )
+        if rc != 0:
+            raise sp.error_from(argv[0], err, rc)
+        return out
 
     async def refresh(self) -> FactsSnapshot:
         """Read associations, QoS and partitions now; keep the old snapshot on failure."""

@@ -22,7 +22,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from tenantry.core.events import Event, EventType
+from tenantry.core.events import Event, EventType, Subscription
 from tenantry.store import telemetry
 
 if TYPE_CHECKING:
@@ -114,15 +114,13 @@ class Metrics:
         self.lease_counts = {"requested": 0, "ready": 0}
         for state in self.lease_counts:
             self.leases.labels(state).set(0)
-        self._unsubscribe: Callable[[], None] | None = None
+        self._subscription = Subscription()
 
     async def start(self) -> None:
-        self._unsubscribe = self.runtime.bus.subscribe(self.on_event)
+        self._subscription.open(self.runtime.bus, self.on_event)
 
     async def aclose(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._subscription.close()
 
     # -- feeding -------------------------------------------------------------------------
     def observe_request(self, op: str, outcome: str, seconds: float) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tenantry.core.errors import Conflict, IndexError_, NotFound, UsageError
-from tenantry.core.events import Event, EventType
+from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.tasks import TaskGroup
 from tenantry.index import crawl, query, store
 from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource
@@ -96,7 +96,7 @@ class IndexService:
         self._timers: set[asyncio.TimerHandle] = set()
         self._tasks = TaskGroup("index")  # failures logged and shown in info
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._unsubscribe: Callable[[], None] | None = None
+        self._subscription = Subscription()
         self._sweeper: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------
@@ -110,7 +110,7 @@ class IndexService:
             self.workspaces[ws.id] = ws
             self.source.watch(ws.root)
         await self.source.start(self._notify_threadsafe)
-        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        self._subscription.open(self.runtime.bus, self._on_event)
         for ws in self.workspaces.values():
             # catch what changed while the daemon was down: every file is stat'ed,
             # only changed ones are read
@@ -120,9 +120,7 @@ class IndexService:
             self._sweeper = asyncio.create_task(self._sweep_loop())
 
     async def aclose(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._subscription.close()
         if self._flush is not None:
             self._flush.cancel()
         for handle in self._timers:

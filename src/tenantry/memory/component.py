@@ -21,11 +21,10 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied
-from tenantry.core.events import Event, EventType
+from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.models import AgentProduct, Principal
 from tenantry.core.tasks import TaskGroup
 from tenantry.memory import curation, embedding, retrieval, rules, signature, terms, vocab
@@ -94,7 +93,7 @@ class MemoryService:
         self.expander = vocab.DEFAULT
         self.vectors: VectorIndex | None = None
         self._store: LessonStore | None = None
-        self._unsubscribe: Callable[[], None] | None = None
+        self._subscription = Subscription()
         self._tasks = TaskGroup("memory")  # failures logged and shown in info
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -111,14 +110,12 @@ class MemoryService:
             # lessons stored before (or by another process) are embedded in the background;
             # until then recall re-ranks with the vectors there are
             self._spawn(self.vectors.sync(self._store))
-        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        self._subscription.open(self.runtime.bus, self._on_event)
         if self.settings.memory_verify_interval_s > 0:
             self._sweeper = asyncio.create_task(self._sweep_loop())
 
     async def aclose(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._subscription.close()
         pending = [t for t in (self._sweeper, *self._tasks) if t is not None]
         for task in pending:
             task.cancel()

@@ -11,18 +11,15 @@ The parsers are pure functions.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tenantry.core import proc
 from tenantry.core.models import field_values
-from tenantry.core.proc import spawn
 from tenantry.jobs.request import api_argv
 
 
@@ -174,17 +171,14 @@ class SlurmProber:
         if exe is None:
             raise ProbeUnavailable(f"{argv[0]} is not installed here")
         try:
-            proc = await spawn(exe, argv[1:], stdin=stdin, env=self.env)
+            rc, out, err = await proc.run(
+                exe, argv[1:], timeout_s=self.timeout_s, stdin=stdin, env=self.env
+            )
+        except TimeoutError as exc:  # an OSError too: first
+            raise ProbeUnavailable(f"{argv[0]} timed out after {self.timeout_s:g} s") from exc
         except OSError as exc:
             raise ProbeUnavailable(f"cannot run {argv[0]}: {exc}") from exc
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout_s)
-        except TimeoutError as exc:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            raise ProbeUnavailable(f"{argv[0]} timed out after {self.timeout_s:g} s") from exc
-        return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+        return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
     async def partition(self, name: str) -> PartitionInfo | None:
         rc, out, err = await self._run(["sinfo", "--json"])

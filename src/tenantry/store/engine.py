@@ -22,6 +22,7 @@ in ``<package>/migrations/``, used by every engine, and per-engine files in
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -153,3 +154,15 @@ class Store(Protocol):
     async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Row]: ...
 
     async def fetchone(self, sql: str, args: Sequence[Any] = ()) -> Row | None: ...
+
+
+def resolve(fut: asyncio.Future[Any], value: Any) -> None:
+    """Give ``fut`` its result unless it is already done (cancelled); on its loop's thread."""
+    if not fut.done():
+        fut.set_result(value)
+
+
+def reject(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    """Give ``fut`` its exception unless it is already done (cancelled); on its loop's thread."""
+    if not fut.done():
+        fut.set_exception(exc)

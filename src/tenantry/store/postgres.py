@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenantry.core.errors import StoreError, StoreUnavailable
-from tenantry.store.engine import Conn, Cursor, Migration, Row, Schema
+from tenantry.store.engine import Conn, Cursor, Migration, Row, Schema, reject, resolve
 from tenantry.store.url import mask_url, scrub
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ class PostgresStore:
         for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
             if not ok and isinstance(value, psycopg.Error):
                 value = _wrap(value)
-            done = _set_result if ok else _set_exc
+            done = resolve if ok else reject
             fut.get_loop().call_soon_threadsafe(done, fut, value)
 
     async def _submit(self, fn: Callable[[PgConn], T]) -> T:
@@ -429,13 +429,3 @@ def _migrate(conn: psycopg.Connection[Any], schema: Schema) -> None:
                 "INSERT INTO schema_migrations VALUES (%s, %s, %s, %s)",
                 (schema.concept, version, name, time.time()),
             )
-
-
-def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
-    if not fut.done():
-        fut.set_result(value)
-
-
-def _set_exc(fut: asyncio.Future[Any], exc: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(exc)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tenantry.core.errors import StoreError
-from tenantry.store.engine import Conn, Migration, Row, Schema
+from tenantry.store.engine import Conn, Migration, Row, Schema, reject, resolve
 
 T = TypeVar("T")
 
@@ -157,9 +157,9 @@ class SQLiteStore:
                 if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
-                fut.get_loop().call_soon_threadsafe(_set_exc, fut, exc)
+                fut.get_loop().call_soon_threadsafe(reject, fut, exc)
             else:
-                fut.get_loop().call_soon_threadsafe(_set_result, fut, result)
+                fut.get_loop().call_soon_threadsafe(resolve, fut, result)
 
     async def _submit(self, fn: Callable[[sqlite3.Connection], T], *, transaction: bool) -> T:
         if self._writer is None:
@@ -309,16 +309,6 @@ def _migrate(conn: sqlite3.Connection, schema: Schema, db_path: str) -> None:
     for m in migrations:
         if m[0] not in done and m[0] > upto:
             _apply(conn, schema.concept, m)
-
-
-def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
-    if not fut.done():
-        fut.set_result(value)
-
-
-def _set_exc(fut: asyncio.Future[Any], exc: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(exc)
 
 
 def split_sql(sql: str) -> list[str]:

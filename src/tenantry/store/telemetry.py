@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.store.engine import Store
+from tenantry.store.engine import Row, Store
 
 LIVE_S = 15 * 60  # a session seen in the last 15 minutes is live
 
@@ -55,6 +55,11 @@ def _data(raw: str) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
+def _event(row: Row, *columns: str) -> dict[str, Any]:
+    """These columns of an events row, and its ``data`` decoded."""
+    return {**{c: row[c] for c in columns}, "data": _data(row["data_json"])}
+
+
 async def events(
     db: Store, w: Window, types: tuple[str, ...], limit: int = 200_000
 ) -> list[dict[str, Any]]:
@@ -64,18 +69,7 @@ async def events(
         f" WHERE ts>=? AND ts<=? AND type IN ({marks}) ORDER BY ts LIMIT ?",
         (w.since, w.until, *types, limit),
     )
-    return [
-        {
-            "ts": r["ts"],
-            "type": r["type"],
-            "principal": r["principal"],
-            "subject": r["subject"],
-            "outcome": r["outcome"],
-            "duration_s": r["duration_s"],
-            "data": _data(r["data_json"]),
-        }
-        for r in rows
-    ]
+    return [_event(r, "ts", "type", "principal", "subject", "outcome", "duration_s") for r in rows]
 
 
 def series(
@@ -392,16 +386,6 @@ async def session_timeline(db: Store, key: str, w: Window) -> dict[str, Any]:
         " WHERE principal=? AND ts>=? AND ts<=? ORDER BY ts DESC LIMIT 500",
         (key, w.since, w.until),
     )
-    evs = [
-        {
-            "ts": r["ts"],
-            "type": r["type"],
-            "subject": r["subject"],
-            "outcome": r["outcome"],
-            "duration_s": r["duration_s"],
-            "data": _data(r["data_json"]),
-        }
-        for r in rows
-    ]
+    evs = [_event(r, "ts", "type", "subject", "outcome", "duration_s") for r in rows]
     kinds = Counter(e["type"] for e in evs)
     return {"session": dict(row) if row else None, "events": evs, "kinds": kinds}

@@ -6,12 +6,10 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
+from tests.gateway.conftest import wait_for
 
 SLURM_ACCOUNT = "tt_i16c"
 USERS = ("tt-i16c-alice", "tt-i16c-bob")
@@ -26,16 +24,7 @@ def require(what: str, ok: bool, hint: str, env: str) -> None:
     pytest.skip(f"no {what}: {hint}")
 
 
-def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    delay = 0.02
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+wait_until = wait_for
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,13 @@ def client(srv: MungeAuthServer, codec: MungeCodec) -> MungeAuthClient:
     return MungeAuthClient("127.0.0.1", srv.port, codec)
 
 
+async def connected(srv: MungeAuthServer, user: User, **kw: Any) -> MungeAuthClient:
+    """A client connected to ``srv`` whose credentials are made as ``user``."""
+    c = client(srv, as_user(user, **kw))
+    await c.connect()
+    return c
+
+
 async def test_credential_made_as_a_user_authenticates_as_that_user(
     server: tuple[MungeAuthServer, Recorder], unix_users: list[User]
 ) -> None:
@@ -85,8 +92,7 @@ async def test_replayed_credential_is_refused(
     srv, rec = server
     alice = unix_users[0]
     body = {"op": "cancel", "job": "1"}
-    first = client(srv, as_user(alice))
-    await first.connect()
+    first = await connected(srv, alice)
     cred = await first.codec.encode(first.claims(body))
     assert (await first.send_raw(cred, body))["ok"]
     # the same credential again on the same connection (munged and the counter refuse)
@@ -94,8 +100,7 @@ async def test_replayed_credential_is_refused(
     assert not again["ok"] and again["error"]["code"] == "permission_denied"
     await first.aclose()
     # and on a fresh connection (another challenge)
-    other = client(srv, as_user(alice))
-    await other.connect()
+    other = await connected(srv, alice)
     replay = await other.send_raw(cred, body)
     await other.aclose()
     assert not replay["ok"] and replay["error"]["code"] == "permission_denied"
@@ -106,10 +111,8 @@ async def test_credential_for_one_connection_is_refused_on_another(
     server: tuple[MungeAuthServer, Recorder], unix_users: list[User]
 ) -> None:
     srv, rec = server
-    a = client(srv, as_user(unix_users[0]))
-    b = client(srv, as_user(unix_users[0]))
-    await a.connect()
-    await b.connect()
+    a = await connected(srv, unix_users[0])
+    b = await connected(srv, unix_users[0])
     body = {"op": "x"}
     cred = await a.codec.encode(a.claims(body))  # never sent on a: fresh for munged
     answer = await b.send_raw(cred, body)
@@ -124,8 +127,7 @@ async def test_tampered_credential_and_tampered_body_are_refused(
 ) -> None:
     srv, rec = server
     alice = unix_users[0]
-    c = client(srv, as_user(alice))
-    await c.connect()
+    c = await connected(srv, alice)
     body = {"op": "status", "job": "1"}
     cred = await c.codec.encode(c.claims(body))
     mid = len(cred) // 2
@@ -133,8 +135,7 @@ async def test_tampered_credential_and_tampered_body_are_refused(
     answer = await c.send_raw(forged, body)
     assert not answer["ok"] and "MUNGE credential refused" in answer["error"]["message"]
     await c.aclose()
-    c = client(srv, as_user(alice))
-    await c.connect()
+    c = await connected(srv, alice)
     cred = await c.codec.encode(c.claims(body))
     answer = await c.send_raw(cred, {"op": "cancel", "job": "1"})  # another body
     assert not answer["ok"] and "not bound" in answer["error"]["message"]
@@ -146,8 +147,7 @@ async def test_expired_credential_is_refused(
     server: tuple[MungeAuthServer, Recorder], unix_users: list[User]
 ) -> None:
     srv, rec = server
-    c = client(srv, as_user(unix_users[0], ttl_s=1))
-    await c.connect()
+    c = await connected(srv, unix_users[0], ttl_s=1)
     body = {"op": "x"}
     cred = await c.codec.encode(c.claims(body))
     made = time.time()

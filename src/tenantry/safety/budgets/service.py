@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantry.core.errors import BudgetExceeded, UsageError
-from tenantry.core.events import Event, EventType
+from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.models import JobState, Principal, Resources
 from tenantry.safety.budgets import config as cfgmod
 from tenantry.safety.budgets.config import CONSUMED, METRICS, BudgetConfig, Limit
@@ -139,19 +139,17 @@ class BudgetService:
         self.config = config
         self.clock: Callable[[], float] = time.time
         self.store = BudgetStore(runtime.store_for(SCHEMA))
-        self._unsubscribe: Callable[[], None] | None = None
+        self._subscription = Subscription()
         self._warned: set[tuple[str, str, str, float]] = set()
 
     async def start(self) -> None:
         if self.config is None:
             self.config = cfgmod.load(self.runtime.settings.budgets_file)
         await self.store.start()
-        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        self._subscription.open(self.runtime.bus, self._on_event)
 
     async def aclose(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._subscription.close()
         await self.store.aclose()
 
     @property

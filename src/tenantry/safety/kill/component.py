@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied, SessionStopped
-from tenantry.core.events import Event, EventType
+from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.models import AgentProduct, Principal, field_values
 from tenantry.safety.kill.store import SCHEMA, StopStore
 from tenantry.service.runtime import Runtime
@@ -70,17 +70,15 @@ class KillSwitch:
         self.store = StopStore(runtime.store_for(SCHEMA))
         self._stops: list[Stop] = []
         self._seen: dict[str, int] = {}  # principal key -> uid (-1 unknown)
-        self._unsubscribe: Callable[[], None] | None = None
+        self._subscription = Subscription()
 
     async def start(self) -> None:
         await self.store.start()
         await self._reload()
-        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        self._subscription.open(self.runtime.bus, self._on_event)
 
     async def aclose(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._subscription.close()
         await self.store.aclose()
 
     async def reload(self) -> None:

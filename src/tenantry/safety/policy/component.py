@@ -14,12 +14,11 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tenantry.core.errors import ApprovalRequired, PolicyDenied, TenantryError
-from tenantry.core.events import Event, EventType
+from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.models import CommandSpec, Principal
 from tenantry.core.tasks import TaskGroup
 from tenantry.safety.policy.approvals import Approvals
@@ -51,7 +50,7 @@ class PolicyService:
         self.judge: Judge | None = None
         self.load_error: TenantryError | None = None
         self._owners: dict[str, str] = {}  # job id and backend id -> principal key
-        self._unsubscribe: Callable[[], None] | None = None
+        self._subscription = Subscription()
         self.approvals = Approvals()
         self.flagged: dict[str, float] = {}  # principal key -> when it last got flagged content
         self._tasks = TaskGroup("policy")  # the facts refresh loop; failures shown in info
@@ -63,7 +62,7 @@ class PolicyService:
         self.approvals = Approvals(self.state / APPROVALS_FILE)
         self.approvals.load()
         self.reload()
-        self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
+        self._subscription.open(self.runtime.bus, self._on_event)
         if self.runtime.journal is not None:  # None: a unit test's runtime
             await self._load_owners()
         if self.settings.backend == "slurm" and not (self.state / FACTS_FILE).exists():
@@ -93,9 +92,7 @@ class PolicyService:
 
     async def aclose(self) -> None:
         await self._tasks.aclose()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._subscription.close()
 
     @property
     def state(self) -> Path:
