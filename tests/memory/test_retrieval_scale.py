@@ -114,3 +114,13 @@ async def test_everyday_words_find_the_facility_words(tmp_path: Path) -> None:
         assert hits and hits[0].lesson.id == alloc.id
         hits = await retrieval.search(store, VIEWER, "can I skip the queue", limit=3)
         assert preempt.id in [h.lesson.id for h in hits]
+
+
+async def test_warm_up_fills_the_frequent_terms_only(tmp_path: Path) -> None:
+    async with LessonStore(tmp_path / "m.sqlite3") as store:
+        many = [lesson(f"scratch purge {i}", "scratch files are purged") for i in range(6)]
+        await store.add_many([*many, lesson("gpu", "one gpu note")], "t")
+        warmed = await retrieval.warm_top_postings(store, min_df=3)
+        assert warmed == len(store.top_postings) > 0
+        assert "scratch" in store.top_postings and "gpu" not in store.top_postings
+        assert len(store.top_postings["scratch"][2]) == 6
