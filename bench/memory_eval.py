@@ -387,6 +387,16 @@ def daemon_latency(state: Path, synth: Synth, n: int, dense: bool = True) -> dic
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise SystemExit(f"the daemon did not start; see {state / 'daemon.log'}")
             time.sleep(0.05)
+        # let the daemon finish its start-up work in the background (the vector sync, the
+        # frequent terms' postings): wait until its CPU time stops rising
+        settle = time.monotonic() + 60
+        last = _proc_cpu_s(proc.pid)
+        while time.monotonic() < settle:
+            time.sleep(0.5)
+            now = _proc_cpu_s(proc.pid)
+            if now - last < 0.05:
+                break
+            last = now
         claims = {"agent": "claude-code", "session": "bench", "host": "bench", "project": ""}
         client = Client(load_settings(env=env), autostart=False, claims=claims)
         queries = [synth.pasted_query(20) for _ in range(n + 20)]

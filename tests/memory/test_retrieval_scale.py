@@ -42,6 +42,53 @@ async def test_common_topical_terms_are_not_starved_by_the_budget(
         assert hits and hits[0].lesson.id == right.id
 
 
+async def test_rare_identifiers_do_not_push_out_the_topical_terms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget takes the rarest terms (a pasted host name); the topical ones still count.
+
+    The right lesson is agent-observed, so the trusted tier cannot rescue it:
+    only the frequent terms' own best postings can.
+    """
+    monkeypatch.setattr(retrieval, "POSTINGS_BUDGET", 40)
+    rng = random.Random(5)
+    filler = ["build", "cache", "node", "login", "output", "script", "config", "thread"]
+    async with LessonStore(tmp_path / "m.sqlite3") as store:
+        crowd = []
+        for i in range(30):  # the host name is rare, but every lesson with it is off topic
+            crowd.append(lesson(f"node cn0417 note {i}", " ".join(rng.choices(filler, k=8))))
+        for i in range(240):  # the topical words are frequent, one at a time
+            word = ("preemptible", "requeue", "checkpoint")[i % 3]
+            text = " ".join(rng.choices(filler, k=10))
+            crowd.append(lesson(f"{word} {text}", f"{word} {text}"))
+        await store.add_many(crowd, "test")
+        right = lesson(
+            "preemptible: requeue and checkpoint",
+            "When preemptible, --requeue and checkpoint.",
+        )
+        await store.add(right, "test")
+        query = "preemptible killed on cn0417, how do I requeue and checkpoint"
+        hits = await retrieval.search(store, VIEWER, query, limit=5)
+        assert right.id in [h.lesson.id for h in hits[:3]]
+        monkeypatch.setattr(retrieval, "TOP_PER_TERM", 0)  # the old cap: rarest terms only
+        hits = await retrieval.search(store, VIEWER, query, limit=5)
+        assert right.id not in [h.lesson.id for h in hits[:3]]
+
+
+async def test_top_postings_take_in_lessons_added_later(tmp_path: Path) -> None:
+    async with LessonStore(tmp_path / "m.sqlite3") as store:
+        await store.add_many([lesson(f"quota note {i}", "quota " * 2) for i in range(5)], "t")
+        first = await store.db.read(lambda c: retrieval.top_postings(c, store, "quota"))
+        assert len(first) == 5
+        late = await store.add(lesson("quota", "quota quota quota"), "t")
+        again = await store.db.read(lambda c: retrieval.top_postings(c, store, "quota"))
+        assert len(again) == 6
+        seq = await store.db.read(
+            lambda c: c.execute("SELECT seq FROM lessons WHERE id = ?", (late.id,)).fetchone()[0]
+        )
+        assert max(again, key=again.__getitem__) == seq
+
+
 async def test_everyday_words_find_the_facility_words(tmp_path: Path) -> None:
     async with LessonStore(tmp_path / "m.sqlite3") as store:
         alloc = lesson(
@@ -57,3 +104,13 @@ async def test_everyday_words_find_the_facility_words(tmp_path: Path) -> None:
         assert hits and hits[0].lesson.id == alloc.id
         hits = await retrieval.search(store, VIEWER, "can I skip the queue", limit=3)
         assert preempt.id in [h.lesson.id for h in hits]
+
+
+async def test_warm_up_fills_the_frequent_terms_only(tmp_path: Path) -> None:
+    async with LessonStore(tmp_path / "m.sqlite3") as store:
+        many = [lesson(f"scratch purge {i}", "scratch files are purged") for i in range(6)]
+        await store.add_many([*many, lesson("gpu", "one gpu note")], "t")
+        warmed = await retrieval.warm_top_postings(store, min_df=3)
+        assert warmed == len(store.top_postings) > 0
+        assert "scratch" in store.top_postings and "gpu" not in store.top_postings
+        assert len(store.top_postings["scratch"][2]) == 6

@@ -110,6 +110,8 @@ class MemoryService:
             # lessons stored before (or by another process) are embedded in the background;
             # until then recall re-ranks with the vectors there are
             self._spawn(self.vectors.sync(self._store))
+        # the frequent terms' best postings, computed once (see retrieval.top_postings)
+        self._spawn(retrieval.warm_top_postings(self._store))
         self._subscription.open(self.runtime.bus, self._on_event)
         if self.settings.memory_verify_interval_s > 0:
             self._sweeper = asyncio.create_task(self._sweep_loop())

@@ -2,10 +2,12 @@
 
 Raw text (a pasted error, a question) becomes quoted terms joined by ``OR``
 (see ``terms``), so quotes, colons and paths never break the FTS5 parser.
-Terms that occur in most lessons are dropped before the query (BM25 gives
-them almost no weight anyway, and they make the index scan every row); the
-rarest terms are kept. Two more rankings are fused with that one (each
-list's scores scaled to its best, then summed): the query expanded with the
+The rarest terms that fit a postings budget are scored by FTS5's BM25; the
+frequent ones (often the topical words) are not dropped but added through
+their best postings, computed once per term and kept in memory
+(``top_postings``), so the work stays bounded at 100k lessons. Two more
+rankings are fused with that one (each list's scores scaled to its best,
+then summed): the query expanded with the
 facility vocabulary (``vocab``: "compute hours" -> allocation), and, when
 the postings budget had to drop some of the query's terms, the *trusted
 tier* -- a small second index of probe-verified and staff-approved lessons
@@ -29,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from tenantry.core.models import Principal
@@ -45,13 +47,15 @@ _L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
 _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
 
 MAX_TERMS = 16  # rarest query terms kept
-POSTINGS_BUDGET = 4000  # most postings BM25 scores per query (beyond the rarest term)
+POSTINGS_BUDGET = 2000  # most postings BM25 scores per query (beyond the rarest term)
 POOL = 25  # candidates ranked per source
 PREFETCH = 60  # BM25 hits fetched before visibility filtering
 PREFETCH_DENSE = 60  # the same with dense similarity (a larger prefetch measured no better)
 W_TIER = 1.0  # weight of the trusted tier's ranking when the budget starved the query
 W_EXPANDED = 1.8  # weight of the expanded query's ranking (dev-tuned, see bench/memory.md)
 TIER_TERMS = 32  # query terms asked of the trusted tier
+TOP_PER_TERM = 400  # best postings kept per query term the budget leaves out (0 = off)
+TOP_TERMS_CACHED = 2048  # terms whose best postings stay in memory (oldest dropped first)
 SIG_POOL = 12  # lessons taken per exact signature match
 
 W_SIG_EXACT = 0.9
@@ -152,6 +156,69 @@ def choose_words(store: LessonStore, candidates: list[str]) -> list[str]:
     return chosen
 
 
+def common_words(store: LessonStore, candidates: list[str], chosen: list[str]) -> list[str]:
+    """The query terms ``choose_words`` left out for the budget (the topical, frequent ones).
+
+    They still count: each contributes its ``TOP_PER_TERM`` best postings (see
+    ``top_postings``), so a lesson that is about the query's topic is found even
+    when the rare terms of the query (identifiers, hosts) point elsewhere.
+    """
+    if not TOP_PER_TERM:
+        return []
+    taken = set(chosen)
+    present = [w for w in dict.fromkeys(candidates) if store.df.get(w, 0) > 0 and w not in taken]
+    present.sort(key=lambda w: store.df[w])
+    return present[: max(0, MAX_TERMS - len(chosen))]
+
+
+def top_postings(conn: Conn, store: LessonStore, word: str) -> dict[int, float]:
+    """The ``TOP_PER_TERM`` lessons where ``word`` weighs most, with its BM25 score there.
+
+    Within one term BM25 orders lessons by term frequency and length alone (the
+    term's idf is the same factor for all of them), and lesson text is never
+    rewritten, so the list is computed once per term (one pass over its postings)
+    and kept in memory; lessons added since are scored on the next use through
+    FTS5's rowid range, which reads only the new postings.
+    """
+    n_docs = store.n_docs
+    entry = store.top_postings.get(word)
+    if entry is not None and entry[0] == n_docs:
+        return entry[2]
+    since = entry[1] if entry is not None else 0
+    top_seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM lessons").fetchone()[0])
+    rows = conn.execute(
+        f"SELECT rowid, {_BM25} AS r FROM lessons_fts"
+        " WHERE lessons_fts MATCH ? AND rowid > ? ORDER BY r LIMIT ?",
+        (terms.fts_query([word]), since, TOP_PER_TERM),
+    ).fetchall()
+    best = dict(entry[2]) if entry is not None else {}
+    best.update((int(r[0]), -float(r[1])) for r in rows)
+    if len(best) > TOP_PER_TERM:
+        best = dict(sorted(best.items(), key=lambda x: x[1], reverse=True)[:TOP_PER_TERM])
+    cache = store.top_postings
+    cache.pop(word, None)
+    while len(cache) >= TOP_TERMS_CACHED:
+        cache.pop(next(iter(cache)), None)
+    cache[word] = (n_docs, top_seq, best)
+    return best
+
+
+async def warm_top_postings(store: LessonStore, min_df: int = POSTINGS_BUDGET // 2) -> int:
+    """Fill ``top_postings`` for every term in more than ``min_df`` lessons, most frequent first.
+
+    A daemon runs this in the background at start, so the first recalls do not
+    each pay a pass over a frequent term's postings (about 70 ms for a term in
+    all of 100k lessons; about 2 s for all such terms at 100k). One read per
+    term, so recalls interleave. SQLite's FTS5 only.
+    """
+    if store.db.engine != "sqlite" or not TOP_PER_TERM:
+        return 0
+    frequent = sorted((w for w, n in store.df.items() if n > min_df), key=lambda w: -store.df[w])
+    for word in frequent[:TOP_TERMS_CACHED]:
+        await store.db.read(partial(top_postings, store=store, word=word))
+    return min(len(frequent), TOP_TERMS_CACHED)
+
+
 def _statuses(include_history: bool) -> list[str]:
     live = [Status.CANDIDATE.value, Status.ACTIVE.value, Status.STALE.value]
     if include_history:
@@ -204,18 +271,19 @@ async def search(
     to the query in the bundled embedding model, fused by reciprocal rank.
     """
     want = dict(subject or {})
-    words = choose_terms(store, text + " " + " ".join(want.values()))
+    asked = terms.query_terms(text + " " + " ".join(want.values()))
+    words = choose_words(store, asked)
+    common = common_words(store, asked, words)
     added = (expander or vocab.DEFAULT).expand(text)
     expanded = choose_words(store, [*added, *words]) if added else []
+    expanded_common = common_words(store, [*added, *asked], expanded) if added else []
     # the trusted tier is small: every query term (and expansion) fits its budget
     tier_words = [
         w for w in dict.fromkeys([*terms.query_terms(text), *added]) if store.df.get(w, 0) > 0
     ][:TIER_TERMS]
     # when the budget dropped none of the query's terms, the main ranking already saw
     # them all and the tier would only repeat it (as a hidden trust boost)
-    starved = len(words) < len(
-        [w for w in terms.query_terms(text + " " + " ".join(want.values())) if store.df.get(w, 0)]
-    )
+    starved = len(words) < len([w for w in asked if store.df.get(w, 0)])
     sig_lines = signature.signature_lines(text)
     if not sig_lines and text.strip() and "\n" not in text.strip():
         sig_lines = [signature.normalize(text)]
@@ -246,10 +314,24 @@ async def search(
     def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
         ranked: list[tuple[Lesson, float]] = []
         if words:
-            ranked = _bm25(conn, terms.fts_query(words), cond, args, dense=dense, prefetch=prefetch)
+            ranked = _bm25(
+                conn,
+                terms.fts_query(words),
+                cond,
+                args,
+                dense=dense,
+                prefetch=prefetch,
+                common=[top_postings(conn, store, w) for w in common],
+            )
         if expanded and expanded != words:
             more = _bm25(
-                conn, terms.fts_query(expanded), cond, args, dense=dense, prefetch=prefetch
+                conn,
+                terms.fts_query(expanded),
+                cond,
+                args,
+                dense=dense,
+                prefetch=prefetch,
+                common=[top_postings(conn, store, w) for w in expanded_common],
             )
             ranked = fuse(ranked, more, W_EXPANDED)
         if tier_words and starved:
@@ -316,8 +398,14 @@ def _bm25(
     table: str = "lessons_fts",
     dense: Dense | None = None,
     prefetch: int = PREFETCH,
+    common: Sequence[dict[int, float]] = (),
 ) -> list[tuple[Lesson, float]]:
     """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass.
+
+    ``match`` holds the query's rare terms; ``common`` the best postings of each
+    frequent one (``top_postings``). A lesson's score is its BM25 over the rare
+    terms plus its score in every frequent term's list it is in, so the
+    candidates are the best over all the query's terms, not only the rare ones.
 
     With ``dense`` the ``POOL`` kept of the visible prefetched hits are the best by
     BM25 rank and dense rank fused (RRF), not by BM25 alone: among many lessons
@@ -329,6 +417,12 @@ def _bm25(
         (match, prefetch),
     ).fetchall()
     scores = {int(r[0]): -float(r[1]) for r in top}
+    if common:
+        for postings in common:
+            for seq, x in postings.items():
+                scores[seq] = scores.get(seq, 0.0) + x
+        keep = sorted(scores, key=scores.__getitem__, reverse=True)[:prefetch]
+        scores = {seq: scores[seq] for seq in keep}
     if scores:
         marks = ",".join("?" * len(scores))
         visible = [
@@ -338,7 +432,7 @@ def _bm25(
                 (*scores, *args),
             )
         ]
-        if len(visible) >= POOL or len(top) < prefetch:
+        if len(visible) >= POOL or len(top) < prefetch or common:
             best = sorted(visible, key=scores.__getitem__, reverse=True)
             if dense is not None and len(best) > POOL:
                 best = _fused_cut(best, dense(best))

@@ -175,6 +175,8 @@ class LessonStore:
         self.db: Store = SQLiteStore(store) if isinstance(store, str | Path) else store
         self.df: dict[str, int] = {}
         self.n_docs = 0
+        # term -> (n_docs when computed, highest seq then, {seq: score}): see retrieval.top_postings
+        self.top_postings: dict[str, tuple[int, int, dict[int, float]]] = {}
 
     async def __aenter__(self) -> LessonStore:
         await self.start()
