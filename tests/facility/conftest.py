@@ -232,8 +232,21 @@ class Facility:
         return int(Path(f"/proc/{self.proc.pid}").stat().st_uid)
 
 
+def free_port() -> int:
+    with socket.socket() as probe:  # a free loopback port
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
 def facility(slurm: None) -> Iterator[Facility]:
+    with running_facility() as fac:
+        yield fac
+
+
+@contextlib.contextmanager
+def running_facility(extra_config: str = "") -> Iterator[Facility]:
+    """The service (its config.toml plus ``extra_config``) and the three users' daemons."""
     _need(os.geteuid() == 0, "root (to create Unix users and act as them)")
     _need(
         shutil.which("setpriv") is not None and shutil.which("useradd") is not None,
@@ -276,12 +289,10 @@ def facility(slurm: None) -> Iterator[Facility]:
         assert install.returncode == 0, install.stderr
         budgets = etc / "budgets.toml"
         budgets.write_text(BUDGETS)
-        with socket.socket() as probe:  # a free loopback port for the facility's dashboard
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()  # the facility's dashboard
         with (svc / "config.toml").open("a") as cfg:
             cfg.write(f'budgets_file = "{budgets}"\npoll_fast_s = 0.3\n')
-            cfg.write(f'http = "127.0.0.1:{port}"\n')
+            cfg.write(f'http = "127.0.0.1:{port}"\n{extra_config}')
         (base / "users").mkdir(mode=0o755)
         for name in USERS:
             pw = pwd.getpwnam(name)
