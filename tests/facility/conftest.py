@@ -177,9 +177,10 @@ class Facility:
     users: dict[str, User]
     http_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    log_name: str = "facility.log"
 
     def start(self) -> None:
-        with (self.base / "facility.log").open("ab") as out:
+        with (self.base / self.log_name).open("ab") as out:
             self.proc = subprocess.Popen(
                 [str(self.start_script)],
                 env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
@@ -192,7 +193,7 @@ class Facility:
     def _listening(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            log = (self.base / "facility.log").read_text()
+            log = (self.base / self.log_name).read_text()
             raise AssertionError(f"the facility service exited: {log[-3000:]}")
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             try:
