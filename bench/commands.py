@@ -15,6 +15,21 @@ running two tool calls at once):
   commands as bash apps.
 - ``sbatch``: one ``sbatch --wait`` job per command on the real Slurm (a
   smaller ``--n-slurm``, since each costs a scheduling cycle).
+- ``spawn``: ``os.posix_spawn`` + ``waitpid``, one command after another, output
+  to pipes (the limit every ratio is taken against).
+- ``pilot``: a reference pilot of ~70 lines (``bench/ref_pilot.py``): an asyncio
+  process on a Unix socket, JSON lines, 2 slots.
+- ``daemon-local`` / ``daemon-lease``: through a real ``tenantry serve`` on its
+  socket, the agent's path (``commands.run`` with ``where=local`` / ``lease``;
+  policy, audit, journal, guard), from the warm asyncio client the MCP shim uses.
+- ``mcp``: ``run_command`` through a real ``tenantry mcp`` stdio shim.
+- ``hyperqueue``: HyperQueue's Python API (``pip install hyperqueue``: a local
+  server and one 2-core worker in-process), one job per command. Its client is
+  not thread-safe, so calls go one at a time: latency-bound, not its best
+  throughput (it is built for many tasks per job).
+
+``--workload true`` runs only ``true`` (the peer-benchmark definition: what
+is measured is each system's per-command cost, not the commands').
 
 Per arm: commands/s over the workload with 2 in flight (closed loop, bound
 by latency) and with everything submitted at once (``burst``: each system's
@@ -34,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -43,6 +59,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -69,9 +86,11 @@ ONE_LINERS = [
 # -- workload -------------------------------------------------------------------------
 
 
-def workload(n: int, data: Path) -> list[list[str]]:
-    """``true``, ``python -c`` one-liners and small file reads, interleaved."""
+def workload(n: int, data: Path, kind: str = "mixed") -> list[list[str]]:
+    """``true``, ``python -c`` one-liners and small file reads, interleaved (or only ``true``)."""
     data.mkdir(parents=True, exist_ok=True)
+    if kind == "true":
+        return [["true"] for _ in range(n)]
     files = []
     for i in range(20):
         f = data / f"f{i}.txt"
@@ -324,6 +343,257 @@ class LeaseArm:
             await asyncio.sleep(0.05)
         await self.mgr.aclose()
         await self.backend.aclose()
+
+
+class SpawnArm:
+    """``os.posix_spawn`` + ``waitpid`` with piped output, strictly one after another."""
+
+    name = "spawn"
+
+    async def open(self) -> float:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(1)  # sequential: the limit, with nothing around it
+        return 0.0
+
+    async def run(self, argv: list[str]) -> int:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, _spawn_one, argv)
+
+    async def close(self) -> None:
+        self.pool.shutdown()
+
+
+def _spawn_one(argv: list[str]) -> int:
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    path = shutil.which(argv[0]) or argv[0]
+    pid = os.posix_spawn(
+        path,
+        argv,
+        os.environ,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+        ],
+    )
+    os.close(out_w)
+    os.close(err_w)
+    for fd in (out_r, err_r):
+        while os.read(fd, 65536):
+            pass
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+class PilotArm:
+    """The reference pilot (``bench/ref_pilot.py``): Unix socket, JSON lines, 2 slots."""
+
+    name = "pilot"
+
+    def __init__(self, state: Path) -> None:
+        self.sock = state / "ref-pilot.sock"
+        state.mkdir(parents=True, exist_ok=True)
+
+    async def open(self) -> float:
+        t0 = time.perf_counter()
+        script = Path(__file__).with_name("ref_pilot.py")
+        self.proc = await asyncio.create_subprocess_exec(
+            PYTHON, str(script), str(self.sock), str(WINDOW)
+        )
+        while not self.sock.exists():
+            await asyncio.sleep(0.01)
+        self.reader, self.writer = await asyncio.open_unix_connection(str(self.sock))
+        self.waiting: dict[int, asyncio.Future[int]] = {}
+        self.ids = iter(range(10**9))
+        self.pump = asyncio.create_task(self._pump())
+        await self.run(["true"])
+        return time.perf_counter() - t0
+
+    async def _pump(self) -> None:
+        while line := await self.reader.readline():
+            msg = json.loads(line)
+            self.waiting.pop(msg["id"]).set_result(msg["code"])
+
+    async def run(self, argv: list[str]) -> int:
+        n = next(self.ids)
+        fut = self.waiting[n] = asyncio.get_running_loop().create_future()
+        self.writer.write(json.dumps({"id": n, "argv": argv}).encode() + b"\n")
+        return await fut
+
+    async def close(self) -> None:
+        self.writer.close()
+        self.pump.cancel()
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            self.proc.terminate()
+        await self.proc.wait()
+
+
+class DaemonArm:
+    """A real ``tenantry serve`` (local backend); ``commands.run`` over its socket."""
+
+    def __init__(self, where: str, state: Path) -> None:
+        self.where = where
+        self.name = f"daemon-{where}"
+        self.state = state
+
+    async def open(self) -> float:
+        from tenantry.client.aio import AsyncClient
+        from tenantry.client.sync import socket_answers
+        from tenantry.core.settings import load
+
+        self.state.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE"))}
+        env.update(TENANTRY_STATE_DIR=str(self.state), TENANTRY_SOCKET=str(self.state / "sock"))
+        # a lease as large as the others' executors: 2 slots
+        env.update(TENANTRY_LEASE_SLOTS=str(WINDOW), TENANTRY_LOCAL_SLOTS="4")
+        self.env = env
+        t0 = time.perf_counter()
+        log = (self.state / "daemon.log").open("ab")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tenantry", "serve", "--backend", "local",
+            env=env, stdout=log, stderr=log,
+        )  # fmt: skip
+        self.settings = load(env=env)
+        deadline = time.monotonic() + 60
+        # wait for this daemon (a client call now would autostart another one)
+        while not socket_answers(self.settings.socket):
+            if time.monotonic() > deadline or self.proc.returncode is not None:
+                raise RuntimeError(f"the daemon did not start: see {self.state}/daemon.log")
+            await asyncio.sleep(0.05)
+        self.client = AsyncClient(self.settings, claims={"agent": "human", "host": "bench"})
+        self.cwd = os.getcwd()
+        self.cmd_env = dict(os.environ)
+        await self.run(["true"])
+        return time.perf_counter() - t0
+
+    async def run(self, argv: list[str]) -> int:
+        params = {"argv": argv, "cwd": self.cwd, "where": self.where, "env": self.cmd_env}
+        result: dict[str, Any] = {}
+        async for chunk in self.client.stream("commands.run", params):
+            if "result" in chunk:
+                result = chunk["result"]
+        code = result.get("exit_code")
+        return code if isinstance(code, int) else 255
+
+    async def close(self) -> None:
+        await self.client.aclose()
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            self.proc.terminate()
+        await self.proc.wait()
+
+
+class McpArm:
+    """``run_command`` through a real ``tenantry mcp`` stdio shim (JSON-RPC on its pipes)."""
+
+    name = "mcp"
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+
+    async def open(self) -> float:
+        self.state.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TENANTRY_", "CLAUDE"))}
+        env.update(TENANTRY_STATE_DIR=str(self.state), TENANTRY_SOCKET=str(self.state / "sock"))
+        self.env = env
+        t0 = time.perf_counter()
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tenantry", "mcp", env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=1 << 22,
+        )  # fmt: skip
+        self.ids = iter(range(1, 10**9))
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.pump = asyncio.create_task(self._pump())
+        await self._rpc("initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        })  # fmt: skip
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.cwd = os.getcwd()
+        await self.run(["true"])
+        return time.perf_counter() - t0
+
+    async def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            msg = json.loads(line)
+            fut = self.waiting.pop(msg.get("id"), None)
+            if fut is not None:
+                fut.set_result(msg)
+
+    async def _rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        n = next(self.ids)
+        fut = self.waiting[n] = asyncio.get_running_loop().create_future()
+        msg = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        return await fut
+
+    async def run(self, argv: list[str]) -> int:
+        reply = await self._rpc(
+            "tools/call",
+            {"name": "run_command", "arguments": {"argv": argv, "cwd": self.cwd, "where": "local"}},
+        )
+        result = reply.get("result") or {}
+        if result.get("isError"):
+            return 255
+        code = (result.get("structuredContent") or {}).get("exit_code")
+        return code if isinstance(code, int) else 255
+
+    async def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 10)
+        except TimeoutError:
+            self.proc.kill()
+        self.pump.cancel()
+        # the shim started a daemon of its own on demand: stop it too
+        stop = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tenantry", "stop", env=self.env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        await stop.wait()
+
+
+class HyperQueueArm:
+    """HyperQueue (``hq``): a local server and one worker with 2 CPUs; one task per command."""
+
+    name = "hyperqueue"
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+
+    async def open(self) -> float:
+        from hyperqueue import Job
+        from hyperqueue.cluster import LocalCluster, WorkerConfig
+
+        t0 = time.perf_counter()
+        self.Job = Job
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.cluster = LocalCluster(server_dir=str(self.state))  # type: ignore[arg-type]
+        self.cluster.start_worker(WorkerConfig(cores=WINDOW))
+        self.client: Any = self.cluster.client()
+        self.lock = threading.Lock()
+        await self.run(["true"])
+        return time.perf_counter() - t0
+
+    async def run(self, argv: list[str]) -> int:
+        def one() -> int:
+            job = self.Job()
+            job.program(argv)
+            with self.lock:  # its Python client is not thread-safe: one call at a time
+                sub = self.client.submit(job)
+                ok = self.client.wait_for_jobs([sub], raise_on_error=False)
+            return 0 if ok else 1
+
+        return await asyncio.to_thread(one)
+
+    async def close(self) -> None:
+        self.cluster.stop()
 
 
 def _slurm_backend(settings: Any) -> Any:
@@ -584,8 +854,8 @@ def arm_pids(arm: Any) -> set[int]:
 
 
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
-    tmp = Path(tempfile.mkdtemp(prefix="tnt-bench-"))
-    cmds = workload(args.n, tmp / "data")
+    tmp = args.tmp = Path(tempfile.mkdtemp(prefix="tnt-bench-"))  # removed when the run ends
+    cmds = workload(args.n, tmp / "data", args.workload)
     os.chdir(tmp / "data")
     wanted = args.arms.split(",")
     have_slurm = slurm_up()
@@ -595,6 +865,12 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         "leases-slurm": lambda: LeaseArm("slurm", tmp / "state-slurm"),
         "dask": DaskArm,
         "parsl": lambda: ParslArm(tmp / "parsl"),
+        "spawn": SpawnArm,
+        "pilot": lambda: PilotArm(tmp / "pilot"),
+        "daemon-local": lambda: DaemonArm("local", tmp / "d-local"),
+        "daemon-lease": lambda: DaemonArm("lease", tmp / "d-lease"),
+        "mcp": lambda: McpArm(tmp / "d-mcp"),
+        "hyperqueue": lambda: HyperQueueArm(tmp / "hq"),
     }
     arms: list[Any] = []
     tallies: dict[str, Tally] = {}
@@ -606,9 +882,14 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
                 print("no Slurm is up: skipping leases-slurm", file=sys.stderr)
                 continue
             arm = makers[name]()
-            tally = tallies[name] = Tally(name)
             before = descendants(os.getpid()) | _markers()
-            tally.startup = await arm.open()
+            try:
+                startup = await arm.open()
+            except ImportError as exc:
+                print(f"skipping {name}: {exc}", file=sys.stderr)
+                continue
+            tally = tallies[name] = Tally(name)
+            tally.startup = startup
             # the processes this arm started (pilot, workers), outside other arms' trees
             new = (descendants(os.getpid()) | _markers()) - before
             tally.roots = {p for p in new if not (_ancestors(p) & new)} | arm_pids(arm)
@@ -655,12 +936,30 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
+def add_ratios(results: list[dict[str, Any]], limit: str = "spawn") -> None:
+    """Each arm's burst throughput and CPU per command as a ratio to the limit's (same run)."""
+    base = next((r for r in results if r["arm"] == limit), None)
+    if base is None:
+        return
+    for r in results:
+        for key, src in (
+            ("x_spawn_burst", "burst_commands_per_s"),
+            ("x_spawn_closed", "commands_per_s"),
+            ("x_spawn_cpu", "burst_cpu_ms_per_command"),
+        ):
+            a, b = r.get(src), base.get(src)
+            r[key] = round(a / b, 3) if a and b else None
+
+
 def table(results: list[dict[str, Any]]) -> str:
     cols = [
         "arm",
         "n",
+        "x_spawn_burst",
+        "x_spawn_cpu",
         "commands_per_s",
         "burst_commands_per_s",
+        "burst_cpu_ms_per_command",
         "p50_ms",
         "p99_ms",
         "single_p50_ms",
@@ -686,12 +985,30 @@ def main() -> int:
         "--no-burst", dest="burst", action="store_false", help="skip the all-at-once phase"
     )
     ap.add_argument("--arms", default="bare,leases,leases-slurm,dask,parsl,sbatch")
+    ap.add_argument(
+        "--workload", choices=("mixed", "true"), default="mixed",
+        help="mixed agent-like commands (default) or only `true` (per-command cost)",
+    )  # fmt: skip
     ap.add_argument("--out", help="also write the results as JSON here")
     args = ap.parse_args()
     if args.out:
         args.out = str(Path(args.out).resolve())
-    results = asyncio.run(main_async(args))
+    load0 = os.getloadavg()
+    cwd = os.getcwd()
+    try:
+        results = asyncio.run(main_async(args))
+    finally:
+        os.chdir(cwd)
+        if getattr(args, "tmp", None):
+            shutil.rmtree(args.tmp, ignore_errors=True)
+    add_ratios(results)
+    load1 = os.getloadavg()
     print(table(results))
+    print(
+        f"load average: before {load0[0]:.2f} {load0[1]:.2f}, after {load1[0]:.2f} {load1[1]:.2f}"
+    )
+    for r in results:
+        r["load_avg_before"], r["load_avg_after"] = round(load0[0], 2), round(load1[0], 2)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -4,11 +4,13 @@ Requests are drawn round-robin from the corpus (tests/policy/cases.jsonl:
 shell evasions, sbatch shapes, paths, job ownership, and the allow cases),
 shuffled with a fixed seed. Three numbers per request:
 
-- ``decision (warm cache)``: the whole ``Judge.evaluate`` (normalize + Cedar),
-  with the engine's outcome cache as it runs in the daemon (the mix repeats
-  the corpus, like agents repeat commands);
-- ``decision (cold cache)``: the same with the outcome cache cleared before
-  every decision, so every Cedar call is evaluated;
+- ``decision (warm cache)``: the whole ``Judge.evaluate`` with its caches as
+  they run in the daemon (the mix repeats the corpus, like agents repeat
+  commands): a repeated raw request is answered from the decision cache after
+  its file-system looks are checked again, before any normalization;
+- ``decision (cold cache)``: the same with both caches (the raw-request
+  decisions and the engine's outcomes) cleared before every decision, so every
+  request is normalized and every Cedar call evaluated;
 - ``normalize only``: shell/Slurm/path normalization without Cedar;
 - ``cedar only``: one uncached Cedar authorization of a normalized request;
 - per action, the cold decision.
@@ -89,6 +91,7 @@ def main() -> None:
     cold_cpu: list[float] = []
     for p, a, params in mix:
         engine._cache.clear()  # every Cedar call a miss: the worst case
+        judge.clear_cache()  # and every request normalized again
         c = time.thread_time()
         t = time.perf_counter()
         judge.evaluate(p, a, params)

@@ -122,13 +122,20 @@ async def test_sessions_commands_and_events(journal: Journal) -> None:
     assert not await journal.touch_session(AGENT, now=250.0)  # a late arrival
     (row,) = await journal.sessions(uid=1000)
     assert (row["last_seen"], row["requests"]) == (300.0, 4)  # last_seen never goes back
-    await journal.command_started("c1", AGENT, ["make", "-j4"], "/w", "local")
-    await journal.command_pid("c1", 4242, 2**40)
+    # a command's one row: written once it runs (with its pid), upserted at its end
+    await journal.command_started("c1", AGENT, ["make", "-j4"], "/w", "local", pid=4242,
+                                  pid_start=2**40)  # fmt: skip
     assert await journal.running_commands() == [("c1", 4242, 2**40)]
     await journal.command_started("c2", AGENT, ["true"], "/w", "local")
     await journal.command_finished(
-        "c2", exit_code=0, state="done", reason="", cpu_s=0.5, max_rss_kb=10, where="local"
-    )
+        "c2", AGENT, ["true"], "/w",
+        exit_code=0, state="done", reason="", cpu_s=0.5, max_rss_kb=10, where="local",
+    )  # fmt: skip
+    # one that never ran (not found) gets its row with its end
+    await journal.command_finished(
+        "c3", AGENT, ["nope"], "/w",
+        exit_code=127, state="error", reason="not found", cpu_s=0.0, max_rss_kb=0, where="local",
+    )  # fmt: skip
     assert await journal.abandon_running_commands() == 1
     assert await journal.running_commands() == []
     await journal.add_event(Event(EventType.JOB_SUBMITTED, AGENT.key, "t1\x00x", "ok", None, {}))

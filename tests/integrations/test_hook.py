@@ -405,10 +405,6 @@ def test_call_op_speaks_the_daemon_protocol(daemon: Any) -> None:
         hook.call_op(sock + ".missing", "telemetry.session", {"event": "start"}, claims, 5.0)
 
 
-def test_dechunk() -> None:
-    assert hook._dechunk(b"4\r\nWiki\r\n5;x=1\r\npedia\r\n0\r\n\r\n") == b"Wikipedia"
-
-
 @pytest.mark.parametrize(
     "command",
     ["tenantry jobs; rm -rf ~", "tenantry jobs && squeue", "tenantry run -- x $(scancel 1)"],

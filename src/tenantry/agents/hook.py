@@ -381,9 +381,9 @@ def lessons_for(inp: HookInput, checker: Checker | None) -> str:
 def daemon_checker(agent: str, session: str, timeout_s: float = 3.0) -> Checker:
     """A checker that calls the running daemon over its socket (never starts one).
 
-    It speaks the daemon's HTTP/JSON protocol with a raw Unix socket instead of
-    ``tenantry.client.sync``: ``http.client`` and the e-mail parser it imports cost
-    the hook about 40 ms of CPU on every call.
+    It speaks the daemon's HTTP/JSON protocol through ``tenantry.client.wire``, the
+    clients' one codec (no ``http.client``: it and the e-mail parser under it
+    cost the hook about 40 ms of CPU on every call).
     """
     from tenantry.client.principal import client_claims
     from tenantry.core.settings import load
@@ -400,38 +400,24 @@ def call_op(
     path: str, op: str, params: dict[str, Any], claims: dict[str, str], timeout_s: float
 ) -> Any:
     """``POST /v1/op/<op>`` on the daemon socket; the result, or the op's error raised."""
-    import socket
-
+    from tenantry.client import wire
     from tenantry.core import errors
 
-    body = json.dumps(params).encode()
-    head = (
-        f"POST /v1/op/{op} HTTP/1.1\r\nHost: localhost\r\n"
-        "Content-Type: application/json\r\nConnection: close\r\n"
-        f"X-Tenantry-Principal: {json.dumps(claims)}\r\n"  # ASCII JSON: no CR/LF inside
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout_s)
+    data = wire.encode_request(
+        "POST",
+        f"{wire.API}/op/{op}",
+        json.dumps(params).encode(),
+        {wire.PRINCIPAL_HEADER: json.dumps(claims)},  # ASCII JSON: no CR/LF inside
+    )
+    conn = wire.Connection(path, timeout_s)
     try:
-        sock.connect(path)
-        sock.sendall(head + body)
-        chunks = []
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                break
-            chunks.append(data)
-    except OSError as exc:  # missing socket, refused, timeout, reset
+        raw = b"".join(e for e in conn.request(data) if isinstance(e, bytes))
+    except (OSError, wire.WireError) as exc:  # missing socket, refused, timeout, reset
         raise errors.DaemonUnavailable(f"no daemon answers on {path}: {exc}") from exc
     finally:
-        sock.close()
-    raw = b"".join(chunks)
-    header, _, payload = raw.partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" in header.lower():
-        payload = _dechunk(payload)
+        conn.close()
     try:
-        reply = json.loads(payload)
+        reply = json.loads(raw)
     except ValueError as exc:
         raise errors.DaemonUnavailable("the daemon sent a response that is not JSON") from exc
     if not isinstance(reply, dict):
@@ -439,18 +425,6 @@ def call_op(
     if not reply.get("ok"):
         raise errors.from_dict(reply.get("error") or {})
     return reply.get("result")
-
-
-def _dechunk(data: bytes) -> bytes:
-    out = bytearray()
-    while data:
-        size_line, _, rest = data.partition(b"\r\n")
-        size = int(size_line.split(b";")[0] or b"0", 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        data = rest[size + 2 :]
-    return bytes(out)
 
 
 def run(

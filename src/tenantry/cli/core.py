@@ -75,6 +75,14 @@ def register(sub: Any) -> None:
         pass
 
 
+def register_only(sub: Any, command: str) -> None:
+    """``register`` for one command: ``run`` builds its own parser alone."""
+    if command == "run":
+        _register_run(sub)
+    else:
+        register(sub)
+
+
 # -- run ----------------------------------------------------------------------------------
 def _resources(args: argparse.Namespace) -> dict[str, Any]:
     """Only what was given: the script's #SBATCH lines fill the rest."""

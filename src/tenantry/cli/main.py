@@ -121,7 +121,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = (COMMANDS[command],) if command in COMMANDS else EXTENSIONS
     for name in modules:
-        importlib.import_module(name).register(sub)
+        mod = importlib.import_module(name)
+        # a module may build only the command asked for (`tenantry run` starts cold often)
+        only = getattr(mod, "register_only", None) if command in COMMANDS else None
+        if only is not None:
+            only(sub, command)
+        else:
+            mod.register(sub)
     return parser
 
 

@@ -1,68 +1,79 @@
-"""An asyncio client of the daemon (httpx over the Unix socket, kept alive).
+"""An asyncio client of the daemon: the wire codec on kept-alive Unix-socket connections.
 
-The MCP shim uses it: one persistent connection pool per shim process, so a
-tool call costs one request on an open connection instead of a thread hop and
-a new connection. Errors come back as the same ``TenantryError``s the
-synchronous client raises, and the daemon is started on demand the same way.
+The MCP shim and the benchmarks use it: idle connections are kept in a small
+pool, so a tool call costs one request on an open connection, and calls in
+flight at once each get their own. Errors come back as the same
+``TenantryError``s the synchronous client raises, and the daemon is started
+on demand the same way. An environment sent once goes by its digest after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-import httpx
-
+from tenantry.client import wire
 from tenantry.client.principal import client_claims
-from tenantry.client.sync import (
-    API,
-    PRINCIPAL_HEADER,
-    REQUEST_ID_HEADER,
-    ensure_daemon,
-    new_request_id,
-)
+from tenantry.client.sync import ensure_daemon, new_request_id
+from tenantry.client.wire import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER
 from tenantry.core import errors
 from tenantry.core.settings import Settings
+
+POOL = 8  # idle connections kept
 
 
 class AsyncClient:
     def __init__(self, settings: Settings, *, claims: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.claims = claims if claims is not None else client_claims()
-        self._http: httpx.AsyncClient | None = None
-
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
-            self._http = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=self.settings.socket),
-                base_url="http://tenantry",
-                headers={PRINCIPAL_HEADER: json.dumps(self.claims)},
-                timeout=httpx.Timeout(None, connect=10.0),
-            )
-        return self._http
+        self._idle: list[wire.AsyncConnection] = []
+        # the environment the daemon holds from us (sent whole once, then by digest)
+        self._held: dict[str, Any] | None = None
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()
 
-    async def _send(self, op: str, params: dict[str, Any]) -> httpx.Response:
-        # one request id for every attempt of this call (idempotent retries)
-        request = self._client().build_request(
-            "POST",
-            f"{API}/op/{op}",
-            json=params,
-            headers={
-                PRINCIPAL_HEADER: json.dumps(self.claims),
-                REQUEST_ID_HEADER: new_request_id(),
-            },
-        )
+    def _checkout(self) -> wire.AsyncConnection:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.open:
+                return conn
+            conn.close()
+        return wire.AsyncConnection(self.settings.socket)
+
+    def _checkin(self, conn: wire.AsyncConnection) -> None:
+        if conn.open and len(self._idle) < POOL:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def _params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``params`` with an environment the daemon holds replaced by its digest."""
+        env = params.get("env")
+        if not isinstance(env, dict):
+            return params, None
+        if env != self._held:  # a first send costs no digest (nor a hashlib import)
+            return params, env
+        out = {k: v for k, v in params.items() if k != "env"}
+        out[wire.ENV_DIGEST] = wire.env_digest(env)
+        return out, None
+
+    async def _send(
+        self, op: str, params: dict[str, Any]
+    ) -> AsyncGenerator[wire.Head | bytes, None]:
+        """The response events of one request (the connection goes back to the pool after)."""
+        headers = {PRINCIPAL_HEADER: json.dumps(self.claims), REQUEST_ID_HEADER: new_request_id()}
+        data = wire.encode_request("POST", f"{API}/op/{op}", json.dumps(params).encode(), headers)
         for attempt in range(2):
+            conn = self._checkout()
             try:
-                return await self._client().send(request, stream=True)
-            except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
+                if not conn.open:
+                    await conn.connect()
+            except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
                 if attempt == 0:
                     await asyncio.to_thread(ensure_daemon, self.settings)
                     continue
@@ -70,39 +81,67 @@ class AsyncClient:
                     f"no daemon answers on {self.settings.socket}",
                     hint="start one with `tenantry serve`",
                 ) from exc
-            except httpx.HTTPError as exc:
-                raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
-        raise AssertionError("unreachable")
+            except OSError as exc:
+                raise errors.DaemonUnavailable(f"cannot reach the daemon: {exc}") from exc
+            try:
+                async for event in conn.request(data):
+                    yield event
+            except wire.WireError as exc:
+                raise errors.DaemonUnavailable(str(exc)) from exc
+            finally:
+                self._checkin(conn)
+            return
 
     async def call(self, op: str, params: dict[str, Any]) -> tuple[Any, list[str]]:
         """One op: its result and any warnings that came with it."""
-        resp = await self._send(op, params)
+        body = b""
+        async for event in self._send(op, params):
+            if isinstance(event, bytes):
+                body += event
         try:
-            data = json.loads(await resp.aread())
+            data = json.loads(body)
         except ValueError as exc:
             raise errors.DaemonUnavailable("the daemon sent a response that is not JSON") from exc
-        finally:
-            await resp.aclose()
         if not data.get("ok"):
             raise errors.from_dict(data.get("error") or {})
         return data.get("result"), list(data.get("warnings") or [])
 
     async def stream(self, op: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """A streaming op's chunks (the last holds ``result``)."""
-        resp = await self._send(op, params)
+        sent, whole = self._params(params)
+        events = self._send(op, sent)
+        head: wire.Head | None = None
+        body = b""
+        lines = wire.Lines()
         try:
-            if resp.headers.get("content-type", "").startswith("application/json"):
-                data = json.loads(await resp.aread())
-                if not data.get("ok"):
-                    raise errors.from_dict(data.get("error") or {})
-                yield {"result": data.get("result")}
-                return
-            async for line in resp.aiter_lines():
-                if not line.strip():
-                    continue
-                chunk = json.loads(line)
-                if "error" in chunk:
-                    raise errors.from_dict(chunk["error"])
-                yield chunk
+            async for event in events:
+                if isinstance(event, wire.Head):
+                    head = event
+                elif head is not None and head.content_type.startswith("application/json"):
+                    body += event
+                else:
+                    for line in lines.feed(event):
+                        chunk = json.loads(line)
+                        if "error" in chunk:
+                            raise errors.from_dict(chunk["error"])
+                        yield chunk
         finally:
-            await resp.aclose()
+            await events.aclose()
+        if head is not None and head.content_type.startswith("application/json"):
+            data = json.loads(body)
+            if not data.get("ok"):
+                err = errors.from_dict(data.get("error") or {})
+                if isinstance(err, errors.EnvUnknown) and self._held is not None:
+                    self._held = None  # a daemon restarted since: send it whole again
+                    async for chunk in self.stream(op, params):
+                        yield chunk
+                    return
+                raise err
+            if whole is not None:
+                self._held = dict(whole)
+            yield {"result": data.get("result")}
+            return
+        if whole is not None:
+            self._held = dict(whole)
+        for line in lines.close():
+            yield json.loads(line)

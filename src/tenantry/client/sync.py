@@ -1,37 +1,34 @@
 """The client: HTTP/JSON over the daemon's Unix socket, standard library only.
 
-It starts the daemon on demand (like ``ssh-agent``), under a lock so two
-callers never start two daemons, and turns error envelopes back into
-``TenantryError``s. Streaming ops arrive as newline-delimited JSON chunks.
+It speaks through ``tenantry.client.wire`` (one codec for every client; no
+``http.client``) on a kept-alive connection, starts the daemon on demand
+(like ``ssh-agent``), under a lock so two callers never start two daemons,
+and turns error envelopes back into ``TenantryError``s. Streaming ops arrive
+as newline-delimited JSON chunks. An environment (``env``) this client sent
+once goes by its digest afterwards (``wire.env_digest``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import http.client
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
 
+from tenantry.client import wire
 from tenantry.client.principal import client_claims
+from tenantry.client.wire import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER
 from tenantry.core import errors
 from tenantry.core.settings import Settings
 
 TYPE_CHECKING = False  # the CLI client path avoids importing typing
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any
 
-API = "/v1"
-PRINCIPAL_HEADER = "X-Tenantry-Principal"
-# one id per logical request, the same on every retry: the daemon answers a
-# retried submission with the job its first attempt created
-REQUEST_ID_HEADER = "X-Tenantry-Request-Id"
+__all__ = ["API", "PRINCIPAL_HEADER", "REQUEST_ID_HEADER", "Client", "ensure_daemon"]
+
 # ops the daemon answers idempotently, so a call that lost its connection
 # (the daemon died mid-request) is retried with the same request id
 RETRY_AFTER_LOSS = frozenset(
@@ -42,19 +39,6 @@ RETRIES = 3
 
 def new_request_id() -> str:
     return os.urandom(12).hex()
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if self.timeout is not None:
-            sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
 
 
 class Client:
@@ -75,6 +59,12 @@ class Client:
         # warnings (budget thresholds, policy notes) that came with the last result
         self.last_warnings: list[str] = []
         self.on_warnings = on_warnings
+        self._conn = wire.Connection(settings.socket, timeout)
+        # the environment the daemon holds from us (sent whole once, then by digest)
+        self._held: dict[str, Any] | None = None
+
+    def close(self) -> None:
+        self._conn.close()
 
     # -- transport -----------------------------------------------------------------
     def _request(
@@ -84,22 +74,22 @@ class Client:
         body: Any = None,
         timeout: float | None = None,
         request_id: str = "",
-    ) -> http.client.HTTPResponse:
-        payload = json.dumps(body).encode() if body is not None else None
+    ) -> tuple[wire.Head, Iterator[wire.Head | bytes]]:
+        payload = json.dumps(body).encode() if body is not None else b""
         headers = {
-            "Content-Type": "application/json",
             PRINCIPAL_HEADER: json.dumps(self.claims),
             REQUEST_ID_HEADER: request_id or new_request_id(),
         }
+        data = wire.encode_request(method, path, payload, headers)
         last: Exception | None = None
         for attempt in range(2):
-            conn = _UnixConnection(self.settings.socket, timeout or self.timeout)
             try:
-                conn.request(method, path, body=payload, headers=headers)
-                return conn.getresponse()
+                events = self._conn.request(data, timeout or self.timeout)
+                head = next(events)
+                assert isinstance(head, wire.Head)
+                return head, events
             except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError) as exc:
                 last = exc
-                conn.close()
                 if attempt == 0 and self.autostart:
                     ensure_daemon(self.settings)
                     continue
@@ -109,13 +99,27 @@ class Client:
                     f"cannot open the daemon socket {self.settings.socket}: {exc.strerror}",
                     hint="the socket belongs to another user; set TENANTRY_SOCKET to your own",
                 ) from exc
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
+            except (OSError, wire.WireError, StopIteration) as exc:
+                self._conn.close()
                 raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
         raise errors.DaemonUnavailable(
             f"no daemon answers on {self.settings.socket}",
             hint="start one with `tenantry serve` (or let the CLI start it)",
         ) from last
+
+    def _params(
+        self, params: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``params`` with an environment the daemon holds replaced by its digest."""
+        params = params or {}
+        env = params.get("env")
+        if not isinstance(env, dict):
+            return params, None
+        if env != self._held:  # a first send costs no digest (nor a hashlib import)
+            return params, env
+        out = {k: v for k, v in params.items() if k != "env"}
+        out[wire.ENV_DIGEST] = wire.env_digest(env)
+        return out, None
 
     def call(
         self,
@@ -135,8 +139,10 @@ class Client:
         attempt = 0
         while True:
             try:
-                resp = self._request("POST", f"{API}/op/{op}", params or {}, request_id=rid, **kw)
-                data = _read_json(resp)
+                head, events = self._request(
+                    "POST", f"{API}/op/{op}", params or {}, request_id=rid, **kw
+                )
+                data = _read_json(head, events)
                 break
             except errors.DaemonUnavailable:
                 if attempt >= retries:
@@ -152,37 +158,52 @@ class Client:
 
     def stream(self, op: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Call a streaming op; yields its chunks (the last holds ``result``)."""
-        resp = self._request("POST", f"{API}/op/{op}", params or {})
-        if resp.getheader("Content-Type", "").startswith("application/json"):
-            data = _read_json(resp)
+        sent, whole = self._params(params)
+        head, events = self._request("POST", f"{API}/op/{op}", sent)
+        if head.content_type.startswith("application/json"):
+            data = _read_json(head, events)
             if not data.get("ok"):
-                raise errors.from_dict(data.get("error") or {})
+                err = errors.from_dict(data.get("error") or {})
+                if isinstance(err, errors.EnvUnknown) and self._held is not None:
+                    self._held = None  # a daemon restarted since: send it whole again
+                    yield from self.stream(op, params)
+                    return
+                raise err
+            if whole is not None:
+                self._held = dict(whole)
             yield {"result": data.get("result")}
             return
-        for raw in resp:
-            line = raw.strip()
-            if not line:
-                continue
-            chunk = json.loads(line)
-            if "error" in chunk:
-                raise errors.from_dict(chunk["error"])
-            yield chunk
+        if whole is not None:
+            self._held = dict(whole)
+        lines = wire.Lines()
+        try:
+            for event in events:
+                if isinstance(event, bytes):
+                    for line in lines.feed(event):
+                        chunk = json.loads(line)
+                        if "error" in chunk:
+                            raise errors.from_dict(chunk["error"])
+                        yield chunk
+        except (OSError, wire.WireError) as exc:
+            raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
+        for line in lines.close():
+            yield json.loads(line)
 
     def health(self) -> dict[str, Any]:
-        resp = self._request("GET", f"{API}/health")
-        return dict(_read_json(resp))
+        head, events = self._request("GET", f"{API}/health")
+        return dict(_read_json(head, events))
 
 
-def _read_json(resp: http.client.HTTPResponse) -> dict[str, Any]:
+def _read_json(head: wire.Head, events: Iterator[wire.Head | bytes]) -> dict[str, Any]:
     try:
-        raw = resp.read()
-    except (OSError, http.client.HTTPException) as exc:
+        raw = b"".join(e for e in events if isinstance(e, bytes))
+    except (OSError, wire.WireError) as exc:
         raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
     try:
         data = json.loads(raw)
     except ValueError as exc:
         raise errors.DaemonUnavailable(
-            f"the daemon sent a response that is not JSON (HTTP {resp.status})"
+            f"the daemon sent a response that is not JSON (HTTP {head.status})"
         ) from exc
     if not isinstance(data, dict):
         raise errors.DaemonUnavailable("the daemon sent an unexpected response")
@@ -221,6 +242,10 @@ def recorded_backend(state_dir: str) -> str:
 
 def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     """Start a daemon for these settings unless one answers; never two at once."""
+    import contextlib
+    import fcntl
+    import subprocess
+    import sys
     from pathlib import Path
 
     state = Path(settings.state_dir)

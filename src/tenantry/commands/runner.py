@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import resource
 import signal
@@ -20,10 +21,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO
 
+from tenantry.commands.groupguard import Guard
 from tenantry.core.errors import UsageError
 from tenantry.core.models import CommandResult, CommandSpec, Principal
 from tenantry.service.seams import Sink
 
+log = logging.getLogger(__name__)
 # told the pid of a command once it started (the journal records it)
 OnStart = Callable[[int], Awaitable[None]]
 _PR_SET_PDEATHSIG = 1
@@ -95,9 +98,12 @@ class _Tail:
         return self.buf.decode("utf-8", errors="replace")
 
 
-def _limits(mem_mb: int | None, cpu_s: float | None) -> Callable[[], None]:
+def _limits(mem_mb: int | None, cpu_s: float | None, *, guarded: bool) -> Callable[[], None]:
+    """The child's setup after fork: only what ``Popen`` cannot do without one."""
+
     def apply() -> None:
-        _die_with_daemon()
+        if not guarded:
+            _die_with_daemon()
         if mem_mb:
             size = mem_mb * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (size, size))
@@ -178,13 +184,18 @@ class LocalRunner:
         self.output_cap = output_cap
         self.default_timeout = default_timeout
         self._running: dict[str, tuple[str, _Child]] = {}
+        # ends every command's process group when the daemon dies (see groupguard);
+        # without it each child sets PR_SET_PDEATHSIG itself, after a full fork
+        self.guard = Guard()
 
     async def start(self) -> None:
-        return None
+        if not await asyncio.to_thread(self.guard.start):
+            log.warning("cannot start the group guard: commands spawn with a full fork")
 
     async def aclose(self) -> None:
         for cid in list(self._running):
             self._kill(cid)
+        await asyncio.to_thread(self.guard.close)
 
     def running(self) -> int:
         return len(self._running)
@@ -220,9 +231,13 @@ class LocalRunner:
             )
         timeout = spec.timeout_s or self.default_timeout
         started = time.monotonic()
+        guarded = self.guard.alive
+        mem_mb = spec.resources.mem_mb
         try:
             # Popen, not asyncio's: we reap the child ourselves (wait4) for its
-            # rusage; fork+exec returns at once, nothing blocks on the child
+            # rusage. Without a preexec_fn (the group guard ends commands with
+            # the daemon) it is a vfork+exec that returns as soon as the program
+            # runs; an address-space limit still needs the child-side setup.
             popen = subprocess.Popen(  # noqa: ASYNC220
                 list(spec.argv),
                 cwd=spec.cwd,
@@ -231,7 +246,9 @@ class LocalRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_limits(spec.resources.mem_mb, None),
+                preexec_fn=_limits(mem_mb, None, guarded=guarded)
+                if mem_mb or not guarded
+                else None,
             )
         except FileNotFoundError:
             return CommandResult(
@@ -250,6 +267,7 @@ class LocalRunner:
                 reason=f"permission denied: {spec.argv[0]} is not executable",
             )
         proc = _Child(popen)
+        self.guard.add(popen.pid)  # its own session: the group id is its pid
         self._running[cid] = (principal.key, proc)
         if on_start is not None:
             await on_start(popen.pid)
@@ -298,6 +316,8 @@ class LocalRunner:
             raise
         finally:
             self._running.pop(cid, None)
+            if proc.returncode is not None:
+                self.guard.remove(popen.pid)
             for _, transport in pipes.values():
                 if transport is not None:
                     transport.close()

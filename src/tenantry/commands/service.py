@@ -72,7 +72,12 @@ class CommandService:
         if self.rt.sandboxes is not None:  # a sandboxed session's commands run under its profile
             spec = self.rt.sandboxes.confine(spec, p, where)
         cid = uuid.uuid4().hex[:12]
-        await self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
+        started_at = time.time()
+        if where == "lease":
+            await self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
+        # a local command's one row is written once it runs, with its pid (the
+        # next daemon ends what a crash left of it); one that never started
+        # (not found) gets its row with its end
         await self.rt.emit(
             Event(
                 EventType.COMMAND_STARTED,
@@ -91,11 +96,28 @@ class CommandService:
                 result = await self.rt.leases.run(spec, p, sink, cid=cid)
             else:
                 result = await self.runner.run(
-                    spec, p, sink, cid=cid, on_start=lambda pid: self._started(cid, pid)
+                    spec,
+                    p,
+                    sink,
+                    cid=cid,
+                    on_start=lambda pid: self.rt.journal.command_started(
+                        cid,
+                        p,
+                        spec.argv,
+                        spec.cwd,
+                        where,
+                        pid=pid,
+                        pid_start=proc_start_time(pid),
+                        started_at=started_at,
+                    ),
                 )
         except BaseException as exc:
             await self.rt.journal.command_finished(
                 cid,
+                p,
+                spec.argv,
+                spec.cwd,
+                started_at=started_at,
                 exit_code=None,
                 state="error",
                 reason=str(exc),
@@ -124,6 +146,10 @@ class CommandService:
         result.note = placed.note
         await self.rt.journal.command_finished(
             cid,
+            p,
+            spec.argv,
+            spec.cwd,
+            started_at=started_at,
             exit_code=result.exit_code,
             state=result.state,
             reason=result.reason,
@@ -155,9 +181,6 @@ class CommandService:
                 p, result.stderr_tail or result.stdout_tail or result.reason
             )
         return result
-
-    async def _started(self, cid: str, pid: int) -> None:
-        await self.rt.journal.command_pid(cid, pid, proc_start_time(pid))
 
     async def lessons_for(self, p: Principal, text: str) -> list[dict[str, Any]]:
         memory = self.rt.lessons

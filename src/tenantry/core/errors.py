@@ -7,6 +7,7 @@ a message that says what to do next, and whether retrying may help.
     TenantryError
     +-- UsageError               bad input from the caller (exit 2)
     |   +-- NotFound             unknown job, lease, lesson, workspace, ...
+    |   |   +-- EnvUnknown       an environment digest the daemon does not hold (resend it)
     |   +-- Conflict             the object is in a state that forbids the action
     |   +-- PolicyInvalid        a policy file does not load (exit 78)
     +-- PermissionDenied         identity or ownership check failed
@@ -85,6 +86,16 @@ class UsageError(TenantryError):
 class NotFound(UsageError):
     code = "not_found"
     http_status = 404
+
+
+class EnvUnknown(NotFound):
+    """A request named its environment by digest; this daemon does not hold it.
+
+    Clients send a session's environment once and its digest afterwards; after
+    a daemon restart they get this and send the environment again.
+    """
+
+    code = "env_unknown"
 
 
 class Conflict(UsageError):

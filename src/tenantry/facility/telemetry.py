@@ -52,6 +52,9 @@ class CommandRecorder:
         code = data.get("exit_code")
         await self.journal.command_finished(
             cid,
+            p,
+            argv,
+            str(data.get("cwd", "")),
             exit_code=int(code) if isinstance(code, int) else None,
             state=ev.outcome or "finished",
             reason=str(data.get("reason") or data.get("error") or "")[:2000],

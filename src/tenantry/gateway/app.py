@@ -9,39 +9,30 @@ product, session, host and project. Every error leaves as one JSON envelope
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from tenantry import __version__
 from tenantry.backends.base import Backend
 from tenantry.commands.runner import LocalRunner
 from tenantry.commands.service import CommandService
-from tenantry.core.errors import (
-    BudgetExceeded,
-    NotFound,
-    PermissionDenied,
-    PolicyDenied,
-    TenantryError,
-    UsageError,
-)
+from tenantry.core.errors import TenantryError, Unavailable, UsageError
 from tenantry.core.events import Bus, Event, EventType
-from tenantry.core.models import Principal
 from tenantry.core.settings import Settings
-from tenantry.gateway import edge
-from tenantry.gateway.identity import own_peer, resolve
+from tenantry.gateway import opserve
+from tenantry.gateway.envs import SessionEnvs
+from tenantry.gateway.identity import own_peer
 from tenantry.jobs.service import JobService
 from tenantry.safety.sandbox.registry import SandboxRegistry
-from tenantry.service.ops import REGISTRY, Op, OpContext, check_fields
 from tenantry.service.runtime import Component, Runtime
 from tenantry.store.journal import Journal
 from tenantry.store.url import open_store
@@ -81,9 +72,6 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     # last: in facility mode it hands the decisions of the others to the facility service
     ("facility", "tenantry.facility.executor:create"),
 )
-
-PRINCIPAL_HEADER = "x-tenantry-principal"
-REQUEST_ID_HEADER = "x-tenantry-request-id"
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -161,162 +149,39 @@ async def open_runtime(
             await bus.publish(Event(EventType.DAEMON_STOPPED, "", str(os.getpid()), "ok"))
 
 
-async def principal_of(request: Request) -> Principal:
-    """The caller's principal: from the socket it came on (see ``gateway.identity``)."""
-    rt: Runtime = request.app.state.runtime
-    claims = request.headers.get(PRINCIPAL_HEADER, "{}")
-    if rt.identify is not None:  # the facility service: any uid, proven by the connection
-        return await rt.identify.principal(request.scope, claims)
-    return await resolve(rt, request.scope, claims)
+class DaemonApp(Starlette):
+    """The daemon's app: ``POST /v1/op/<name>`` straight to ``opserve``, the rest to Starlette.
+
+    The op path is every agent command's path, so it skips the router and the
+    middleware stack (``gateway.opserve``); health, lifespan and wrong methods
+    keep Starlette's handling.
+    """
+
+    envs: SessionEnvs
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].startswith(opserve.PREFIX)
+        ):
+            rt: Runtime | None = getattr(self.state, "runtime", None)
+            if rt is not None:
+                t0 = time.monotonic()
+                scope["app"] = self
+                status = await opserve.serve_op(rt, self.envs, scope, receive, send)
+                opserve.observe(rt, scope["path"][len(opserve.PREFIX) :], status, t0)
+                return
+        await super().__call__(scope, receive, send)
 
 
-async def read_body(request: Request, cap: int) -> bytes:
-    """The request body, refused as soon as it passes ``cap`` bytes (never buffered whole)."""
-    too_big = UsageError(
-        f"request body over {cap} bytes", hint="send large data as a file path, not inline"
-    )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise too_big
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise too_big
-        parts.append(chunk)
-    return b"".join(parts)
+async def _not_ready(request: Request) -> Response:
+    return envelope(Unavailable("the daemon is not ready yet", hint="retry in a moment"))
 
 
 def envelope(err: TenantryError) -> JSONResponse:
-    return JSONResponse({"ok": False, "error": err.to_dict()}, status_code=err.http_status)
-
-
-def _internal(exc: Exception) -> TenantryError:
-    import errno
-
-    if isinstance(exc, OSError) and exc.errno == errno.E2BIG:  # the caller's input, not a bug
-        return UsageError(
-            "the command line and environment are too large to start the program (E2BIG)",
-            hint="pass big data in a file (or stdin) instead of arguments or variables",
-        )
-    log.exception("internal error")
-    return TenantryError(
-        f"internal error: {type(exc).__name__}: {exc}",
-        hint="this is a Tenantry bug; the daemon is still up. See the daemon log.",
-    )
-
-
-async def _gate(rt: Runtime, op: Op, p: Principal, params: dict[str, Any]) -> list[str]:
-    """Checks every op passes before it runs (kill switch, policy, budgets)."""
-    warnings: list[str] = []
-    for gate in rt.ordered_gates():
-        warnings.extend(await gate.gate(p, op.name, op.action, params))
-    return warnings
-
-
-async def op_endpoint(request: Request) -> Response:
-    rt: Runtime = request.app.state.runtime
-    name = request.path_params["name"]
-    p: Principal | None = None
-    try:
-        p = await principal_of(request)
-        op = REGISTRY.get(name)
-        if op is None:
-            raise NotFound(f"unknown operation {name!r}", hint="see facility.info for the list")
-        body = await read_body(request, int(rt.settings.max_body_bytes))
-        try:
-            params = json.loads(body or b"{}")
-        except ValueError as exc:
-            raise UsageError(f"request body is not valid JSON: {exc}") from exc
-        if not isinstance(params, dict):
-            raise UsageError("request body must be a JSON object of parameters")
-        edge.check_params(params)
-        if op.fields is not None:
-            check_fields(params, op.name, op.fields)
-        rid = edge.request_id(request.headers.get(REQUEST_ID_HEADER))
-        if await rt.journal.touch_session(p):
-            await rt.emit(
-                Event(
-                    EventType.SESSION_SEEN,
-                    p.key,
-                    p.session,
-                    "new",
-                    None,
-                    {"agent": p.agent.value, "host": p.host, "project": p.project},
-                )
-            )
-        if rt.forwarder is not None and rt.forwarder.forwards(op.name):
-            # facility mode: the facility service owns this state, gates and answers it
-            result, warnings = await rt.forwarder.forward(p, op.name, params, rid)
-            return JSONResponse({"ok": True, "result": result, **_warned(warnings)})
-        warnings = await _gate(rt, op, p, params)
-        ctx = OpContext(p, rt, rid)
-        if op.streaming:
-            return await _stream(op, ctx, params, warnings)
-        result = await op.fn(ctx, params)
-        out: dict[str, Any] = {"ok": True, "result": result}
-        if warnings:
-            out["warnings"] = warnings
-        return JSONResponse(out)
-    except TenantryError as err:
-        await _record_denial(rt, p, name, err)
-        return envelope(err)
-    except Exception as exc:
-        return envelope(_internal(exc))
-
-
-def _warned(warnings: list[str]) -> dict[str, list[str]]:
-    return {"warnings": warnings} if warnings else {}
-
-
-async def _record_denial(rt: Runtime, p: Principal | None, name: str, err: TenantryError) -> None:
-    """Policy and identity denials become ``request.denied`` events (audited).
-
-    Policy, budget and kill-switch denials publish their own, richer events
-    (``policy.decision``, ``budget.exceeded``, ``request.denied``), so they are
-    not recorded twice.
-    """
-    if not isinstance(err, PermissionDenied) or isinstance(err, BudgetExceeded | PolicyDenied):
-        return
-    if err.code == "session_stopped":
-        return
-    log.info("denied %s: %s", name, err.message)
-    await rt.emit(
-        Event(
-            EventType.REQUEST_DENIED,
-            p.key if p else "",
-            name,
-            "denied",
-            None,
-            {"code": err.code, "message": err.message, "rule": err.details.get("rule", "")},
-        )
-    )
-
-
-async def _stream(op: Op, ctx: OpContext, params: dict[str, Any], warnings: list[str]) -> Response:
-    gen: AsyncGenerator[dict[str, Any], None] = op.fn(ctx, params)
-    try:
-        first = await gen.__anext__()
-    except StopAsyncIteration:
-        return JSONResponse({"ok": True, "result": None})
-    # errors before the first chunk are ordinary envelopes (raised to the caller)
-
-    async def body() -> AsyncIterator[bytes]:
-        if warnings:
-            yield json.dumps({"warnings": warnings}).encode() + b"\n"
-        yield json.dumps(first).encode() + b"\n"
-        try:
-            async for chunk in gen:
-                yield json.dumps(chunk).encode() + b"\n"
-        except TenantryError as err:
-            yield json.dumps({"error": err.to_dict()}).encode() + b"\n"
-        except Exception as exc:
-            yield json.dumps({"error": _internal(exc).to_dict()}).encode() + b"\n"
-        finally:
-            await gen.aclose()
-
-    return StreamingResponse(body(), media_type="application/x-ndjson")
+    status, body = opserve.envelope_of(err)
+    return JSONResponse(body, status_code=status)
 
 
 async def health(request: Request) -> Response:
@@ -353,15 +218,12 @@ def create_app(
             app.state.started = time.time()
             yield
 
-    from starlette.middleware import Middleware
-
-    from tenantry.gateway.metrics import OpMetricsMiddleware
-
-    return Starlette(
+    app = DaemonApp(
         routes=[
             Route("/v1/health", health, methods=["GET"]),
-            Route("/v1/op/{name:path}", op_endpoint, methods=["POST"]),
+            Route("/v1/op/{name:path}", _not_ready, methods=["POST"]),
         ],
-        middleware=[Middleware(OpMetricsMiddleware)],
         lifespan=lifespan,
     )
+    app.envs = SessionEnvs()
+    return app

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pwd
@@ -49,7 +50,9 @@ def parse_claims(raw: str) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def _user(uid: int) -> str:
+    """The user name of ``uid`` (looked up once per uid: NSS lookups cost ~100 us)."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

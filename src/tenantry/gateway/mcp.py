@@ -66,7 +66,7 @@ and which Tenantry services run. Call it once at the start of a session
 instead of running sinfo/scontrol."""
 
 
-class _Forwarder:
+class Forwarder:
     """Forwards tool calls to the daemon over one kept-alive async connection."""
 
     def __init__(self, settings: Settings) -> None:
@@ -92,7 +92,7 @@ class _Forwarder:
         try:
             result, warnings = await self.client.call(op, params)
         except TenantryError as err:
-            raise ToolError(_message(err)) from err
+            raise ToolError(message_of(err)) from err
         if warnings and isinstance(result, dict):
             result["warnings"] = warnings
         return result
@@ -112,7 +112,7 @@ class _Forwarder:
                 else:
                     await on_chunk(item)
         except TenantryError as err:
-            raise ToolError(_message(err)) from err
+            raise ToolError(message_of(err)) from err
         if warnings:
             result["warnings"] = warnings
         return result
@@ -131,11 +131,11 @@ def _resources(
         if time is not None and time != "":
             resources["time_s"] = parse_time_s(str(time))
     except TenantryError as err:
-        raise ToolError(_message(err)) from err
+        raise ToolError(message_of(err)) from err
     return resources
 
 
-def _message(err: TenantryError) -> str:
+def message_of(err: TenantryError) -> str:
     text = f"[{err.code}] {err.message}"
     if err.hint:
         text += f" Hint: {err.hint}"
@@ -245,8 +245,11 @@ class _Server(MCPServer):
             raise
 
 
-def build_server(settings: Settings) -> MCPServer:
-    fwd = _Forwarder(settings)
+ORIGIN = "command-output (untrusted data)"
+
+
+def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
+    fwd = fwd or Forwarder(settings)
     server: MCPServer = _Server(name="tenantry", instructions=INSTRUCTIONS, version=__version__)
 
     @server.tool(
@@ -295,7 +298,7 @@ def build_server(settings: Settings) -> MCPServer:
             return None
 
         result = await fwd.stream("commands.run", params, ignore)
-        result["origin"] = "command-output (untrusted data)"
+        result["origin"] = ORIGIN
         return result
 
     @server.tool(
@@ -454,4 +457,4 @@ def build_server(settings: Settings) -> MCPServer:
 
 
 # Concepts add tools with a function (server, forwarder) -> None.
-EXTRA_TOOLS: list[Callable[[MCPServer, _Forwarder], None]] = [memory_tools, index_tools]
+EXTRA_TOOLS: list[Callable[[MCPServer, Forwarder], None]] = [memory_tools, index_tools]

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tenantry.core.settings import Settings
-from tenantry.gateway.mcp import build_server
+from tenantry.gateway.mcp import Forwarder, build_server
+from tenantry.gateway.mcp_fast import FastRunCommand
 
 
 class _ReplayIn:
@@ -23,8 +24,11 @@ class _ReplayIn:
     instead of vanishing.
     """
 
-    def __init__(self, replay: str, rest: Any, out: _FilterOut) -> None:
+    def __init__(
+        self, replay: str, rest: Any, out: _FilterOut, fast: FastRunCommand | None = None
+    ) -> None:
         self.replay, self.rest, self.out = replay, rest, out
+        self.fast = fast
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
@@ -40,6 +44,8 @@ class _ReplayIn:
             if not chunk:
                 if pending and await self._ok(pending):
                     yield pending
+                if self.fast is not None:
+                    await self.fast.drain()
                 return
             pending += chunk
 
@@ -47,12 +53,13 @@ class _ReplayIn:
         if not line.strip():
             return False
         try:
-            json.loads(line)
+            msg = json.loads(line)
         except ValueError:
             await self.out.write(PARSE_ERROR)
             await self.out.flush()
             return False
-        return True
+        # run_command calls with plainly valid arguments skip the SDK (gateway.mcp_fast)
+        return not (self.fast is not None and self.fast.take(msg))
 
 
 PARSE_ERROR = (
@@ -125,11 +132,17 @@ def run_stdio(
     # request lines of the HTTP client would clutter the agent's MCP log
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
-    server = build_server(settings)
+    fwd = Forwarder(settings)
+    server = build_server(settings, fwd)
 
     async def serve() -> None:
         out = _FilterOut(anyio.wrap_file(sys.stdout), drop_ids or [], tools_cache)
-        stdin = _ReplayIn(replay, anyio.wrap_file(sys.stdin), out)
+
+        async def answer(text: str) -> None:
+            await out.write(text)
+            await out.flush()
+
+        stdin = _ReplayIn(replay, anyio.wrap_file(sys.stdin), out, FastRunCommand(fwd, answer))
         async with stdio_server(stdin=stdin, stdout=out) as (read, write):  # type: ignore[arg-type]
             low = server._lowlevel_server
             await low.run(read, write, low.create_initialization_options())

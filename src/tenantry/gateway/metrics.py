@@ -3,14 +3,13 @@
 ``create(runtime)`` makes the ``metrics`` component: a private
 ``CollectorRegistry`` (one per daemon, so tests and several daemons in one
 process never share counters) and a bus subscriber that turns events into
-counters, gauges and histograms. ``OpMetricsMiddleware`` times every
-``/v1/op/<name>`` request. ``metrics_route`` serves the text format; queue
+counters, gauges and histograms; ``gateway.opserve`` times every
+``/v1/op/<name>`` request into it. ``metrics_route`` serves the text format; queue
 depth is read from the store at scrape time.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +26,6 @@ from tenantry.core.events import Event, EventType
 from tenantry.store import telemetry
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
     from tenantry.service.runtime import Runtime
 
 _LATENCY = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
@@ -223,37 +220,6 @@ def create(runtime: Runtime) -> Metrics:
 
     disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series: they double the output for no use here
     return Metrics(runtime)
-
-
-class OpMetricsMiddleware:
-    """Time every ``/v1/op/<name>`` request into the daemon's ``metrics`` component."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "") if scope["type"] == "http" else ""
-        if not path.startswith("/v1/op/"):
-            await self.app(scope, receive, send)
-            return
-        t0 = time.monotonic()
-        status = 500
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            app = scope.get("app")
-            rt = getattr(getattr(app, "state", None), "runtime", None)
-            comp = rt.components.get("metrics") if rt is not None else None
-            if isinstance(comp, Metrics):
-                outcome = "ok" if status < 400 else ("denied" if status in (403, 429) else "error")
-                comp.observe_request(path[len("/v1/op/") :], outcome, time.monotonic() - t0)
 
 
 def metrics_endpoint(metrics: Callable[[], Metrics | None]) -> Callable[..., Any]:

@@ -113,6 +113,7 @@ async def serve(settings: Settings) -> None:
         app,
         http=protocol_with(float(settings.header_timeout_s)),
         limit_concurrency=int(settings.max_connections),
+        proxy_headers=False,  # a private Unix socket: no proxy in front
         timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
         lifespan="on",
         log_level="warning",

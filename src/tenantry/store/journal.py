@@ -374,25 +374,49 @@ class Journal:
 
     # -- commands ---------------------------------------------------------------------
     async def command_started(
-        self, cid: str, p: Principal, argv: Sequence[str], cwd: str, where: str
+        self,
+        cid: str,
+        p: Principal,
+        argv: Sequence[str],
+        cwd: str,
+        where: str,
+        *,
+        pid: int | None = None,
+        pid_start: int | None = None,
+        started_at: float | None = None,
     ) -> None:
+        """The command's one row, as running (with its pid when it runs here)."""
         await self.db.execute(
-            "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at)"
-            " VALUES (?,?,?,?,?,?,?)",
-            (
-                cid,
-                p.key,
-                p.uid,
-                json.dumps([self.redact(a) for a in argv]),
-                self.redact(cwd),
-                where,
-                time.time(),
-            ),
+            "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at,"
+            " pid, pid_start) VALUES (?,?,?,?,?,?,?,?,?)",
+            (*self._command_cols(cid, p, argv, cwd, where, started_at), pid, pid_start),
+        )
+
+    def _command_cols(
+        self,
+        cid: str,
+        p: Principal,
+        argv: Sequence[str],
+        cwd: str,
+        where: str,
+        started_at: float | None,
+    ) -> tuple[Any, ...]:
+        return (
+            cid,
+            p.key,
+            p.uid,
+            json.dumps([self.redact(a) for a in argv]),
+            self.redact(cwd),
+            where,
+            started_at or time.time(),
         )
 
     async def command_finished(
         self,
         cid: str,
+        p: Principal,
+        argv: Sequence[str],
+        cwd: str,
         *,
         exit_code: int | None,
         state: str,
@@ -400,16 +424,25 @@ class Journal:
         cpu_s: float,
         max_rss_kb: int,
         where: str,
+        started_at: float | None = None,
     ) -> None:
+        """The command's end, on its row (written now if it never started: not found)."""
         await self.db.execute(
-            "UPDATE commands SET ended_at=?, exit_code=?, state=?, reason=?, cpu_s=?,"
-            " max_rss_kb=?, where_run=? WHERE id=?",
-            (time.time(), exit_code, state, self.redact(reason), cpu_s, max_rss_kb, where, cid),
-        )
-
-    async def command_pid(self, cid: str, pid: int, start: int | None) -> None:
-        await self.db.execute(
-            "UPDATE commands SET pid=?, pid_start=? WHERE id=?", (pid, start, cid)
+            "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at,"
+            " ended_at, exit_code, state, reason, cpu_s, max_rss_kb)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT (id) DO UPDATE SET ended_at=excluded.ended_at,"
+            " exit_code=excluded.exit_code, state=excluded.state, reason=excluded.reason,"
+            " cpu_s=excluded.cpu_s, max_rss_kb=excluded.max_rss_kb, where_run=excluded.where_run",
+            (
+                *self._command_cols(cid, p, argv, cwd, where, started_at),
+                time.time(),
+                exit_code,
+                state,
+                self.redact(reason),
+                cpu_s,
+                max_rss_kb,
+            ),
         )
 
     async def running_commands(self) -> list[tuple[str, int | None, int | None]]:

@@ -2,10 +2,18 @@
 
 ``Judge`` is synchronous and pure apart from reading scripts and resolving
 symlinks, so the daemon, ``tenantry policy test`` and the benchmark share it.
+
+Decisions are cached on the *raw* request (principal, action, the params as
+sent, the hour), consulted before any normalization. Every look at the world
+the normalizer made (``observed.look``: symlinks, scripts, ``PATH``, placement,
+job owners) is kept with the entry and checked again on a hit, so a request
+whose files or placement changed is judged afresh. New facts or policies
+(``set_facts``, a new ``Judge`` on reload) start an empty cache.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -16,6 +24,7 @@ from tenantry.core.models import Principal
 from tenantry.safety.policy.engine import Engine, Outcome, Request
 from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.normalize import Env, OwnerLookup, WhereOf, build
+from tenantry.safety.policy.observed import Look, recording, unchanged
 
 
 @dataclass(slots=True)
@@ -49,6 +58,9 @@ class Decision:
         }
 
 
+CACHE_SIZE = 4096
+
+
 class Judge:
     def __init__(
         self,
@@ -64,14 +76,22 @@ class Judge:
         self.engine = engine
         self.env = Env(facts, owner_of, protected, read_files, hour, where_of)
         self._principals: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
+        # raw request -> (decision, the looks it depended on); see the module docstring
+        self._decided: dict[tuple[Any, ...], tuple[Decision, list[Look]]] = {}
+        self.cache_hits = 0
 
     @property
     def facts(self) -> Facts:
         return self.env.facts
 
+    def clear_cache(self) -> None:
+        """Forget every cached decision (the next ones are normalized again)."""
+        self._decided.clear()
+
     def set_facts(self, facts: Facts) -> None:
         self.env.facts = facts
         self._principals.clear()
+        self._decided.clear()
 
     def entities(self, p: Principal) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         uid, ents, _ = self._entities(p)
@@ -120,8 +140,48 @@ class Judge:
         return out
 
     def evaluate(self, principal: Principal, action: str, params: dict[str, Any]) -> Decision:
-        """Decide; never raises for policy reasons (a failure is a denial)."""
+        """Decide; never raises for policy reasons (a failure is a denial).
+
+        A cached decision for the same raw request is returned (a copy) when
+        everything its normalization looked at is unchanged.
+        """
         t0 = time.perf_counter()
+        key = self._key(principal, action, params)
+        hit = self._decided.get(key) if key is not None else None
+        if hit is not None and unchanged(hit[1]):
+            self.cache_hits += 1
+            d = hit[0]
+            return dataclasses.replace(
+                d, warnings=list(d.warnings), checks=list(d.checks), duration_us=_us(t0)
+            )
+        looks, stop = recording()
+        try:
+            decision = self._evaluate(principal, action, params, t0)
+        finally:
+            stop()
+        if key is not None and decision.error is None:
+            if len(self._decided) >= CACHE_SIZE:
+                self._decided.clear()
+            self._decided[key] = (
+                dataclasses.replace(
+                    decision, warnings=list(decision.warnings), checks=list(decision.checks)
+                ),
+                looks,
+            )
+        return decision
+
+    def _key(self, p: Principal, action: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The raw request as a cache key (None when it cannot be one)."""
+        hour = self.env.hour if self.env.hour is not None else time.localtime().tm_hour
+        try:
+            raw = json.dumps(params, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None
+        return (p, action, hour, raw)
+
+    def _evaluate(
+        self, principal: Principal, action: str, params: dict[str, Any], t0: float
+    ) -> Decision:
         try:
             built = build(principal, action, params, self.env)
         except TenantryError as err:

@@ -23,6 +23,7 @@ from tenantry.core.models import Principal
 from tenantry.safety.policy import slurmcmds
 from tenantry.safety.policy.engine import Request
 from tenantry.safety.policy.facts import Facts
+from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.paths import PathContext, PathInfo, classify
 from tenantry.safety.policy.schema import ACTIONS
 from tenantry.safety.policy.unwrap import Analysis, Effective, analyze_argv, analyze_shell
@@ -169,7 +170,7 @@ class Builder:
         env_names = sorted(set(eff.env) | set(spec_env))
         tags = _tags(prog, args, eff, self)
         if self.unsafe_path and eff.argv and "/" not in eff.argv[0] and "PATH" not in eff.env:
-            found = _which(eff.argv[0], self.search_path, self.cwd)
+            found = look(_which, eff.argv[0], self.search_path, self.cwd)
             if found is not None and found in self.unsafe_path:
                 tags.add("planted-path")
         sub = next((x for x in args if not x.startswith("-")), "")
@@ -428,7 +429,7 @@ def _where(principal: Principal, params: dict[str, Any], env: Env) -> str:
     """The real location of a command: the daemon's placement, or what was asked offline."""
     if env.where_of is not None:
         try:
-            return env.where_of(principal, params)
+            return look(env.where_of, principal, dict(params))
         except Exception:  # the op refuses it with its own message; policy sees "unknown"
             return ""
     asked = str(params.get("where") or "auto").strip().lower()

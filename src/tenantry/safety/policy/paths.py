@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tenantry.core.models import field_values
+from tenantry.safety.policy.observed import look
 
 # Look-alikes NFKC does not fold (Cyrillic, Greek, slashes, dots).
 _CONFUSABLES = str.maketrans(
@@ -212,7 +213,7 @@ def resolve(raw: str, ctx: PathContext) -> list[str]:
         forms.append(lexical)
         if not _GLOBCH.search(p):
             try:
-                real = os.path.realpath(p)
+                real = look(os.path.realpath, p)
             except (OSError, ValueError):
                 real = lexical
             forms.append(_strip_proc(real, ctx))

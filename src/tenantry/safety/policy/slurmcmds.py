@@ -12,6 +12,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from tenantry.jobs.request import api_argv
+from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.slurmopts import JobShape
 from tenantry.safety.policy.unwrap import Effective, analyze_shell
 
@@ -26,7 +27,7 @@ _SCONTROL_READ = frozenset({"show", "listpids", "ping", "version", "help", "pidi
 
 def owner(b: Builder, job_id: str) -> tuple[str, str]:
     """The ownership class of ``job_id`` for this principal, and a description."""
-    found = b.env.owner_of(job_id) if b.env.owner_of else None
+    found = look(b.env.owner_of, job_id) if b.env.owner_of else None
     if found is None:
         found = b.facts.job_owner(job_id)
     if found is None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tenantry.safety.policy import shell
 from tenantry.safety.policy.execopts import embedded
+from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.paths import skeleton
 from tenantry.safety.policy.shell import SimpleCommand, Word
 
@@ -174,14 +175,19 @@ def program_name(word: str, cwd: str = "/") -> str:
     name = skeleton(word)
     if "/" in name:
         path = name if name.startswith("/") else posixpath.join(cwd or "/", name)
-        try:
-            if os.path.islink(path):
-                path = os.path.realpath(path)
-            copied = copy_of(path)
-        except (OSError, ValueError):
-            copied = None
+        path, copied = look(_program_file, path)
         name = copied or posixpath.basename(path.rstrip("/")) or name
     return name
+
+
+def _program_file(path: str) -> tuple[str, str | None]:
+    """(``path`` with a symlink followed, the guarded program it is a copy of)."""
+    try:
+        if os.path.islink(path):
+            path = os.path.realpath(path)
+        return path, copy_of(path)
+    except (OSError, ValueError):
+        return path, None
 
 
 # programs whose copies under another name are still judged as themselves
@@ -848,6 +854,11 @@ def _make_expand(line: str, values: dict[str, str], depth: int = 0) -> str:
 
 
 def _read_small(path: str) -> str | None:
+    """A small script's text (None when missing, not a file or too big); observed."""
+    return look(_read_small_now, path)
+
+
+def _read_small_now(path: str) -> str | None:
     try:
         p = Path(path)
         if not p.is_file() or p.stat().st_size > MAX_SCRIPT_BYTES:

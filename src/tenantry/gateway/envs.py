@@ -1,0 +1,60 @@
+"""Environments sent once per session: later requests name them by digest.
+
+A client forwards its environment with a command (``env``: PATH, module
+systems' variables, ...), a few KiB that rarely change within a session. The
+daemon keeps each environment it received, per principal, under its digest
+(``env_digest``: ``tenantry.client.wire.env_digest``); a request that carries
+``env_digest`` instead of ``env`` gets the stored one back before the gates
+see it, so policy, placement and the command see the same environment either
+way. An unknown digest (another principal's, or a daemon restarted since) is
+``EnvUnknown``: the client sends the environment itself again. Bounded: the
+least recently used environments go first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from tenantry.client.wire import ENV_DIGEST, env_digest
+from tenantry.core.errors import EnvUnknown, UsageError
+from tenantry.core.models import Principal
+
+MAX_ENVS = 1024
+
+__all__ = ["ENV_DIGEST", "SessionEnvs"]
+
+
+class SessionEnvs:
+    def __init__(self, limit: int = MAX_ENVS) -> None:
+        self.limit = limit
+        self._envs: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._envs)
+
+    def remember(self, p: Principal, env: dict[str, Any]) -> None:
+        """Keep an environment ``p`` sent (checked at the edge already)."""
+        key = (p.key, env_digest(env))
+        if key in self._envs:
+            self._envs.move_to_end(key)
+            return
+        self._envs[key] = env
+        while len(self._envs) > self.limit:
+            self._envs.popitem(last=False)
+
+    def expand(self, p: Principal, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with ``env_digest`` replaced by the environment ``p`` sent before."""
+        digest = params.get(ENV_DIGEST)
+        if not isinstance(digest, str) or "env" in params:
+            raise UsageError(f"send either 'env' or a string {ENV_DIGEST!r}, not both")
+        env = self._envs.get((p.key, digest))
+        if env is None:
+            raise EnvUnknown(
+                "this daemon does not hold the environment named by env_digest",
+                hint="send the environment itself ('env'); the Tenantry clients do this",
+            )
+        self._envs.move_to_end((p.key, digest))
+        out = {k: v for k, v in params.items() if k != ENV_DIGEST}
+        out["env"] = env
+        return out

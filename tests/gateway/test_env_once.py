@@ -1,0 +1,91 @@
+"""A session's environment crosses the socket once; later commands name it by digest.
+
+The measured cost: every MCP ``run_command`` sent the whole ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry.client.wire import ENV_DIGEST, env_digest
+from tenantry.core.errors import EnvUnknown
+
+from .conftest import Daemon
+
+
+def _run(daemon: Daemon, params: dict[str, Any], **claims: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for chunk in daemon.client(**claims).stream("commands.run", params):
+        out.update(chunk)
+    return out["result"]  # type: ignore[no-any-return]
+
+
+def test_a_digest_stands_for_the_environment_sent_before(daemon: Daemon, tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "first-value"}
+    argv = ["sh", "-c", 'echo "$TT_ONCE"']
+    base = {"argv": argv, "cwd": str(tmp_path), "where": "local"}
+    assert _run(daemon, {**base, "env": env})["stdout_tail"] == "first-value\n"
+    res = _run(daemon, {**base, ENV_DIGEST: env_digest(env)})
+    assert res["stdout_tail"] == "first-value\n" and res["exit_code"] == 0
+
+
+def test_an_unknown_or_foreign_digest_is_refused(daemon: Daemon, tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "owned-by-s1"}
+    base = {"argv": ["true"], "cwd": str(tmp_path), "where": "local"}
+    _run(daemon, {**base, "env": env}, session="tt-env-s1")
+    with pytest.raises(EnvUnknown):  # another session cannot name s1's environment
+        _run(daemon, {**base, ENV_DIGEST: env_digest(env)}, session="tt-env-s2")
+    with pytest.raises(EnvUnknown):
+        _run(daemon, {**base, ENV_DIGEST: "0" * 64})
+
+
+async def test_the_async_client_sends_an_environment_once(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenantry.client import wire
+    from tenantry.client.aio import AsyncClient
+
+    bodies: list[dict[str, Any]] = []
+    real = wire.encode_request
+
+    def spy(method: str, path: str, body: bytes = b"", headers: Any = None) -> bytes:
+        if path.endswith("/commands.run"):
+            bodies.append(json.loads(body))
+        return real(method, path, body, headers)
+
+    monkeypatch.setattr(wire, "encode_request", spy)
+    client = AsyncClient(daemon.settings, claims={"agent": "human", "session": "tt-env-once"})
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "v"}
+    params = {"argv": ["sh", "-c", 'echo "$TT_ONCE"'], "cwd": str(tmp_path), "env": env}
+    try:
+        for _ in range(3):
+            out = [c async for c in client.stream("commands.run", params)]
+            assert out[-1]["result"]["stdout_tail"] == "v\n"
+    finally:
+        await client.aclose()
+    assert ["env" in b for b in bodies] == [True, False, False]
+    assert all(b.get(ENV_DIGEST) == env_digest(env) for b in bodies[1:])
+
+
+@pytest.mark.own_daemon
+async def test_after_a_daemon_restart_the_environment_is_sent_again(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    from tenantry.client.aio import AsyncClient
+
+    client = AsyncClient(daemon.settings, claims={"agent": "human", "session": "tt-env-rs"})
+    env = {"PATH": "/usr/bin:/bin", "TT_ONCE": "again"}
+    params = {"argv": ["sh", "-c", 'echo "$TT_ONCE"'], "cwd": str(tmp_path), "env": env}
+    try:
+        for _ in range(2):
+            [c async for c in client.stream("commands.run", params)]
+        daemon.stop()
+        daemon.start()
+        out = [c async for c in client.stream("commands.run", params)]
+    finally:
+        await client.aclose()
+    assert out[-1]["result"]["stdout_tail"] == "again\n"
