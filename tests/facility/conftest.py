@@ -173,9 +173,10 @@ class Facility:
     users: dict[str, User]
     http_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    log_name: str = "facility.log"
 
     def start(self) -> None:
-        with (self.base / "facility.log").open("ab") as out:
+        with (self.base / self.log_name).open("ab") as out:
             self.proc = subprocess.Popen(
                 [str(self.start_script)],
                 env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
@@ -188,7 +189,7 @@ class Facility:
     def _listening(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            log = (self.base / "facility.log").read_text()
+            log = (self.base / self.log_name).read_text()
             raise AssertionError(f"the facility service exited: {log[-3000:]}")
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             try:
@@ -222,8 +223,21 @@ class Facility:
         return int(Path(f"/proc/{self.proc.pid}").stat().st_uid)
 
 
+def free_port() -> int:
+    with socket.socket() as probe:  # a free loopback port
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
 def facility(slurm: None) -> Iterator[Facility]:
+    with running_facility() as fac:
+        yield fac
+
+
+@contextlib.contextmanager
+def running_facility(extra_config: str = "") -> Iterator[Facility]:
+    """The service (its config.toml plus ``extra_config``) and the three users' daemons."""
     _need(os.geteuid() == 0, "root (to create Unix users and act as them)")
     _need(
         shutil.which("setpriv") is not None and shutil.which("useradd") is not None,
@@ -266,12 +280,10 @@ def facility(slurm: None) -> Iterator[Facility]:
         assert install.returncode == 0, install.stderr
         budgets = etc / "budgets.toml"
         budgets.write_text(BUDGETS)
-        with socket.socket() as probe:  # a free loopback port for the facility's dashboard
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()  # the facility's dashboard
         with (svc / "config.toml").open("a") as cfg:
             cfg.write(f'budgets_file = "{budgets}"\npoll_fast_s = 0.3\n')
-            cfg.write(f'http = "127.0.0.1:{port}"\n')
+            cfg.write(f'http = "127.0.0.1:{port}"\n{extra_config}')
         (base / "users").mkdir(mode=0o755)
         for name in USERS:
             pw = pwd.getpwnam(name)

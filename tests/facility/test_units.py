@@ -268,8 +268,9 @@ def test_channels_by_address_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert isinstance(link.open_channel("/run/tenantry/facility.sock", 1.0), FacilityLink)
     assert link.open_channel("unix:///run/t.sock", 1.0).address == "/run/t.sock"
-    with pytest.raises(UsageError, match="no channel for munge"):
-        link.open_channel("munge://login1:7070", 1.0)
+    with pytest.raises(UsageError, match="no channel for tcp"):
+        link.open_channel("tcp://login1:7070", 1.0)
+    assert type(link.open_channel("munge://login1:7070", 1.0)).__name__ == "MungeChannel"
     made: list[str] = []
 
     def factory(address: str, timeout_s: float) -> FacilityLink:

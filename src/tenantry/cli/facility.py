@@ -43,11 +43,18 @@ def register(sub: Any) -> None:
         "serve",
         help="run the facility service in the foreground (as its system account)",
         formatter_class=_FMT,
-        epilog="examples:\n  tenantry --state-dir /var/lib/tenantry facility serve",
+        epilog="examples:\n  tenantry --state-dir /var/lib/tenantry facility serve\n"
+        "  tenantry facility serve --tcp 10.0.0.1:7070   daemons on other login nodes:\n"
+        "      tenantry serve --facility munge://10.0.0.1:7070",
     )
     s.add_argument("--listen", metavar="PATH", help="socket to serve (default facility_socket)")
     s.add_argument("--backend", choices=["local", "slurm"], help="scheduler facts from (default)")
     s.add_argument("--http", help="also serve the facility's dashboard and /metrics on HOST:PORT")
+    s.add_argument(
+        "--tcp",
+        metavar="HOST:PORT",
+        help="also listen for daemons on other login nodes, proven by MUNGE (facility_tcp)",
+    )
     s.set_defaults(handler=_serve)
 
     i = fsub.add_parser(
@@ -103,6 +110,8 @@ def _serve(args: argparse.Namespace) -> int:
         settings = settings.replace(facility_socket=args.listen)
     if args.http:
         settings = settings.replace(http=args.http)
+    if args.tcp:
+        settings = settings.replace(facility_tcp=args.tcp)
     return run(settings)
 
 

@@ -177,6 +177,14 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("facility_user", "tenantry", "System account that runs the facility service."),
     Setting("facility_timeout_s", 10.0, "Timeout of each call a daemon makes to its facility."),
+    Setting(
+        "facility_tcp",
+        "",
+        "HOST:PORT on which `tenantry facility serve` also listens for daemons on other login"
+        " nodes, each request proven by a MUNGE credential (`tenantry serve --facility"
+        " munge://HOST:PORT`); empty = off.",
+    ),
+    Setting("munge_socket", "", "munged's socket for MUNGE credentials; empty = MUNGE's default."),
 )
 
 
@@ -244,6 +252,8 @@ class Settings:
     facility_staff_group: str
     facility_user: str
     facility_timeout_s: float
+    facility_tcp: str
+    munge_socket: str
 
     def __init__(self, **values: Any) -> None:
         names = {s.name for s in DECLARED}

@@ -102,6 +102,15 @@ ChannelFactory = Callable[[str, float], FacilityChannel]
 CHANNELS: dict[str, ChannelFactory] = {}
 
 
+def _munge_channel(address: str, timeout_s: float) -> FacilityChannel:
+    from tenantry.facility.munge_link import MungeChannel  # imports this module
+
+    return MungeChannel(address, timeout_s)
+
+
+CHANNELS["munge"] = _munge_channel  # a service on another login node: TCP + MUNGE
+
+
 def open_channel(address: str, timeout_s: float) -> FacilityChannel:
     """The channel for ``facility_address``: a socket path, or ``SCHEME://...``."""
     scheme, sep, _rest = address.partition("://")

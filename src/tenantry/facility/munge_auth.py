@@ -380,13 +380,20 @@ class MungeAuthClient:
                 hint="reconnect; this is retryable",
             ) from exc
 
-    async def request(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """One authenticated request; raises the service's error as a TenantryError."""
+    async def exchange(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """One authenticated request; the service's answer frame as it came (ok or not).
+
+        Raises ``Unavailable`` when the service or munged cannot be reached."""
         if self._writer is None:
             await self.connect()
         cred = await self.codec.encode(self.claims(body))
         answer = await self.send_raw(cred, body)
         self._n += 1
+        return answer
+
+    async def request(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """One authenticated request; raises the service's error as a TenantryError."""
+        answer = await self.exchange(body)
         if answer.get("ok"):
             result = answer.get("result")
             return result if isinstance(result, dict) else {}

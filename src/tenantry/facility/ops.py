@@ -63,6 +63,14 @@ async def whoami(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     return {"principal": ctx.principal.to_dict(), "staff": viewer.is_staff, "mode": "facility"}
 
 
+@op("facility.replica", "This replica: leader or follower, and the cluster poller's freshness")
+async def replica(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    status = _service(ctx).replicated
+    if status is None:
+        return {"replicated": False}
+    return {"replicated": True, **status.health()}
+
+
 @op("facility.jobs", "Jobs at the facility you may see (staff: every user's)", action="query_jobs")
 async def jobs(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     svc = _service(ctx)

@@ -31,6 +31,7 @@ SERVICE_OPS: frozenset[str] = frozenset(
         "facility.scheduler_status",
         "facility.stops",
         "facility.info",
+        "facility.replica",
         "events.list",
         "sessions.list",
     }

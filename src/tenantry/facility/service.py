@@ -42,6 +42,7 @@ from tenantry.service.runtime import Runtime
 
 if TYPE_CHECKING:
     from tenantry.facility.poller import Poller
+    from tenantry.facility.replica import ReplicatedStatus
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class FacilityService:
         self.scheduler = scheduler
         self.events_view = jobs if isinstance(jobs, EventJobView) else None
         self.poller: Poller | None = None
+        # replicas on one PostgreSQL: the status log they share, polled by the leader only
+        self.replicated: ReplicatedStatus | None = None
         self._tasks = TaskGroup("facility")
         self._unsubscribe: Any = None
         self._unsubscribe_stops: Any = None
@@ -100,11 +103,14 @@ class FacilityService:
         self.stops_version = 0
         self._stops_changed = asyncio.Event()
 
-    def poll_the_cluster(self) -> None:
-        """One poller of the scheduler for every user (this service alone, no replicas).
+    def poll_the_cluster(self, replicated: ReplicatedStatus | None = None) -> None:
+        """One poller of the scheduler for every user.
 
         Job views keep their owners from the executors' events and take their state
-        from the poller; executors take their jobs' states from it as well.
+        from the poller; executors take their jobs' states from it as well. Without
+        ``replicated`` this service polls alone; with it (replicas on one PostgreSQL)
+        the status comes from the shared log, and the poller runs on whichever
+        replica holds the leader's advisory lock.
         """
         from tenantry.facility.polled_status import PolledScheduler
         from tenantry.facility.polled_view import PolledJobView
@@ -118,6 +124,11 @@ class FacilityService:
         views = self.events_view
         if views is None:
             return  # another job view was plugged in: it brings its own state
+        if replicated is not None:
+            self.replicated = replicated
+            self.jobs = PolledJobView(views, replicated)
+            self.scheduler = PolledScheduler(replicated)
+            return
         cache = StatusCache()
         source = SlurmSnapshotSource(timeout_s=float(self.runtime.settings.slurm_timeout_s))
         self.poller = Poller(source, cache, LocalPublisher(cache), interval_s=CLUSTER_POLL_S)
@@ -125,6 +136,8 @@ class FacilityService:
         self.scheduler = PolledScheduler(cache)
 
     async def start(self) -> None:
+        if self.replicated is not None:
+            await self.replicated.start()
         if self.poller is not None:
             self._tasks.supervise("poller", self.poller.run)
         view = self.events_view
@@ -145,6 +158,8 @@ class FacilityService:
 
     async def aclose(self) -> None:
         await self._tasks.aclose()
+        if self.replicated is not None:
+            await self.replicated.aclose()
         for unsubscribe in (self._unsubscribe, self._unsubscribe_stops):
             if unsubscribe is not None:
                 unsubscribe()
@@ -228,7 +243,24 @@ def create(runtime: Runtime) -> FacilityService:
     identity = FacilityIdentity([PeerCredAuthenticator()], staff)
     service = FacilityService(runtime, identity, EventJobView())
     if runtime.backend.name == "slurm":
-        service.poll_the_cluster()
+        service.poll_the_cluster(replicated_status(runtime))
     runtime.identify = identity
     runtime.gates["facility"] = service
     return service
+
+
+def replicated_status(runtime: Runtime) -> ReplicatedStatus | None:
+    """The shared status of replicas when the store is PostgreSQL (``store_url``), else None."""
+    from tenantry.store import engine_of
+
+    url = str(runtime.settings.store_url)
+    if not url or engine_of(url) != "postgresql":
+        return None
+    import os
+
+    from tenantry.facility.poller import SlurmSnapshotSource
+    from tenantry.facility.replica import ReplicatedStatus
+
+    source = SlurmSnapshotSource(timeout_s=float(runtime.settings.slurm_timeout_s))
+    name = f"{os.uname().nodename}:{os.getpid()}"
+    return ReplicatedStatus(url, source, name=name, interval_s=CLUSTER_POLL_S)

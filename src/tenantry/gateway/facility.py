@@ -35,6 +35,7 @@ GOVERNING = frozenset({"metrics", "audit", "kill", "policy", "budgets", "memory"
 FACILITY_COMPONENTS: tuple[tuple[str, str], ...] = (
     *(c for c in COMPONENTS if c[0] in GOVERNING),
     ("facility_service", "tenantry.facility.service:create"),
+    ("facility_tcp", "tenantry.facility.tcp:create"),  # other login nodes (facility_tcp)
 )
 
 

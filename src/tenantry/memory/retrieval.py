@@ -270,6 +270,20 @@ async def search(
     With ``vectors`` the lexical candidates are re-ranked by their similarity
     to the query in the bundled embedding model, fused by reciprocal rank.
     """
+    if store.db.engine != "sqlite":  # no FTS5 there: the same ranking, see retrieval_pg
+        from tenantry.memory import retrieval_pg
+
+        return await retrieval_pg.search(
+            store,
+            viewer,
+            text,
+            limit=limit,
+            kinds=kinds,
+            subject=subject,
+            include_history=include_history,
+            expander=expander,
+            vectors=vectors,
+        )
     want = dict(subject or {})
     asked = terms.query_terms(text + " " + " ".join(want.values()))
     words = choose_words(store, asked)

@@ -1,0 +1,187 @@
+"""Retrieval on PostgreSQL: the same ranking as ``retrieval``, without FTS5.
+
+PostgreSQL keeps ``lessons_fts`` and ``trusted_fts`` as plain tables of the
+same processed text (``terms.index_text``), with a GIN index on its
+``to_tsvector('simple', ...)``. A query asks that index for the candidates
+holding any query term (``plainto_tsquery`` per term, OR-ed: the same parser
+on both sides, so it finds a superset), then scores them in Python with the
+BM25 that FTS5's ``bm25()`` computes (k1 = 1.2, b = 0.75, the column weights
+of ``retrieval._BM25``) over the exact whitespace tokens. Everything after
+that -- fusion, signature and subject matches, boosts, visibility, dense
+re-ranking -- is ``retrieval``'s own code.
+
+The candidate set is bounded by ``retrieval.choose_words`` (the postings
+budget), so fetching every candidate's text stays cheap; document
+frequencies and the average length come from the table itself, per query.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tenantry.memory import retrieval, signature, terms, vocab
+from tenantry.memory.models import Kind, Lesson
+from tenantry.memory.retrieval import Dense, Hit, Viewer
+from tenantry.memory.store import LessonStore, row_to_lesson
+from tenantry.memory.vectors import VectorIndex
+from tenantry.store.engine import Conn
+
+K1 = 1.2
+B = 0.75
+WEIGHTS = (3.0, 1.0, 2.0, 2.5)  # title, body, subjects, signature (as retrieval._BM25)
+_TEXT = "f.title || ' ' || f.body || ' ' || f.subjects || ' ' || f.signature"
+_TSV = f"to_tsvector('simple', {_TEXT})"  # the GIN index's expression
+
+
+def bm25_scores(
+    docs: Mapping[int, Sequence[str]], words: Sequence[str], n_docs: int, avgdl: float
+) -> dict[int, float]:
+    """FTS5's BM25 of each document (its columns' processed text) for ``words``.
+
+    ``docs`` must hold every document of the table that has any of the words
+    (their document frequencies are counted here); scores are positive, higher
+    is better, and a document with none of the words is left out.
+    """
+    cols = {seq: [Counter(c.split()) for c in fields] for seq, fields in docs.items()}
+    lengths = {seq: sum(sum(c.values()) for c in cs) for seq, cs in cols.items()}
+    avgdl = avgdl or 1.0
+    scores: dict[int, float] = {}
+    for w in dict.fromkeys(words):
+        having = [seq for seq, cs in cols.items() if any(w in c for c in cs)]
+        n = len(having)
+        if not n:
+            continue
+        idf = math.log((n_docs - n + 0.5) / (n + 0.5))
+        idf = idf if idf > 0 else 1e-6
+        for seq in having:
+            tf = sum(wt * c[w] for wt, c in zip(WEIGHTS, cols[seq], strict=True))
+            norm = K1 * (1 - B + B * lengths[seq] / avgdl)
+            scores[seq] = scores.get(seq, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+    return scores
+
+
+def _bm25(
+    conn: Conn,
+    words: list[str],
+    cond: str,
+    args: list[Any],
+    table: str = "lessons_fts",
+    dense: Dense | None = None,
+) -> list[tuple[Lesson, float]]:
+    """BM25 candidates of ``table`` the viewer may see, best first (at most ``POOL``)."""
+    if not words:
+        return []
+    stats = conn.execute(
+        f"SELECT count(*), coalesce(avg(array_length(regexp_split_to_array("
+        f"btrim({_TEXT}), '\\s+'), 1)), 0) FROM {table} f"
+    ).fetchone()
+    n_docs, avgdl = int(stats[0]), float(stats[1])
+    query = " || ".join("plainto_tsquery('simple', ?)" for _ in words)
+    rows = conn.execute(
+        f"SELECT f.rowid, f.title, f.body, f.subjects, f.signature, ({cond}) AS visible"
+        f" FROM {table} f JOIN lessons l ON l.seq = f.rowid WHERE {_TSV} @@ ({query})",
+        (*args, *words),
+    ).fetchall()
+    docs = {int(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows}
+    visible = {int(r[0]) for r in rows if r[5]}
+    scores = bm25_scores(docs, words, n_docs, avgdl)
+    best = sorted((s for s in scores if s in visible), key=scores.__getitem__, reverse=True)
+    if dense is not None and len(best) > retrieval.POOL:
+        cut = best[: retrieval.PREFETCH_DENSE]
+        best = retrieval._fused_cut(cut, dense(cut))
+    best = best[: retrieval.POOL]
+    if not best:
+        return []
+    found = [
+        (row_to_lesson(r), scores[int(r["seq"])])
+        for r in conn.execute(
+            f"SELECT l.seq, {retrieval._L_COLUMNS} FROM lessons l"
+            f" WHERE l.seq IN ({','.join('?' * len(best))})",
+            best,
+        )
+    ]
+    found.sort(key=lambda x: x[1], reverse=True)
+    return found
+
+
+async def search(
+    store: LessonStore,
+    viewer: Viewer,
+    text: str,
+    *,
+    limit: int = 5,
+    kinds: Sequence[Kind] = (),
+    subject: dict[str, str] | None = None,
+    include_history: bool = False,
+    expander: vocab.Expander | None = None,
+    vectors: VectorIndex | None = None,
+) -> list[Hit]:
+    """``retrieval.search`` on PostgreSQL: the same candidates, ranking and filters."""
+    want = dict(subject or {})
+    words = retrieval.choose_terms(store, text + " " + " ".join(want.values()))
+    added = (expander or vocab.DEFAULT).expand(text)
+    expanded = retrieval.choose_words(store, [*added, *words]) if added else []
+    tier_words = [
+        w for w in dict.fromkeys([*terms.query_terms(text), *added]) if store.df.get(w, 0) > 0
+    ][: retrieval.TIER_TERMS]
+    starved = len(words) < len(
+        [w for w in terms.query_terms(text + " " + " ".join(want.values())) if store.df.get(w, 0)]
+    )
+    sig_lines = signature.signature_lines(text)
+    if not sig_lines and text.strip() and "\n" not in text.strip():
+        sig_lines = [signature.normalize(text)]
+    sig_lines += [s for s in signature.multiline_signatures(text) if s not in sig_lines]
+    sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
+    vis_sql, vis_args = retrieval.visibility(viewer)
+    statuses = retrieval._statuses(include_history)
+    cond = f"{vis_sql} AND l.status IN ({','.join('?' * len(statuses))})"
+    args: list[Any] = [*vis_args, *statuses]
+    if kinds:
+        cond += f" AND l.kind IN ({','.join('?' * len(kinds))})"
+        args += [k.value for k in kinds]
+
+    qvec = None
+    if vectors is not None:
+        await vectors.sync(store, retrieval.SYNC_INLINE)
+        qvec = vectors.embedder.embed_one(text)
+    dense: Dense | None = None
+    if vectors is not None and qvec is not None:
+        index, query_vec = vectors, qvec
+
+        def dense(seqs: list[int]) -> dict[int, float]:
+            return index.similarities_by_seq(query_vec, seqs)
+
+    def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
+        ranked = _bm25(conn, words, cond, args, dense=dense)
+        if expanded and expanded != words:
+            more = _bm25(conn, expanded, cond, args, dense=dense)
+            ranked = retrieval.fuse(ranked, more, retrieval.W_EXPANDED)
+        if tier_words and starved:
+            tier = _bm25(conn, tier_words, cond, args, "trusted_fts", dense)
+            ranked = retrieval.fuse(ranked, tier, retrieval.W_TIER)
+        extra: list[Lesson] = []
+        for sig in sig_hashes:
+            rows = conn.execute(
+                f"SELECT {retrieval._L_COLUMNS} FROM lessons l WHERE l.sig_hash = ? AND {cond}"
+                " ORDER BY l.trust_rank DESC, l.seq DESC LIMIT ?",
+                (sig, *args, retrieval.SIG_POOL),
+            )
+            extra += [row_to_lesson(r) for r in rows]
+        for key, value in want.items():
+            rows = conn.execute(
+                f"SELECT {retrieval._L_COLUMNS} FROM lesson_subjects s"
+                f" JOIN lessons l ON l.id = s.lesson_id"
+                f" WHERE s.key = ? AND s.value = ? AND {cond} LIMIT ?",
+                (key, value.lower(), *args, retrieval.POOL),
+            )
+            extra += [row_to_lesson(r) for r in rows]
+        return ranked, extra
+
+    ranked, extra = await store.db.read(run)
+    hits = retrieval.rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), None)
+    if vectors is not None and qvec is not None and len(hits) > 1:
+        hits = retrieval.rerank_dense(hits, vectors.similarities(qvec, [h.lesson.id for h in hits]))
+    return hits[:limit]
