@@ -111,7 +111,8 @@ def _skip_wrapper(argv: list[str]) -> list[str]:
 _SCHEDULER = {
     "squeue": "`tenantry jobs` or `tenantry status ID` (MCP: list_jobs, job_status), "
     "answered from the shared status cache",
-    "sacct": "`tenantry jobs --all` or `tenantry status ID` (MCP: list_jobs, job_status)",
+    "sacct": "`tenantry jobs` (finished jobs too) or `tenantry status ID`"
+    " (MCP: list_jobs, job_status)",
     "sbatch": "`tenantry submit SCRIPT` (MCP: submit_job): deduplicated, attributed, checked",
     "scancel": "`tenantry cancel ID` (MCP: cancel_job)",
     "srun": "`tenantry run -- CMD` (MCP: run_command), on a warm lease instead of a new job",

@@ -896,7 +896,7 @@ _RULES: tuple[_Rule, ...] = (
         errors.NotFound,
         "invalid_job",
         "Slurm does not know job {job}",
-        "it may have finished long ago; `tenantry jobs --all` lists yours",
+        "it may have finished long ago; `tenantry jobs` lists yours",
     ),
     _rule(
         r"already completing or completed|Job has already finished",
