@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,3 +118,31 @@ async def service(runtime: Runtime, prober: FakeProber) -> AsyncIterator[MemoryS
         yield svc
     finally:
         await svc.aclose()
+
+
+PARAPHRASE_LESSONS = Path(__file__).parent / "data" / "paraphrase_lessons.jsonl"
+
+
+def fixture_lessons() -> list[Lesson]:
+    """The staff/probe-verified facility lessons of data/paraphrase_lessons.jsonl."""
+    out = []
+    for line in PARAPHRASE_LESSONS.read_text().splitlines():
+        d = json.loads(line)
+        trust = Trust(d["trust"])
+        out.append(
+            Lesson(
+                id=d["id"],
+                kind=Kind(d["kind"]),
+                scope=Scope.FACILITY,
+                title=d["title"],
+                body=d["body"],
+                owner_user="ops",
+                owner_key="ops/human/-",
+                subject=d["subject"],
+                error_signature=d["error_signature"],
+                sources=[Source.STAFF if trust is Trust.STAFF_APPROVED else Source.PROBE],
+                trust=trust,
+                status=Status.ACTIVE,
+            )
+        )
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,8 @@ from tenantry.memory import (
 )
 from tenantry.memory.vectors import VectorIndex
 
-DATA = Path(__file__).parent / "data" / "paraphrase_lessons.jsonl"
+from .conftest import fixture_lessons
+
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
 
 
@@ -30,30 +30,6 @@ def model() -> embedding.Embedder:
     m = embedding.bundled()
     assert m is not None, "the wordllama wheel (a dependency) ships the model"
     return m
-
-
-def fixture_lessons() -> list[Lesson]:
-    out = []
-    for line in DATA.read_text().splitlines():
-        d = json.loads(line)
-        trust = Trust(d["trust"])
-        out.append(
-            Lesson(
-                id=d["id"],
-                kind=Kind(d["kind"]),
-                scope=Scope.FACILITY,
-                title=d["title"],
-                body=d["body"],
-                owner_user="ops",
-                owner_key="ops/human/-",
-                subject=d["subject"],
-                error_signature=d["error_signature"],
-                sources=[Source.STAFF if trust is Trust.STAFF_APPROVED else Source.PROBE],
-                trust=trust,
-                status=Status.ACTIVE,
-            )
-        )
-    return out
 
 
 def test_clean_strips_what_varies_between_runs() -> None:

@@ -8,7 +8,6 @@ PostgreSQL tests use the ``pg_url`` fixture (skipped without a server).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from tenantry.memory.retrieval_pg import bm25_scores
 from tenantry.memory.store import fts_fields, new_id
 from tenantry.store import open_store
 
-DATA = Path(__file__).parent / "data" / "paraphrase_lessons.jsonl"
+from .conftest import fixture_lessons
+
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
 QUERIES = [
     "slurmstepd: error: Detected 1 oom_kill event in StepId=99.batch",
@@ -33,32 +33,8 @@ QUERIES = [
 ]
 
 
-def lessons() -> list[Lesson]:
-    out = []
-    for line in DATA.read_text().splitlines():
-        d = json.loads(line)
-        trust = Trust(d["trust"])
-        out.append(
-            Lesson(
-                id=d["id"],
-                kind=Kind(d["kind"]),
-                scope=Scope.FACILITY,
-                title=d["title"],
-                body=d["body"],
-                owner_user="ops",
-                owner_key="ops/human/-",
-                subject=d["subject"],
-                error_signature=d["error_signature"],
-                sources=[Source.STAFF if trust is Trust.STAFF_APPROVED else Source.PROBE],
-                trust=trust,
-                status=Status.ACTIVE,
-            )
-        )
-    return out
-
-
 def test_bm25_scores_are_fts5s_bm25() -> None:
-    docs = {i: fts_fields(les) for i, les in enumerate(lessons(), 1)}
+    docs = {i: fts_fields(les) for i, les in enumerate(fixture_lessons(), 1)}
     db = sqlite3.connect(":memory:")
     db.execute(
         "CREATE VIRTUAL TABLE f USING fts5"
@@ -110,7 +86,7 @@ async def test_postgres_recalls_what_sqlite_recalls(tmp_path: Path, pg_url: str)
 
     async def recall(store: LessonStore) -> list[list[str]]:
         async with store:
-            await store.add_many([*lessons(), private], "test")
+            await store.add_many([*fixture_lessons(), private], "test")
             return [
                 [h.lesson.id for h in await retrieval.search(store, VIEWER, q, limit=3)]
                 for q in QUERIES
