@@ -333,16 +333,12 @@ def meta_total(mount: metadata.Mount) -> int:
 CALIBRATED = ("ls", "read", "find", "grep", "git")
 
 
-def calibrate(
-    fac: Facility, mount: metadata.Mount, arm: str, daemons: Daemons | None
-) -> dict[str, int]:
-    """Metadata ops of one command of each file-system class, run alone as the first agent."""
-    import pwd
-
-    actor = fac.day.by_kind("agent")[0]
+def actor_context(
+    fac: Facility, arm: str, actor: day_replay.Actor, daemons: Daemons | None
+) -> day_arms.Context:
+    """Where one actor of one arm works: its Unix user, home, workspace and daemon socket."""
     name = unix_name(arm, actor.user)
-    pw = pwd.getpwnam(name)
-    ctx = day_arms.Context(
+    return day_arms.Context(
         arm=arm,
         unix_user=name,
         home=str(fac.work / "home" / name),
@@ -352,8 +348,20 @@ def calibrate(
         pythonpath=fac.pythonpath,
         files=fac.files[actor.workspace],
         shim_dir=str(fac.shims),
-        socket=daemons.socket(name) if daemons else "",
+        socket=daemons.socket(name) if daemons and actor.kind == "agent" else "",
     )
+
+
+def calibrate(
+    fac: Facility, mount: metadata.Mount, arm: str, daemons: Daemons | None
+) -> dict[str, int]:
+    """Metadata ops of one command of each file-system class, run alone as the first agent."""
+    import pwd
+
+    actor = fac.day.by_kind("agent")[0]
+    name = unix_name(arm, actor.user)
+    pw = pwd.getpwnam(name)
+    ctx = actor_context(fac, arm, actor, daemons)
     env = day_arms.env_for(actor, ctx)
     args = {"ls": "m00/p00", "read": "0", "find": "*_test.py", "grep": "frobnicate_widget"}
     out = {}
@@ -404,18 +412,7 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
     for actor in day.actors:
         name = unix_name(arm, actor.user)
         pw = pwd.getpwnam(name)
-        ctx = day_arms.Context(
-            arm=arm,
-            unix_user=name,
-            home=str(fac.work / "home" / name),
-            workspace=str(fac.mnt / f"w{actor.workspace:02d}"),
-            scratch=str(fac.src / f"w{actor.workspace:02d}" / "scratch"),
-            tenantry=fac.tenantry,
-            pythonpath=fac.pythonpath,
-            files=fac.files[actor.workspace],
-            shim_dir=str(fac.shims),
-            socket=daemons.socket(name) if daemons and actor.kind == "agent" else "",
-        )
+        ctx = actor_context(fac, arm, actor, daemons)
         log = fac.work / "logs" / f"{arm}-{repeat}-{name}-{actor.session or 'h'}.jsonl"
         spec = {
             "t0": t0,
