@@ -77,7 +77,10 @@ def test_short_facility_day_runs_both_arms(slurm: None, work: Path) -> None:
     assert agent_jobs >= tests > 0, "bare: one Slurm job per test run"
     assert sum(ten["jobs"].values()) < sum(bare["jobs"].values())
     assert any(e["via_tenantry"] for e in ten["executed"]), "tests ran on leases"
-    assert ten["ops_per_command"]["find"] == 0 and ten["ops_per_command"]["grep"] == 0
+    for cls in ("find", "grep"):  # answered from the index: at most the path's own lookups,
+        # which the kernel's FUSE entry cache sometimes absorbs (0) and sometimes not
+        ops, walked = ten["ops_per_command"][cls], bare["ops_per_command"][cls]
+        assert ops <= 4 and ops * 10 <= walked, (cls, ops, walked)
     assert bare["ops_per_command"]["find"] > 0 and bare["ops_per_command"]["grep"] > 0
     assert ten["meta_setup_ops"] > 0, "the index crawled the workspace once"
     assert all(e["hook_s"] > 0 for e in ten["executed"] if "-a" in e["user"] and e["cls"] != "edit")
