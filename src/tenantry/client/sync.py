@@ -112,14 +112,7 @@ class Client:
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """``params`` with an environment the daemon holds replaced by its digest."""
         params = params or {}
-        env = params.get("env")
-        if not isinstance(env, dict):
-            return params, None
-        if env != self._held:  # a first send costs no digest (nor a hashlib import)
-            return params, env
-        out = {k: v for k, v in params.items() if k != "env"}
-        out[wire.ENV_DIGEST] = wire.env_digest(env)
-        return out, None
+        return wire.held_env(params, self._held)
 
     def call(
         self,

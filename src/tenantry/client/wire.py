@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # the client path avoids importing typing
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import AsyncIterator, Iterator, Mapping
+    from typing import Any
 
 API = "/v1"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
@@ -44,6 +45,24 @@ def env_digest(env: Mapping[str, object]) -> str:
 
     raw = json.dumps(dict(env), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def held_env(
+    params: dict[str, Any], held: Mapping[str, object] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``params`` with an environment equal to ``held`` replaced by its digest.
+
+    Returns the params to send and the environment they carry in full (to hold once
+    the daemon has accepted it), or None.
+    """
+    env = params.get("env")
+    if not isinstance(env, dict):
+        return params, None
+    if env != held:  # a first send costs no digest (nor a hashlib import)
+        return params, env
+    out = {k: v for k, v in params.items() if k != "env"}
+    out[ENV_DIGEST] = env_digest(env)
+    return out, None
 
 
 def encode_request(
