@@ -68,6 +68,13 @@ def env_for(actor: Actor, ctx: Context) -> dict[str, str]:
     return env
 
 
+def _batch_job(act: Action, ctx: Context, actor: Actor) -> list[str]:
+    """The batch job's options and script: the same for ``sbatch`` and ``tenantry submit``."""
+    out = f"{ctx.home}/job-%j.out"
+    return ["-J", f"{JOB_PREFIX}-job", "-t", "2", "-c", _cpus(actor), "--mem", "64M",
+            "-o", out, f"{ctx.home}/{JOB_SCRIPT}", act.arg or "10"]  # fmt: skip
+
+
 def _common(act: Action, ctx: Context, actor: Actor) -> list[str] | None:
     ws = ctx.workspace
     match act.cls:
@@ -79,22 +86,7 @@ def _common(act: Action, ctx: Context, actor: Actor) -> list[str] | None:
         case "git":
             return ["git", "-C", ws, "--no-optional-locks", "status", "--porcelain"]
         case "sbatch":
-            return [
-                "sbatch",
-                "--parsable",
-                "-J",
-                f"{JOB_PREFIX}-job",
-                "-t",
-                "2",
-                "-c",
-                _cpus(actor),
-                "--mem",
-                "64M",
-                "-o",
-                f"{ctx.home}/job-%j.out",
-                f"{ctx.home}/{JOB_SCRIPT}",
-                act.arg or "10",
-            ]
+            return ["sbatch", "--parsable", *_batch_job(act, ctx, actor)]
         case "squeue":
             return ["squeue", "--me"]
         case "sacct":
@@ -116,22 +108,7 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
     elif tenantry_agent and act.cls == "grep":
         step["argv"] = [*ctx.tenantry, "grep", "-n", act.arg, ctx.workspace]
     elif tenantry_agent and act.cls == "sbatch":  # what the hook steers sbatch to
-        step["argv"] = [
-            *ctx.tenantry,
-            "submit",
-            "-J",
-            f"{JOB_PREFIX}-job",
-            "-t",
-            "2",
-            "-c",
-            _cpus(actor),
-            "--mem",
-            "64M",
-            "-o",
-            f"{ctx.home}/job-%j.out",
-            f"{ctx.home}/{JOB_SCRIPT}",
-            act.arg or "10",
-        ]
+        step["argv"] = [*ctx.tenantry, "submit", *_batch_job(act, ctx, actor)]
     elif tenantry_agent and act.cls == "squeue":
         step["argv"] = [*ctx.tenantry, "jobs"]
     elif tenantry_agent and act.cls == "sacct":  # finished jobs are in the cache's list too

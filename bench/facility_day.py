@@ -126,10 +126,19 @@ class Sampler(threading.Thread):
 
 
 class Daemons:
-    """User mode: one ``tenantry serve`` per agent Unix user, as that user."""
+    """One ``tenantry serve`` per agent Unix user, as that user.
 
-    def __init__(self, work: Path, users: list[str], python: str, pythonpath: str) -> None:
+    User mode: each daemon polls Slurm itself. Facility mode (``facility`` is
+    the service's socket): each daemon is its user's executor
+    (``tenantry serve --facility SOCKET``) and takes its jobs' states from the
+    service's one cluster poller.
+    """
+
+    def __init__(
+        self, work: Path, users: list[str], python: str, pythonpath: str, facility: str = ""
+    ) -> None:
         self.work, self.users, self.python, self.pythonpath = work, users, python, pythonpath
+        self.facility = facility
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def state(self, user: str) -> Path:
@@ -164,23 +173,13 @@ class Daemons:
             os.chown(st, pw.pw_uid, pw.pw_gid)
             os.chmod(st, 0o700)
             log = (self.work / f"daemon-{user}.log").open("ab")
-            self.procs[user] = subprocess.Popen(
-                [self.python, "-m", "tenantry", "serve"],
-                env=self.env(user),
-                cwd=str(self.work / "home" / user),
-                user=pw.pw_uid,
-                group=pw.pw_gid,
-                extra_groups=[],
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
+            joins = ["--facility", self.facility] if self.facility else []
+            self.procs[user] = _start_as(
+                pw, [*TENANTRY(self.python), "serve", *joins], self.env(user), log
             )
         deadline = time.monotonic() + 90
         for user in self.users:
-            while not _connects(self.socket(user)):
-                if time.monotonic() > deadline or self.procs[user].poll() is not None:
-                    raise SystemExit(f"daemon of {user} did not start; see daemon-{user}.log")
-                time.sleep(0.1)
+            _wait_socket(self.socket(user), self.procs[user], deadline, f"daemon-{user}.log")
 
     def run_as(self, user: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
         import pwd
@@ -190,9 +189,7 @@ class Daemons:
             argv,
             env=self.env(user),
             cwd=str(self.work / "home" / user),
-            user=pw.pw_uid,
-            group=pw.pw_gid,
-            extra_groups=[],
+            **as_user(pw),
             capture_output=True,
             text=True,
             check=False,
@@ -217,15 +214,7 @@ class Daemons:
         return n
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        _stop_all(list(self.procs.values()))
 
     def stores(self) -> list[str]:
         return [
@@ -233,6 +222,130 @@ class Daemons:
             for u in self.users
             if (self.state(u) / "tenantry.sqlite3").exists()
         ]
+
+
+def as_user(pw: Any) -> dict[str, Any]:
+    """``subprocess`` keywords that run a child as ``pw``'s user, with no supplementary groups."""
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+
+
+def _start_as(
+    pw: Any, argv: list[str], env: dict[str, str], log: Any, cwd: str | None = None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        env=env,
+        cwd=cwd or env["HOME"],
+        **as_user(pw),
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+
+
+def _wait_socket(path: str, proc: subprocess.Popen[bytes], deadline: float, log: str) -> None:
+    while not _connects(path):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit(f"{path} is not served; see {log}")
+        time.sleep(0.1)
+
+
+def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+SERVICE_ACCOUNT = "tt-day-svc"  # the facility service's system account
+STAFF_GROUP = "tt-day-staff"
+PG_ROLE = "tenantry_day"  # scripts/dev-postgres makes it (password = name, 127.0.0.1 only)
+
+
+def postgres_url(db: str) -> str:
+    """A fresh database ``db`` on the dev PostgreSQL (``scripts/dev-postgres``), its URL."""
+    out = subprocess.run(
+        [str(ROOT / "scripts" / "dev-postgres"), "start", "--role", PG_ROLE],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"facility mode needs PostgreSQL: {out.stderr.strip()}")
+    base = out.stdout.strip().rsplit("/", 1)[0]
+    port = base.rsplit(":", 1)[1]
+    for sql in (f'DROP DATABASE IF EXISTS "{db}"', f'CREATE DATABASE "{db}" OWNER {PG_ROLE}'):
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", "psql", "-q", "-p", port, "-c", sql],
+            check=True,
+            capture_output=True,
+        )
+    return f"{base}/{db}"
+
+
+class FacilityService:
+    """Facility mode: ``tenantry facility serve`` as its own account, on PostgreSQL.
+
+    Laid out by ``tenantry facility install`` under WORK/facility (the socket,
+    state, config and start script), as a site would, then started with the
+    install's start script (which ``setpriv``s to the account). Its store is a
+    fresh PostgreSQL database per arm.
+    """
+
+    def __init__(self, work: Path, python: str, pythonpath: str, db: str) -> None:
+        self.base = work / "facility"
+        self.python, self.pythonpath, self.db = python, pythonpath, db
+        self.socket = str(self.base / "run" / "facility.sock")
+        self.state = self.base / "svc"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if self.base.exists():
+            shutil.rmtree(self.base)
+        (self.base / "bin").mkdir(parents=True)
+        os.chmod(self.base, 0o755)
+        program = self.base / "bin" / "tenantry"  # the program the service runs
+        program.write_text(f'#!/bin/sh\nexec {self.python} -m tenantry "$@"\n')
+        os.chmod(program, 0o755)
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "LANG": "C.UTF-8", "TZ": "UTC",
+               "PYTHONPATH": self.pythonpath}  # fmt: skip
+        etc = self.base / "etc"
+        install = subprocess.run(
+            [self.python, "-m", "tenantry", "facility", "install", "--json",
+             "--account", SERVICE_ACCOUNT, "--staff-group", STAFF_GROUP,
+             "--state-dir", str(self.state), "--listen", self.socket,
+             "--config-dir", str(etc), "--unit-dir", str(etc),
+             "--bin-dir", str(self.base / "sbin"), "--tenantry", str(program)],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if install.returncode != 0:
+            raise SystemExit(f"tenantry facility install failed: {install.stderr.strip()}")
+        with (self.state / "config.toml").open("a") as cfg:
+            cfg.write(f'store_url = "{postgres_url(self.db)}"\n')
+        log = (self.base.parent / "facility-service.log").open("ab")
+        self.proc = subprocess.Popen(
+            [str(self.base / "sbin" / "tenantry-facility-start")],
+            env=env,
+            cwd=str(self.base),
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        _wait_socket(self.socket, self.proc, time.monotonic() + 90, "facility-service.log")
+
+    def cpu_s(self) -> float:
+        return day_slurm.proc_cpu_s(self.proc.pid) if self.proc else 0.0
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop_all([self.proc])
+            self.proc = None
 
 
 def python_for_users() -> tuple[str, str]:
@@ -372,9 +485,7 @@ def calibrate(
             step["argv"],
             env=env,
             cwd=ctx.home,
-            user=pw.pw_uid,
-            group=pw.pw_gid,
-            extra_groups=[],
+            **as_user(pw),
             capture_output=True,
             check=False,
             timeout=600,
@@ -392,12 +503,20 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
     users = sorted(labels)
     agents = sorted(u for u, k in labels.items() if k == "agent")
     fac.clean_scratch()
-    daemons = Daemons(fac.work, agents, fac.python, fac.pythonpath) if arm == "tenantry" else None
+    service = None
+    if arm == "tenantry" and args.mode == "facility":
+        service = FacilityService(fac.work, fac.python, fac.pythonpath, args.pg_db)
+        users.append(SERVICE_ACCOUNT)  # its RPCs are the arm's too
+    daemons = (
+        Daemons(fac.work, agents, fac.python, fac.pythonpath, service.socket if service else "")
+        if arm == "tenantry"
+        else None
+    )
     res.start = time.time()
     if daemons is not None:
-        if args.mode == "facility":
-            raise SystemExit("facility mode: not available in this build (hook point: Daemons)")
         before = meta_total(mount)
+        if service is not None:
+            service.start()
         daemons.start()
         for k, user in enumerate(agents):  # each agent user's project, indexed once
             out = daemons.run_as(user, [*fac.tenantry, "index", "add", str(fac.mnt / f"w{k:02d}")])
@@ -434,9 +553,7 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
                     [fac.python, str(RUNNER), str(spec_path)],
                     env=spec["env"],
                     cwd=ctx.home,
-                    user=pw.pw_uid,
-                    group=pw.pw_gid,
-                    extra_groups=[],
+                    **as_user(pw),
                     stdin=subprocess.DEVNULL,
                 ),
                 log,
@@ -452,8 +569,10 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
     res.end = time.time()
     if daemons is not None:
         daemons.release_leases()
-        res.daemon_cpu_s = daemons.cpu_s()
+        res.daemon_cpu_s = daemons.cpu_s() + (service.cpu_s() if service else 0.0)
         daemons.stop()
+    if service is not None:
+        service.stop()
     if not day_slurm.wait_drained(users, 60):
         res.notes.append("jobs still queued 60 s after the day; cancelled")
         for u in users:
@@ -571,6 +690,10 @@ def summarize(results: list[ArmResult], day: Day) -> dict[str, Any]:
         out["arms"][arm] = {
             "repeats": len(rs),
             "rpcs_agents": med(lambda r, a=agents: sum(r.rpcs[u] for u in a)),
+            "rpcs_service": med(lambda r: r.rpcs.get(SERVICE_ACCOUNT, 0)),
+            "rpcs_agents_service": med(
+                lambda r, a=agents: sum(r.rpcs[u] for u in a) + r.rpcs.get(SERVICE_ACCOUNT, 0)
+            ),
             "rpcs_all": med(lambda r: sum(r.rpcs.values())),
             "jobs_agents": med(lambda r, a=agents: sum(r.jobs[u] for u in a)),
             "jobs_all": med(lambda r: sum(r.jobs.values())),
@@ -602,7 +725,15 @@ def summarize(results: list[ArmResult], day: Day) -> dict[str, Any]:
             return round(b[k] / t[k], 1) if t[k] else None
 
         out["ratios"] = {
-            k: ratio(k) for k in ("rpcs_agents", "rpcs_all", "jobs_agents", "jobs_all", "meta_ops")
+            k: ratio(k)
+            for k in (
+                "rpcs_agents",
+                "rpcs_agents_service",
+                "rpcs_all",
+                "jobs_agents",
+                "jobs_all",
+                "meta_ops",
+            )
         }
     comp = []
     for r in results:
@@ -669,7 +800,9 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     arms = summary["arms"]
     b, t = arms.get("bare", {}), arms.get("tenantry", {})
     rows = [
+        ("controller RPCs (agent users + facility service)", "rpcs_agents_service", "{:,.0f}"),
         ("controller RPCs (agent users)", "rpcs_agents", "{:,.0f}"),
+        ("controller RPCs (facility service account)", "rpcs_service", "{:,.0f}"),
         ("controller RPCs (all bench users)", "rpcs_all", "{:,.0f}"),
         ("Slurm jobs (agent users)", "jobs_agents", "{:,.0f}"),
         ("Slurm jobs (all bench users)", "jobs_all", "{:,.0f}"),
@@ -758,7 +891,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--delay-ms", type=float, default=0.5, help="delay per metadata op")
     p.add_argument("--cache-s", type=float, default=1.0, help="kernel attr/entry cache")
     p.add_argument("--sample-s", type=float, default=2.0)
-    p.add_argument("--mode", choices=MODES, default="user", help="Tenantry deployment mode")
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="facility",
+        help="Tenantry deployment: facility (one service on PostgreSQL, daemons as executors;"
+        " the default) or user (a daemon per user, each polling Slurm)",
+    )
+    p.add_argument(
+        "--pg-db",
+        default="tenantry_facility_day",
+        help="facility mode: the PostgreSQL database the bench (re)creates for the service",
+    )
     p.add_argument("--work", default="/var/tmp/tenantry-facility-day")
     p.add_argument("--out", help="results directory (default WORK/out)")
     return p.parse_args(argv)

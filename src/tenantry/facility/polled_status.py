@@ -18,16 +18,24 @@ from tenantry.facility.seams import Viewer
 
 
 class PolledScheduler:
-    def __init__(self, status: StatusReader) -> None:
+    """``max_stale_s``: an answer older than that is left out too (the poller was
+    idle, or cannot reach Slurm), so the executor asks its own backend; the read
+    wakes an idle poller for the next query."""
+
+    def __init__(self, status: StatusReader, max_stale_s: float = 5.0) -> None:
         self.status = status
+        self.max_stale_s = max_stale_s
 
     async def query(self, backend_ids: Sequence[str], viewer: Viewer) -> dict[str, JobUpdate]:
         out: dict[str, JobUpdate] = {}
         for bid in backend_ids:
             try:
-                st = self.status.status_of(bid, viewer).status
+                view = self.status.status_of(bid, viewer)
             except (errors.NotFound, errors.Unavailable):
                 continue
+            if view.staleness_s > self.max_stale_s:
+                continue
+            st = view.status
             if not viewer.is_staff and st.user != viewer.user:
                 continue  # the cache's own visibility already says so; never another's
             code = st.exit_code if st.state.terminal else None

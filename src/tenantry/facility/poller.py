@@ -207,6 +207,7 @@ class StatusCache:
         self.health = PollHealth()
         self.seq = 0  # highest seq absorbed
         self._tick: asyncio.Event | None = None
+        self.on_read: Callable[[], None] | None = None  # a reader needs this cache (Poller.want)
 
     # -- feeding --------------------------------------------------------------------
     def diff(self, jobs: Iterable[sp.SlurmJob], observed_at: float) -> list[JobStatus]:
@@ -306,6 +307,8 @@ class StatusCache:
         return stale
 
     def _lookup(self, job_id: str, viewer: ViewerLike) -> JobStatus:
+        if self.on_read is not None:
+            self.on_read()
         st = self._current.get(str(job_id))
         if st is None or not self._visible(st, viewer):
             self._staleness()  # before the first poll, "unknown" is not an answer
@@ -322,6 +325,8 @@ class StatusCache:
 
     def jobs_of(self, viewer: ViewerLike, *, active_only: bool = False) -> list[StatusView]:
         """Every job the viewer may see (staff: all), newest change last."""
+        if self.on_read is not None:
+            self.on_read()
         stale = self._staleness()
         rows = [
             StatusView(self._shown(s, viewer), stale)
@@ -470,6 +475,7 @@ class Poller:
         interval_s: float = 1.0,
         max_backoff_s: float = 10.0,
         lost_after: int = 3,
+        idle_after_s: float | None = None,
     ) -> None:
         self.source = source
         self.cache = cache
@@ -478,6 +484,31 @@ class Poller:
         self.max_backoff_s = max_backoff_s
         self.lost_after = lost_after
         self._missing: dict[str, int] = {}
+        # None: poll every interval_s forever. Else poll only while the cache is
+        # read (a status query, a job list, a waiter's look after each poll):
+        # after idle_after_s without a read the poller sleeps until the next one.
+        self.idle_after_s = idle_after_s
+        self._wanted_at = time.monotonic()
+        self._wanted = asyncio.Event()
+        self.asleep = False  # idle: waiting for a reader
+        if idle_after_s is not None:
+            cache.on_read = self.want
+
+    def want(self) -> None:
+        """Someone reads the cache: keep polling (wake the poller if it sleeps)."""
+        self._wanted_at = time.monotonic()
+        self._wanted.set()
+
+    async def _until_wanted(self) -> None:
+        idle = self.idle_after_s
+        if idle is None or time.monotonic() - self._wanted_at <= idle:
+            return
+        self._wanted.clear()
+        self.asleep = True
+        try:
+            await self._wanted.wait()
+        finally:
+            self.asleep = False
 
     async def poll_once(self) -> int:
         """One poll; returns how many changes it published. Errors propagate.
@@ -522,6 +553,7 @@ class Poller:
         """Poll forever at ``interval_s``; back off (and report) while Slurm fails."""
         delay = self.interval_s
         while True:
+            await self._until_wanted()
             t0 = time.monotonic()
             try:
                 await self.poll_once()

@@ -37,6 +37,8 @@ __all__ = ["ReplicatedStatus"]
 
 log = logging.getLogger(__name__)
 
+WANT_CHANNEL = "tenantry_facility_status_want"  # a follower has readers: the leader polls
+
 
 class ReplicatedStatus:
     """Job status for every user, the same on every replica; lifecycle: start/aclose."""
@@ -52,6 +54,7 @@ class ReplicatedStatus:
         private_jobs: bool = True,
         history: int = 32,
         lock_key: int | None = None,
+        idle_after_s: float | None = None,
     ) -> None:
         self.dsn = dsn
         self.source = source
@@ -66,6 +69,13 @@ class ReplicatedStatus:
         self.tasks = TaskGroup("facility-status")
         self.epoch = 0
         self.follower_connected = False
+        # the leader's poller sleeps after idle_after_s without a reader on *any*
+        # replica: a follower's reads reach it as a NOTIFY on WANT_CHANNEL
+        self.idle_after_s = idle_after_s
+        self._poller: Poller | None = None
+        self._want_pending = False
+        if idle_after_s is not None:
+            self.cache.on_read = self._read
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -114,6 +124,12 @@ class ReplicatedStatus:
             "follower_connected": self.follower_connected,
         }
 
+    def _read(self) -> None:
+        if self._poller is not None:
+            self._poller.want()
+        else:
+            self._want_pending = True  # the follower loop tells the leader
+
     # -- follower ---------------------------------------------------------------------
     async def _catch_up(self, conn: AConn, *, full: bool = False) -> None:
         # the poll time first: it may only understate freshness, never overstate it
@@ -144,11 +160,16 @@ class ReplicatedStatus:
                 continue
             try:
                 await conn.execute(f"LISTEN {store.CHANNEL}".encode())
+                await conn.execute(f"LISTEN {WANT_CHANNEL}".encode())
                 self.follower_connected = True
                 await self._catch_up(conn)
                 while True:
-                    async for _note in conn.notifies(timeout=self.resync_s, stop_after=1):
-                        pass
+                    async for note in conn.notifies(timeout=self.resync_s, stop_after=1):
+                        if note.channel == WANT_CHANNEL and self._poller is not None:
+                            self._poller.want()
+                    if self._want_pending and self._poller is None:
+                        self._want_pending = False
+                        await conn.execute(f"NOTIFY {WANT_CHANNEL}".encode())
                     await self._catch_up(conn)
             except psycopg.Error as exc:
                 log.warning("facility follower %s lost its connection: %s", self.name, exc)
@@ -163,5 +184,17 @@ class ReplicatedStatus:
         publisher = store.PgPublisher(conn, self.name)
         self.epoch = await publisher.become_leader()
         await self._catch_up(conn)  # never diff against a cache behind the log
-        poller = Poller(self.source, self.cache, publisher, interval_s=self.interval_s)
-        await poller.run()
+        poller = Poller(
+            self.source,
+            self.cache,
+            publisher,
+            interval_s=self.interval_s,
+            idle_after_s=self.idle_after_s,
+        )
+        if self.idle_after_s is not None:
+            self.cache.on_read = self._read
+        self._poller = poller
+        try:
+            await poller.run()
+        finally:
+            self._poller = None

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000
 CLUSTER_POLL_S = 1.0  # squeue --json for every user, once a second
+CLUSTER_IDLE_S = 10.0  # ... while someone reads the status; asleep after 10 s without a reader
 FUTURE_SLACK_S = 60.0
 
 
@@ -131,7 +132,13 @@ class FacilityService:
             return
         cache = StatusCache()
         source = SlurmSnapshotSource(timeout_s=float(self.runtime.settings.slurm_timeout_s))
-        self.poller = Poller(source, cache, LocalPublisher(cache), interval_s=CLUSTER_POLL_S)
+        self.poller = Poller(
+            source,
+            cache,
+            LocalPublisher(cache),
+            interval_s=CLUSTER_POLL_S,
+            idle_after_s=CLUSTER_IDLE_S,
+        )
         self.jobs = PolledJobView(views, cache)
         self.scheduler = PolledScheduler(cache)
 
@@ -263,4 +270,6 @@ def replicated_status(runtime: Runtime) -> ReplicatedStatus | None:
 
     source = SlurmSnapshotSource(timeout_s=float(runtime.settings.slurm_timeout_s))
     name = f"{os.uname().nodename}:{os.getpid()}"
-    return ReplicatedStatus(url, source, name=name, interval_s=CLUSTER_POLL_S)
+    return ReplicatedStatus(
+        url, source, name=name, interval_s=CLUSTER_POLL_S, idle_after_s=CLUSTER_IDLE_S
+    )

@@ -334,3 +334,52 @@ async def test_any_viewer_with_the_fields_will_do() -> None:
     await poller.poll_once()
     assert [v.status.job_id for v in cache.jobs_of(OtherViewer(1, "bob"))] == ["2"]
     assert len(cache.jobs_of(OtherViewer(3, "carol", is_staff=True))) == 2
+
+
+async def _until(cond: object, what: str, limit_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while not cond():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, what
+        await asyncio.sleep(0.005)
+
+
+async def test_idle_poller_stops_asking_slurm_until_someone_reads() -> None:
+    # the facility day: a poller that asked once a second whether anyone waited or
+    # not cost the controller more than the agents it replaced
+    src = Source()
+    cache = StatusCache()
+    poller = Poller(src, cache, LocalPublisher(cache), interval_s=0.01, idle_after_s=0.05)
+    src.queue = [job("1", "alice", "RUNNING")]
+    task = asyncio.create_task(poller.run())
+    try:
+        await _until(lambda: poller.asleep, "the poller went idle")
+        idle = src.snapshots
+        await asyncio.sleep(0.2)  # twenty intervals without a reader
+        assert src.snapshots == idle
+        assert cache.status_of("1", ALICE).staleness_s >= 0.15
+        await _until(lambda: src.snapshots > idle, "a read woke the poller")
+        assert cache.status_of("1", ALICE).staleness_s < 0.15
+        src.queue = [job("1", "alice", "COMPLETED", exit_code=0)]
+        waiter = asyncio.create_task(cache.wait_change("1", ALICE, cache.seq, timeout_s=5))
+        await asyncio.sleep(0.2)  # a waiter keeps it polling: each poll wakes it to look
+        assert (await waiter).status.state is JobState.COMPLETED
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_scheduler_answers_leave_out_what_an_idle_poller_last_saw() -> None:
+    from tenantry.facility.polled_status import PolledScheduler
+    from tenantry.facility.seams import Viewer as SeamViewer
+
+    src, cache, poller = make()
+    clock = [1000.0]
+    cache.clock = lambda: clock[0]
+    src.queue = [job("1", "alice", "RUNNING")]
+    await poller.poll_once()
+    sched = PolledScheduler(cache, max_stale_s=5.0)
+    me = SeamViewer(uid=1001, user="alice")
+    assert set(await sched.query(["1"], me)) == {"1"}
+    clock[0] += 30  # nobody polled for 30 s: the executor asks its own backend
+    assert await sched.query(["1"], me) == {}

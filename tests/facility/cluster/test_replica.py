@@ -195,3 +195,40 @@ async def test_leadership_ends_when_its_session_is_killed(pg_dsn: str) -> None:
     ta.cancel()
     tb.cancel()
     await asyncio.gather(ta, tb, return_exceptions=True)
+
+
+async def test_an_idle_leader_polls_again_when_a_follower_is_read(pg_dsn: str) -> None:
+    # the facility day: the cluster's one poller asked Slurm once a second with
+    # nobody waiting; idle, it sleeps, and a read on any replica wakes it
+    cluster = Cluster()
+    reps = [
+        ReplicatedStatus(
+            pg_dsn, cluster.source(n), name=n, interval_s=0.05, resync_s=0.1, idle_after_s=0.3
+        )
+        for n in ("a", "b")
+    ]
+    for r in reps:
+        await r.start()
+    try:
+        cluster.queue = [job("1", "RUNNING")]
+        await until(lambda: sum(r.election.is_leader for r in reps) == 1, 10, "a leader")
+        leader = next(r for r in reps if r.election.is_leader)
+        follower = next(r for r in reps if not r.election.is_leader)
+        await until(lambda: leader._poller is not None, 10, "the leader's poller")
+        poller = leader._poller
+        assert poller is not None
+        await until(lambda: poller.asleep, 10, "the leader's poller to go idle")
+        idle = cluster.snapshots[leader.name]
+        await asyncio.sleep(0.5)  # ten intervals, no reader anywhere
+        assert cluster.snapshots[leader.name] == idle
+        cluster.queue = [job("1", "COMPLETED")]
+        await until(lambda: "1" in {v.status.job_id for v in follower.jobs_of(STAFF)}, 10, "1")
+        await until(
+            lambda: follower.status_of("1", ALICE).status.state is JobState.COMPLETED,
+            10,
+            "the follower's read to wake the leader's poller",
+        )
+        assert cluster.snapshots[leader.name] > idle
+    finally:
+        for r in reps:
+            await r.aclose()
