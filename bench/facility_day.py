@@ -45,7 +45,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -224,7 +224,13 @@ class Daemons:
         ]
 
 
-def as_user(pw: Any) -> dict[str, Any]:
+class AsUser(TypedDict):
+    user: int
+    group: int
+    extra_groups: list[int]
+
+
+def as_user(pw: Any) -> AsUser:
     """``subprocess`` keywords that run a child as ``pw``'s user, with no supplementary groups."""
     return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
 
@@ -533,9 +539,10 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
         pw = pwd.getpwnam(name)
         ctx = actor_context(fac, arm, actor, daemons)
         log = fac.work / "logs" / f"{arm}-{repeat}-{name}-{actor.session or 'h'}.jsonl"
+        env = day_arms.env_for(actor, ctx)
         spec = {
             "t0": t0,
-            "env": day_arms.env_for(actor, ctx),
+            "env": env,
             "cwd": ctx.home,
             "session": actor.session,
             "hook": day_arms.hook_for(actor, ctx),
@@ -551,7 +558,7 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
                 name,
                 subprocess.Popen(
                     [fac.python, str(RUNNER), str(spec_path)],
-                    env=spec["env"],
+                    env=env,
                     cwd=ctx.home,
                     **as_user(pw),
                     stdin=subprocess.DEVNULL,

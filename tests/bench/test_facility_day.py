@@ -1,7 +1,8 @@
 """Smoke test of the headline benchmark: the short facility day (N=5) on the real Slurm.
 
 Runs ``bench/facility_day.py --short`` end to end (real Unix users, a real
-FUSE mount, real Slurm jobs, real daemons, hooks, shims, index and leases) and
+FUSE mount, real Slurm jobs, a real facility service on PostgreSQL with the
+agent users' daemons as its executors, hooks, shims, index and leases) and
 checks that both arms ran the whole day and that the results are well formed.
 No timed assertions: the numbers go to bench/facility_day.md.
 """
@@ -53,6 +54,8 @@ def test_short_facility_day_runs_both_arms(slurm: None, work: Path) -> None:
     _need(os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None, "needs FUSE")
     _need(importlib.util.find_spec("pyfuse3") is not None, "needs pyfuse3 (bench extra)")
     _need(shutil.which("useradd") is not None and shutil.which("git") is not None, "useradd, git")
+    # the default Tenantry arm is facility mode: one service on PostgreSQL
+    _need(shutil.which("pg_lsclusters") is not None, "needs PostgreSQL (scripts/dev-postgres)")
     out = work / "out"
     run = subprocess.run(
         [sys.executable, str(BENCH / "facility_day.py"), "--short", "--work", str(work)],
@@ -88,6 +91,8 @@ def test_short_facility_day_runs_both_arms(slurm: None, work: Path) -> None:
     assert all(e["cls"] == "danger" for e in denied), "only destructive commands are denied"
     failed = [e for e in bare["executed"] + ten["executed"] if e["rc"] not in (0, -1, 1)]
     assert not failed, failed[:5]
+    assert doc["meta"]["mode"] == "facility"
+    assert "tt-day-svc" in ten["rpcs"], "the facility service's RPCs count in the arm"
     summary = doc["summary"]
     assert set(summary["arms"]) == {"bare", "tenantry"}
     for k in ("rpcs_agents", "jobs_agents", "meta_ops", "cpu_s", "wall_s"):
