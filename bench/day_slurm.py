@@ -117,6 +117,26 @@ def sacct_dump(users: Iterable[str], start: float, end: float) -> str:
     return out.stdout
 
 
+def settled_sacct_dump(
+    users: Iterable[str], start: float, limit_s: float = 45.0, every_s: float = 3.0
+) -> str:
+    """``sacct_dump`` once accounting has caught up: the same rows twice, every ``every_s``.
+
+    slurmctld hands finished jobs to slurmdbd asynchronously; on a loaded machine
+    the last seconds' jobs reach accounting a while after they ended.
+    """
+    users = sorted(users)
+    deadline = time.monotonic() + limit_s
+    dump = sacct_dump(users, start, time.time())
+    while time.monotonic() < deadline:
+        time.sleep(every_s)
+        again = sacct_dump(users, start, time.time())
+        if again == dump:
+            break
+        dump = again
+    return dump
+
+
 def queued(users: Iterable[str]) -> list[str]:
     out = subprocess.run(
         ["squeue", "-h", "-o", "%i", "-u", ",".join(sorted(users))],

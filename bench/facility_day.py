@@ -601,7 +601,7 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             else:
                 res.executed.append({"user": name, **row})
     res.cpu_s += res.daemon_cpu_s
-    dump = day_slurm.sacct_dump(users, res.start, time.time())
+    dump = day_slurm.settled_sacct_dump(users, res.start)
     (fac.work / f"sacct-{arm}-{repeat}.txt").write_text(dump)
     jobs = day_slurm.parse_sacct(dump)
     res.jobs = {u: sum(1 for j in jobs if j.user == u) for u in users}
