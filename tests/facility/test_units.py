@@ -287,7 +287,7 @@ async def test_the_cluster_pollers_cache_answers_executors_by_slurm_id_per_user(
     from tenantry.facility.polled_status import PolledScheduler
     from tenantry.facility.poller import JobStatus, StatusCache
 
-    cache = StatusCache()
+    cache = StatusCache(clock=lambda: 2.0)  # polled a second ago: fresh enough to answer
     cache.absorb(
         [
             JobStatus("101", "alice", JobState.RUNNING, seq=1, observed_at=1.0),
