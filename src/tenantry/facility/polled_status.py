@@ -22,7 +22,7 @@ class PolledScheduler:
     idle, or cannot reach Slurm), so the executor asks its own backend; the read
     wakes an idle poller for the next query."""
 
-    def __init__(self, status: StatusReader, max_stale_s: float = 5.0) -> None:
+    def __init__(self, status: StatusReader, max_stale_s: float = 10.0) -> None:
         self.status = status
         self.max_stale_s = max_stale_s
 

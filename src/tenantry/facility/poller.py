@@ -208,6 +208,7 @@ class StatusCache:
         self.seq = 0  # highest seq absorbed
         self._tick: asyncio.Event | None = None
         self.on_read: Callable[[], None] | None = None  # a reader needs this cache (Poller.want)
+        self.on_miss: Callable[[], None] | None = None  # ... a job it does not know (Poller.hurry)
 
     # -- feeding --------------------------------------------------------------------
     def diff(self, jobs: Iterable[sp.SlurmJob], observed_at: float) -> list[JobStatus]:
@@ -311,6 +312,8 @@ class StatusCache:
             self.on_read()
         st = self._current.get(str(job_id))
         if st is None or not self._visible(st, viewer):
+            if st is None and self.on_miss is not None:
+                self.on_miss()
             self._staleness()  # before the first poll, "unknown" is not an answer
             raise errors.NotFound(
                 f"no job {job_id} of yours is known to the facility",
@@ -476,6 +479,7 @@ class Poller:
         max_backoff_s: float = 10.0,
         lost_after: int = 3,
         idle_after_s: float | None = None,
+        slow_s: float | None = None,
     ) -> None:
         self.source = source
         self.cache = cache
@@ -491,8 +495,20 @@ class Poller:
         self._wanted_at = time.monotonic()
         self._wanted = asyncio.Event()
         self.asleep = False  # idle: waiting for a reader
+        # None: every interval_s. Else, like the executors' own pollers: interval_s
+        # after a change, 1.5x longer after each poll without one, up to slow_s; a
+        # reader asking for a job the cache does not know (just submitted) hurries it
+        self.slow_s = slow_s
+        self._hurry = asyncio.Event()
         if idle_after_s is not None:
             cache.on_read = self.want
+        if slow_s is not None:
+            cache.on_miss = self.hurry
+
+    def hurry(self) -> None:
+        """A reader needs a job the cache does not know yet: poll now, then fast."""
+        self.want()
+        self._hurry.set()
 
     def want(self) -> None:
         """Someone reads the cache: keep polling (wake the poller if it sleeps)."""
@@ -555,11 +571,18 @@ class Poller:
         while True:
             await self._until_wanted()
             t0 = time.monotonic()
+            self._hurry.clear()
             try:
-                await self.poll_once()
-                delay = self.interval_s
+                changed = await self.poll_once()
+                if self.slow_s is None or changed:
+                    delay = self.interval_s
+                else:
+                    delay = min(self.slow_s, max(delay, self.interval_s) * 1.5)
             except errors.TenantryError as exc:
                 self.cache.mark_failed(exc.message)
                 log.warning("facility status poll failed: %s", exc.message)
                 delay = min(self.max_backoff_s, delay * 2)
-            await asyncio.sleep(max(0.0, delay - (time.monotonic() - t0)))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, delay - (time.monotonic() - t0))):
+                    await self._hurry.wait()
+                    delay = self.interval_s

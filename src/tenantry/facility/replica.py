@@ -55,6 +55,7 @@ class ReplicatedStatus:
         history: int = 32,
         lock_key: int | None = None,
         idle_after_s: float | None = None,
+        slow_s: float | None = None,
     ) -> None:
         self.dsn = dsn
         self.source = source
@@ -72,6 +73,7 @@ class ReplicatedStatus:
         # the leader's poller sleeps after idle_after_s without a reader on *any*
         # replica: a follower's reads reach it as a NOTIFY on WANT_CHANNEL
         self.idle_after_s = idle_after_s
+        self.slow_s = slow_s  # the leader's poller backs off to this while nothing changes
         self._poller: Poller | None = None
         self._want_pending = False
         if idle_after_s is not None:
@@ -190,6 +192,7 @@ class ReplicatedStatus:
             publisher,
             interval_s=self.interval_s,
             idle_after_s=self.idle_after_s,
+            slow_s=self.slow_s,
         )
         if self.idle_after_s is not None:
             self.cache.on_read = self._read
@@ -198,3 +201,4 @@ class ReplicatedStatus:
             await poller.run()
         finally:
             self._poller = None
+            self.cache.on_miss = None

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 1000
 CLUSTER_POLL_S = 1.0  # squeue --json for every user, once a second
 CLUSTER_IDLE_S = 10.0  # ... while someone reads the status; asleep after 10 s without a reader
+CLUSTER_SLOW_S = 5.0  # backing off to every 5 s while nothing changes (a new job: at once)
 FUTURE_SLACK_S = 60.0
 
 
@@ -138,6 +139,7 @@ class FacilityService:
             LocalPublisher(cache),
             interval_s=CLUSTER_POLL_S,
             idle_after_s=CLUSTER_IDLE_S,
+            slow_s=CLUSTER_SLOW_S,
         )
         self.jobs = PolledJobView(views, cache)
         self.scheduler = PolledScheduler(cache)
@@ -271,5 +273,10 @@ def replicated_status(runtime: Runtime) -> ReplicatedStatus | None:
     source = SlurmSnapshotSource(timeout_s=float(runtime.settings.slurm_timeout_s))
     name = f"{os.uname().nodename}:{os.getpid()}"
     return ReplicatedStatus(
-        url, source, name=name, interval_s=CLUSTER_POLL_S, idle_after_s=CLUSTER_IDLE_S
+        url,
+        source,
+        name=name,
+        interval_s=CLUSTER_POLL_S,
+        idle_after_s=CLUSTER_IDLE_S,
+        slow_s=CLUSTER_SLOW_S,
     )

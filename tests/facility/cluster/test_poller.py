@@ -383,3 +383,27 @@ async def test_scheduler_answers_leave_out_what_an_idle_poller_last_saw() -> Non
     assert set(await sched.query(["1"], me)) == {"1"}
     clock[0] += 30  # nobody polled for 30 s: the executor asks its own backend
     assert await sched.query(["1"], me) == {}
+
+
+async def test_poller_backs_off_while_nothing_changes_and_hurries_for_a_new_job() -> None:
+    # the facility day: the cluster's poller asked once a second while nothing
+    # changed, more than the user daemons' pollers (0.5 s backing off to 5 s) did
+    src = Source()
+    cache = StatusCache()
+    poller = Poller(src, cache, LocalPublisher(cache), interval_s=0.01, slow_s=0.4)
+    src.queue = [job("1", "alice", "RUNNING")]
+    task = asyncio.create_task(poller.run())
+    try:
+        await asyncio.sleep(1.0)
+        # fixed 0.01 s: ~100 polls; backing off 1.5x to 0.4 s: about a dozen
+        assert 3 <= src.snapshots <= 20, src.snapshots
+        before = src.snapshots
+        src.queue = [job("1", "alice", "RUNNING"), job("2", "alice", "PENDING")]
+        with pytest.raises(errors.NotFound):
+            cache.status_of("2", ALICE)  # just submitted: not in the cache yet
+        await _until(lambda: src.snapshots > before, "a miss hurried the poller", 0.3)
+        assert cache.status_of("2", ALICE).status.state is JobState.PENDING
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
