@@ -344,7 +344,7 @@ async def _until(cond: object, what: str, limit_s: float = 10.0) -> None:
 
 
 async def test_idle_poller_stops_asking_slurm_until_someone_reads() -> None:
-    # the facility day: a poller that asked once a second whether anyone waited or
+    # the facility day: a poller that asked once a second whether anyone read or
     # not cost the controller more than the agents it replaced
     src = Source()
     cache = StatusCache()
