@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 from tests.facility.cluster import helpers as conf
@@ -336,6 +336,28 @@ async def test_any_viewer_with_the_fields_will_do() -> None:
     assert len(cache.jobs_of(OtherViewer(3, "carol", is_staff=True))) == 2
 
 
+def _one_running_job(
+    idle_after_s: float | None = None, slow_s: float | None = None
+) -> tuple[Source, StatusCache, Poller]:
+    src = Source()
+    cache = StatusCache()
+    src.queue = [job("1", "alice", "RUNNING")]
+    poller = Poller(src, cache, LocalPublisher(cache), interval_s=0.01,
+                    idle_after_s=idle_after_s, slow_s=slow_s)  # fmt: skip
+    return src, cache, poller
+
+
+@contextlib.asynccontextmanager
+async def _running(poller: Poller) -> AsyncIterator[None]:
+    task = asyncio.create_task(poller.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 async def _until(cond: object, what: str, limit_s: float = 10.0) -> None:
     deadline = asyncio.get_running_loop().time() + limit_s
     while not cond():  # type: ignore[operator]
@@ -346,12 +368,8 @@ async def _until(cond: object, what: str, limit_s: float = 10.0) -> None:
 async def test_idle_poller_stops_asking_slurm_until_someone_reads() -> None:
     # the facility day: a poller that asked once a second whether anyone read or
     # not cost the controller more than the agents it replaced
-    src = Source()
-    cache = StatusCache()
-    poller = Poller(src, cache, LocalPublisher(cache), interval_s=0.01, idle_after_s=0.05)
-    src.queue = [job("1", "alice", "RUNNING")]
-    task = asyncio.create_task(poller.run())
-    try:
+    src, cache, poller = _one_running_job(idle_after_s=0.05)
+    async with _running(poller):
         await _until(lambda: poller.asleep, "the poller went idle")
         idle = src.snapshots
         await asyncio.sleep(0.2)  # twenty intervals without a reader
@@ -363,10 +381,6 @@ async def test_idle_poller_stops_asking_slurm_until_someone_reads() -> None:
         waiter = asyncio.create_task(cache.wait_change("1", ALICE, cache.seq, timeout_s=5))
         await asyncio.sleep(0.2)  # a waiter keeps it polling: each poll wakes it to look
         assert (await waiter).status.state is JobState.COMPLETED
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_scheduler_answers_leave_out_what_an_idle_poller_last_saw() -> None:
@@ -388,12 +402,8 @@ async def test_scheduler_answers_leave_out_what_an_idle_poller_last_saw() -> Non
 async def test_poller_backs_off_while_nothing_changes_and_hurries_for_a_new_job() -> None:
     # the facility day: the cluster's poller asked once a second while nothing
     # changed, more than the user daemons' pollers (0.5 s backing off to 5 s) did
-    src = Source()
-    cache = StatusCache()
-    poller = Poller(src, cache, LocalPublisher(cache), interval_s=0.01, slow_s=0.4)
-    src.queue = [job("1", "alice", "RUNNING")]
-    task = asyncio.create_task(poller.run())
-    try:
+    src, cache, poller = _one_running_job(slow_s=0.4)
+    async with _running(poller):
         await asyncio.sleep(1.0)
         # fixed 0.01 s: ~100 polls; backing off 1.5x to 0.4 s: about a dozen
         assert 3 <= src.snapshots <= 20, src.snapshots
@@ -403,7 +413,3 @@ async def test_poller_backs_off_while_nothing_changes_and_hurries_for_a_new_job(
             cache.status_of("2", ALICE)  # just submitted: not in the cache yet
         await _until(lambda: src.snapshots > before, "a miss hurried the poller", 0.3)
         assert cache.status_of("2", ALICE).status.state is JobState.PENDING
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
