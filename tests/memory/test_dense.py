@@ -61,6 +61,29 @@ def test_a_paraphrase_is_nearer_than_an_unrelated_lesson() -> None:
     assert float(q @ near) > float(q @ far) + 0.05
 
 
+def test_the_query_vector_carries_the_vocabulary_words_for_its_own() -> None:
+    """A question in everyday words is embedded with the facility's words for them.
+
+    Without them "standby nodes" is nearer an unrelated lesson about interactive
+    sessions than the preempt partition's lesson; with them it is the other way.
+    """
+    from tenantry.memory import vocab
+
+    m = model()
+    preempt = m.embed_one(
+        "preempt partition: idle nodes for free, but jobs can be requeued at any time."
+        " Submit with -p preempt; a preempted job is requeued."
+    )
+    other = m.embed_one("Interactive session on a compute node: salloc then srun --pty bash")
+    q = "which jobs run on the standby nodes"
+    text = retrieval.dense_text(q, vocab.DEFAULT)
+    assert text.startswith(q) and "preempt" in text
+    plain, carried = m.embed_one(q), m.embed_one(text)
+    assert float(plain @ preempt) < float(plain @ other)
+    assert float(carried @ preempt) > float(carried @ other) + 0.1
+    assert retrieval.dense_text("sbatch: error: Invalid qos", vocab.DEFAULT).endswith("qos")
+
+
 async def test_vectors_persist_and_reopen_without_embedding_again(tmp_path: Path) -> None:
     async with LessonStore(tmp_path / "m.sqlite3") as store:
         await store.add_many(fixture_lessons(), "test")

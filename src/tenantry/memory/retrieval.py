@@ -131,6 +131,18 @@ def fuse(
     return [(lessons[i], score[i]) for i in order]
 
 
+def dense_text(text: str, expander: vocab.Expander) -> str:
+    """The text whose vector stands for the query: its words and the vocabulary's words for them.
+
+    A short question in everyday words ("compute hours") and a lesson in the
+    facility's words (allocation, sshare) sit far apart in a static model; the
+    expansion table's words for the query's own, appended as written, pull the
+    query's vector towards the lessons that use them (see bench/memory.md).
+    """
+    added = expander.phrases(text)
+    return text + " " + " ".join(added) if added else text
+
+
 def choose_terms(store: LessonStore, text: str) -> list[str]:
     """The terms of ``text`` worth asking FTS5 for (see ``choose_words``)."""
     return choose_words(store, terms.query_terms(text))
@@ -315,7 +327,7 @@ async def search(
     qvec = None
     if vectors is not None:
         await vectors.sync(store, SYNC_INLINE)
-        qvec = vectors.embedder.embed_one(text)
+        qvec = vectors.embedder.embed_one(dense_text(text, expander or vocab.DEFAULT))
     dense: Dense | None = None
     if vectors is not None and qvec is not None:
         index, query_vec = vectors, qvec

@@ -146,7 +146,7 @@ async def search(
     qvec = None
     if vectors is not None:
         await vectors.sync(store, retrieval.SYNC_INLINE)
-        qvec = vectors.embedder.embed_one(text)
+        qvec = vectors.embedder.embed_one(retrieval.dense_text(text, expander or vocab.DEFAULT))
     dense: Dense | None = None
     if vectors is not None and qvec is not None:
         index, query_vec = vectors, qvec
