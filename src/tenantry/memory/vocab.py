@@ -217,13 +217,56 @@ _DOCS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _literal_heads(pattern: str) -> tuple[str, ...] | None:
+    """Lower-case words every match of ``pattern`` contains, one per top-level alternative.
+
+    ``bill(?:ing)?|costs?`` -> ("bill", "cost"): a text containing none of them
+    cannot match, so the regex is skipped (most rules, for most queries). None
+    when some alternative does not start with a literal of two or more letters.
+    """
+    alternatives, depth, cur = [], 0, ""
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            cur += pattern[i : i + 2]
+            i += 2
+            continue
+        depth += c == "("
+        depth -= c == ")"
+        if c == "|" and depth == 0:
+            alternatives.append(cur)
+            cur = ""
+        else:
+            cur += c
+        i += 1
+    alternatives.append(cur)
+    heads = []
+    for alt in alternatives:
+        alt = alt.removeprefix("\\b")
+        lit = ""
+        for j, c in enumerate(alt):
+            if not (c.isalnum() or c in " _-'"):
+                break
+            if j + 1 < len(alt) and alt[j + 1] in "?*{":
+                break  # an optional character ends the part every match has
+            lit += c
+        if len(lit) < 2:
+            return None
+        heads.append(lit.lower())
+    return tuple(heads)
+
+
 class Expander:
     """Compiled expansion table: default entries plus the facility's own."""
 
     def __init__(
         self, entries: Iterable[tuple[str, str]] = (*_DEFAULT, *_GLOSSARY, *_DOCS)
     ) -> None:
-        self._rules = [(re.compile(p, re.IGNORECASE), terms.terms(t), t) for p, t in entries]
+        self._rules = [
+            (re.compile(p, re.IGNORECASE), _literal_heads(p), terms.terms(t), t) for p, t in entries
+        ]
+        self._last: tuple[str, list[int]] = ("", [])
 
     @classmethod
     def with_file(cls, path: str | Path | None) -> Expander:
@@ -236,20 +279,32 @@ class Expander:
                     entries.append((pattern.strip(), added.strip()))
         return cls(entries)
 
+    def _matching(self, text: str) -> list[int]:
+        """Indexes of the rules ``text`` matches (the last text's answer is kept)."""
+        if self._last[0] == text and text:
+            return self._last[1]
+        low = text.lower()
+        hits = [
+            i
+            for i, (pattern, heads, _, _) in enumerate(self._rules)
+            if (heads is None or any(h in low for h in heads)) and pattern.search(text)
+        ]
+        self._last = (text, hits)
+        return hits
+
     def expand(self, text: str) -> list[str]:
         """Processed terms the query's own words imply (those it lacks, first-seen order)."""
         own = set(terms.terms(text))
         out: dict[str, None] = {}
-        for pattern, added, _ in self._rules:
-            if pattern.search(text):
-                for t in added:
-                    if t not in own:
-                        out[t] = None
+        for i in self._matching(text):
+            for t in self._rules[i][2]:
+                if t not in own:
+                    out[t] = None
         return list(out)
 
     def phrases(self, text: str) -> list[str]:
         """The table's words (as written, unprocessed) for the entries ``text`` matches."""
-        return [raw for pattern, _, raw in self._rules if pattern.search(text)]
+        return [self._rules[i][3] for i in self._matching(text)]
 
 
 DEFAULT = Expander()
