@@ -339,6 +339,7 @@ async def search(
 
     def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
         ranked: list[tuple[Lesson, float]] = []
+        seen: dict[int, Lesson] = {}
         if words:
             ranked = _bm25(
                 conn,
@@ -348,6 +349,7 @@ async def search(
                 dense=dense,
                 prefetch=prefetch,
                 common=[top_postings(conn, store, w) for w in common],
+                decoded=seen,
             )
         if expanded and expanded != words:
             more = _bm25(
@@ -358,11 +360,19 @@ async def search(
                 dense=dense,
                 prefetch=prefetch,
                 common=[top_postings(conn, store, w) for w in expanded_common],
+                decoded=seen,
             )
             ranked = fuse(ranked, more, W_EXPANDED)
         if tier_words and starved:
             tier = _bm25(
-                conn, terms.fts_query(tier_words), cond, args, "trusted_fts", dense, prefetch
+                conn,
+                terms.fts_query(tier_words),
+                cond,
+                args,
+                "trusted_fts",
+                dense,
+                prefetch,
+                decoded=seen,
             )
             ranked = fuse(ranked, tier, W_TIER)
         extra: list[Lesson] = []
@@ -425,6 +435,7 @@ def _bm25(
     dense: Dense | None = None,
     prefetch: int = PREFETCH,
     common: Sequence[dict[int, float]] = (),
+    decoded: dict[int, Lesson] | None = None,
 ) -> list[tuple[Lesson, float]]:
     """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass.
 
@@ -436,6 +447,9 @@ def _bm25(
     With ``dense`` the ``POOL`` kept of the visible prefetched hits are the best by
     BM25 rank and dense rank fused (RRF), not by BM25 alone: among many lessons
     sharing the query's words, the ones that mean the same survive the cut.
+
+    ``decoded`` (store seq -> lesson) is shared by the lists of one query, so a
+    lesson several of them find is read and decoded once.
     """
     bm25 = _BM25.replace("lessons_fts", table)
     top = conn.execute(
@@ -465,12 +479,16 @@ def _bm25(
             best = best[:POOL]
             if not best:
                 return []
-            rows = conn.execute(
-                f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
-                f" WHERE l.seq IN ({','.join('?' * len(best))})",
-                best,
-            ).fetchall()
-            found = [(row_to_lesson(r), scores[int(r["seq"])]) for r in rows]
+            memo = decoded if decoded is not None else {}
+            need = [seq for seq in best if seq not in memo]
+            if need:
+                rows = conn.execute(
+                    f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
+                    f" WHERE l.seq IN ({','.join('?' * len(need))})",
+                    need,
+                ).fetchall()
+                memo.update((int(r["seq"]), row_to_lesson(r)) for r in rows)
+            found = [(memo[seq], scores[seq]) for seq in best if seq in memo]
             found.sort(key=lambda x: x[1], reverse=True)
             return found
     joined = conn.execute(
