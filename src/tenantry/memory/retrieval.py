@@ -35,7 +35,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from tenantry.core.models import Principal
-from tenantry.memory import signature, terms, vocab
+from tenantry.memory import postings, signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
 from tenantry.memory.vectors import VectorIndex
@@ -458,11 +458,7 @@ def _bm25(
     ).fetchall()
     scores = {int(r[0]): -float(r[1]) for r in top}
     if common:
-        for postings in common:
-            for seq, x in postings.items():
-                scores[seq] = scores.get(seq, 0.0) + x
-        keep = sorted(scores, key=scores.__getitem__, reverse=True)[:prefetch]
-        scores = {seq: scores[seq] for seq in keep}
+        scores = postings.merge(scores, common, prefetch)
     if scores:
         marks = ",".join("?" * len(scores))
         visible = [
