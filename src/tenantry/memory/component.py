@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import Any
+from typing import Any, Unpack
 
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied
 from tenantry.core.events import Event, EventType, Subscription
@@ -221,36 +221,8 @@ class MemoryService:
         return d
 
     # -- writes --------------------------------------------------------------------
-    async def remember(
-        self,
-        principal: Principal,
-        *,
-        title: str,
-        body: str,
-        kind: Kind = Kind.FACT,
-        scope: Scope = Scope.USER,
-        subject: dict[str, str] | None = None,
-        error_signature: str = "",
-        evidence: list[str] | None = None,
-        derived_from: list[Source] | None = None,
-        claim: dict[str, Any] | None = None,
-        ttl_days: float | None = None,
-        status: Status = Status.ACTIVE,
-    ) -> Lesson:
-        les = self.build(
-            principal,
-            title=title,
-            body=body,
-            kind=kind,
-            scope=scope,
-            subject=subject,
-            error_signature=error_signature,
-            evidence=evidence,
-            derived_from=derived_from,
-            claim=claim,
-            ttl_days=ttl_days,
-            status=status,
-        )
+    async def remember(self, principal: Principal, **fields: Unpack[rules.LessonFields]) -> Lesson:
+        les = self.build(principal, **fields)
         await self.store.add(les, principal.key)
         await self._emit(
             EventType.MEMORY_REMEMBER,
@@ -264,7 +236,7 @@ class MemoryService:
             self._spawn(self.verify_one(les.id, actor="probe"))
         return les
 
-    def build(self, principal: Principal, **fields: Any) -> Lesson:
+    def build(self, principal: Principal, **fields: Unpack[rules.LessonFields]) -> Lesson:
         """A new lesson as this principal may write it (see ``rules.build``)."""
         return rules.build(principal, staff=self.is_staff(principal), **fields)
 
