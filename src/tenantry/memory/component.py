@@ -26,7 +26,7 @@ from typing import Any, Unpack
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied
 from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.models import AgentProduct, Principal
-from tenantry.core.tasks import TaskGroup
+from tenantry.core.tasks import TaskGroup, every
 from tenantry.memory import curation, embedding, retrieval, rules, signature, terms, vocab
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
@@ -114,7 +114,9 @@ class MemoryService:
         self._spawn(retrieval.warm_top_postings(self._store))
         self._subscription.open(self.runtime.bus, self._on_event)
         if self.settings.memory_verify_interval_s > 0:
-            self._sweeper = asyncio.create_task(self._sweep_loop())
+            interval = self.settings.memory_verify_interval_s
+            sweep = every(interval, self.sweep, log, "memory verification sweep")
+            self._sweeper = asyncio.create_task(sweep)
 
     async def aclose(self) -> None:
         self._subscription.close()
@@ -491,14 +493,6 @@ class MemoryService:
                 await self.store.transition(les.id, "sweep", "expired", status=Status.STALE)
                 out.append({"id": les.id, "result": "expired", "detail": "TTL lapsed"})
         return out
-
-    async def _sweep_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.memory_verify_interval_s)
-            try:
-                await self.sweep()
-            except Exception:
-                log.exception("memory verification sweep failed")
 
     # -- capture -------------------------------------------------------------------
     async def _on_event(self, event: Event) -> None:
