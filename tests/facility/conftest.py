@@ -107,6 +107,14 @@ class User:
     def work(self) -> Path:
         return self.home / "work"
 
+    def script(self, name: str, body: str) -> str:
+        """An executable ``#!/bin/sh`` script NAME in this user's work dir, owned by them."""
+        path = self.work / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        os.chown(path, self.uid, self.gid)
+        path.chmod(0o755)
+        return name
+
     def env(self, agent: bool) -> dict[str, str]:
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
