@@ -42,9 +42,7 @@ class FacilityLink(FacilityChannel):
         " `systemctl status tenantry-facility`"
     )
 
-    def __init__(self, address: str, timeout_s: float) -> None:
-        super().__init__(address, timeout_s)
-        self._http: httpx.AsyncClient | None = None
+    _http: httpx.AsyncClient | None = None  # opened on the first call
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
