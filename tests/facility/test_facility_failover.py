@@ -92,16 +92,10 @@ def replicas(slurm: None, pg_database: str) -> Iterator[Replicas]:
         b = _second_replica(a, url)
         b.start()
         alice = a.users["tt-alice"]
-        home = a.base / "users" / "tt-alice-on-b"
-        for d in (home, home / "state", home / "work"):
-            d.mkdir(mode=0o700)
-            os.chown(d, alice.uid, alice.gid)
-        alice_b = User(alice.name, alice.uid, alice.gid, home, b.socket)
         try:
-            alice_b.start()
-            yield Replicas(a, b, alice, alice_b)
+            with alice.second_daemon(a.base / "users" / "tt-alice-on-b", b.socket) as alice_b:
+                yield Replicas(a, b, alice, alice_b)
         finally:
-            alice_b.stop()
             b.stop()
 
 

@@ -55,17 +55,9 @@ def facility_tcp(slurm: None, tcp_port: int) -> Iterator[Facility]:
 @pytest.fixture(scope="module")
 def alice_b(facility_tcp: Facility, tcp_port: int) -> Iterator[User]:
     """tt-alice's second daemon, on "another login node": over TCP + MUNGE."""
-    a = facility_tcp.users["tt-alice"]
     home = facility_tcp.base / "users" / "tt-alice-node-b"
-    for d in (home, home / "state", home / "work"):
-        d.mkdir(mode=0o700)
-        os.chown(d, a.uid, a.gid)
-    user = User(a.name, a.uid, a.gid, home, f"munge://127.0.0.1:{tcp_port}")
-    user.start()
-    try:
-        yield user
-    finally:
-        user.stop()
+    with facility_tcp.users["tt-alice"].second_daemon(home, f"munge://127.0.0.1:{tcp_port}") as b:
+        yield b
 
 
 def _codec_of(name: str) -> MungeCodec:
