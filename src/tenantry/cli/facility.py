@@ -105,14 +105,7 @@ def register(sub: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from tenantry.gateway.facility import run
 
-    settings = settings_from(args)
-    if args.listen:
-        settings = settings.replace(facility_socket=args.listen)
-    if args.http:
-        settings = settings.replace(http=args.http)
-    if args.tcp:
-        settings = settings.replace(facility_tcp=args.tcp)
-    return run(settings)
+    return run(settings_from(args, facility_socket="listen", http="http", facility_tcp="tcp"))
 
 
 def _install(args: argparse.Namespace) -> int:
