@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from tenantry.backends import slurm_parse as sp
 from tenantry.backends.slurm_tools import run_slurm_tool
@@ -89,18 +89,7 @@ class Limits:
     partition_max_time_s: int
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "user": self.user,
-            "account": self.account,
-            "partition": self.partition,
-            "max_wall_s": self.max_wall_s,
-            "max_jobs": self.max_jobs,
-            "max_submit_jobs": self.max_submit_jobs,
-            "max_tres": self.max_tres,
-            "qos": list(self.qos),
-            "qos_wall_s": dict(self.qos_wall_s),
-            "partition_max_time_s": self.partition_max_time_s,
-        }
+        return {**asdict(self), "qos": list(self.qos)}  # the fields in order; lists in JSON
 
 
 def _opt_int(text: str) -> int | None:
