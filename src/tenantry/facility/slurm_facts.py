@@ -23,11 +23,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from tenantry.backends import slurm_parse as sp
 from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
+from tenantry.core.models import wire_dict
 from tenantry.safety.policy import slurmfacts as sf
 
 __all__ = [
@@ -89,7 +90,7 @@ class Limits:
     partition_max_time_s: int
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "qos": list(self.qos)}  # the fields in order; lists in JSON
+        return wire_dict(self, qos=list(self.qos))
 
 
 def _opt_int(text: str) -> int | None:
