@@ -249,10 +249,13 @@ def to_dict(msg: Message) -> dict[str, Any]:
 
 def encode(msg: Message) -> bytes:
     """One message as one line of JSON, newline included."""
-    body = {"v": VERSION, "t": msg.t, **to_dict(msg)}
+    return _line(msg.t, {"v": VERSION, "t": msg.t, **to_dict(msg)})
+
+
+def _line(t: str, body: dict[str, Any]) -> bytes:
     line = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     if len(line) >= MAX_LINE:
-        raise PilotProtocolError(f"{msg.t} message of {len(line)} bytes exceeds {MAX_LINE}")
+        raise PilotProtocolError(f"{t} message of {len(line)} bytes exceeds {MAX_LINE}")
     return line + b"\n"
 
 
@@ -443,13 +446,17 @@ def decode(line: bytes) -> Message:
     """Parse and validate one line (with or without its newline)."""
     if len(line) > MAX_LINE:
         raise PilotProtocolError(f"message of {len(line)} bytes exceeds {MAX_LINE}")
+    return from_dict(_object(line))
+
+
+def _object(line: bytes) -> dict[str, Any]:
     try:
         d = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PilotProtocolError(f"pilot message is not JSON: {exc}") from exc
     if not isinstance(d, dict):
         raise PilotProtocolError("pilot message must be a JSON object")
-    return from_dict(d)
+    return d
 
 
 # -- sealed links (every message authenticated) ---------------------------------------
@@ -473,18 +480,10 @@ class Seal:
         self.send_n += 1
         body = {"v": VERSION, "t": msg.t, **to_dict(msg), "n": self.send_n}
         body["mac"] = self.mac(self.me, body)
-        line = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        if len(line) >= MAX_LINE:
-            raise PilotProtocolError(f"{msg.t} message of {len(line)} bytes exceeds {MAX_LINE}")
-        return line + b"\n"
+        return _line(msg.t, body)
 
     def open(self, line: bytes) -> Message:
-        try:
-            d = json.loads(line)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise PilotProtocolError(f"pilot message is not JSON: {exc}") from exc
-        if not isinstance(d, dict):
-            raise PilotProtocolError("pilot message must be a JSON object")
+        d = _object(line)
         given = d.pop("mac", None)
         if given is None and d.get("t") == "reject":
             return from_dict(d)
