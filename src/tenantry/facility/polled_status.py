@@ -25,11 +25,13 @@ class PolledScheduler:
         out: dict[str, JobUpdate] = {}
         for bid in backend_ids:
             try:
-                st = self.status.status_of(bid, viewer).status
+                view = self.status.status_of(bid, viewer)
             except (errors.NotFound, errors.Unavailable):
                 continue
+            st = view.status
             if not viewer.is_staff and st.user != viewer.user:
                 continue  # the cache's own visibility already says so; never another's
             code = st.exit_code if st.state.terminal else None
-            out[bid] = JobUpdate(bid, st.state, exit_code=code, reason=st.reason)
+            age = {"staleness_s": round(view.staleness_s, 3)}  # how old the poll it reflects is
+            out[bid] = JobUpdate(bid, st.state, exit_code=code, reason=st.reason, extra=age)
         return out
