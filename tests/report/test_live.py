@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tenantry.core.errors import UsageError
+from tenantry.core.models import JobState
 from tenantry.report import live
 from tenantry.store.live_rows import LiveRows
 
@@ -27,15 +28,14 @@ def test_jobs_of_keeps_each_users_job_apart_and_its_last_state() -> None:
         _ev("job.state", "ann/codex/s1", "t1", 80.0, "COMPLETED", elapsed_s=60.0),
     ]
     ann, bob = live.jobs_of(events)
-    assert (ann.key, ann.state, ann.cpus, ann.start, ann.end, ann.elapsed_s) == (
+    assert (ann.id, ann.state, ann.resources.cpus, ann.started_at, ann.ended_at) == (
         "ann:t1",
-        "COMPLETED",
+        JobState.COMPLETED,
         4,
         20.0,
         80.0,
-        60.0,
     )
-    assert (bob.key, bob.state, bob.name) == ("bob:t1", "PENDING", "b")
+    assert (bob.id, bob.state, bob.name) == ("bob:t1", JobState.PENDING, "b")
 
 
 def test_breakdown_counts_agent_and_human_per_user_project_product_and_hour() -> None:
@@ -76,9 +76,9 @@ def test_breakdown_counts_agent_and_human_per_user_project_product_and_hour() ->
     assert berlin["hour_of_week"]["agent"][0][10] == 3
 
 
-def test_tag_marks_agent_jobs_as_evidence() -> None:
-    assert "codex" in live.tag("ann", "codex", "s1")
-    assert live.tag("ann", "no-such-agent", "") != live.tag("ann", "human", "")
+def test_a_state_this_version_does_not_know_is_unknown_and_not_an_end() -> None:
+    (job,) = live.jobs_of([_ev("job.state", "ann/codex/s1", "t9", 5.0, "WEIRD")])
+    assert job.state is JobState.UNKNOWN and job.ended_at is None  # not an end
 
 
 def test_zone_must_exist() -> None:

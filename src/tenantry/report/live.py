@@ -25,9 +25,8 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from tenantry.core import attribution
 from tenantry.core.errors import UsageError
-from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.models import Job, JobState, Principal, Resources
 from tenantry.service.ops import OpContext, op, param
 from tenantry.store import live_rows
 from tenantry.store.live_rows import LiveRows
@@ -52,59 +51,40 @@ class Row:
         return "human" if self.agent == "human" else "agent"
 
 
-def split_key(key: str) -> tuple[str, str, str]:
-    """``user/agent/session`` -> parts (``-`` session -> empty)."""
-    user, _, rest = key.partition("/")
-    agent, _, session = rest.partition("/")
-    return user, agent or "human", "" if session == "-" else session
-
-
-@dataclass(slots=True)
-class Job:
-    key: str
-    principal: str
-    submit: float
-    name: str = ""
-    account: str = ""
-    cpus: int = 1
-    gpus: int = 0
-    state: str = "PENDING"
-    start: float | None = None
-    end: float | None = None
-    elapsed_s: float = 0.0
+def _state(text: str) -> JobState:
+    try:
+        return JobState(text.upper())
+    except ValueError:
+        return JobState.UNKNOWN
 
 
 def jobs_of(events: Iterable[dict[str, Any]]) -> list[Job]:
-    """Each job's last view from its ``job.*`` events (keyed ``user:job_id``), by submission."""
+    """Each job's last view from its ``job.*`` events (``id`` = ``user:job_id``), by submission."""
     jobs: dict[str, Job] = {}
     for ev in events:
-        user = str(ev["principal"]).split("/", 1)[0]
-        key = f"{user}:{ev['subject']}"
-        data = ev.get("data") or {}
+        principal, ts, data = str(ev["principal"]), float(ev["ts"]), ev.get("data") or {}
+        key = f"{principal.split('/', 1)[0]}:{ev['subject']}"
         job = jobs.get(key)
         if job is None:
-            job = jobs[key] = Job(key, str(ev["principal"]), float(ev["ts"]))
-        res = data.get("resources")
-        if isinstance(res, dict):
-            job.cpus = int(res.get("cpus") or job.cpus)
-            job.gpus = int(res.get("gpus") or 0)
-            job.account = str(res.get("account") or job.account)
+            job = jobs[key] = Job(key, "facility", "", JobState.PENDING, principal, -1)
+            job.submitted_at = ts
+        if isinstance(data.get("resources"), dict):
+            job.resources = Resources.from_dict(data["resources"])
         if ev["type"] == "job.submitted":
             job.name = str(data.get("name") or "")
         elif ev["type"] == "job.state" and ev.get("outcome"):
-            job.state = str(ev["outcome"]).upper()
-            if job.state == "RUNNING" and job.start is None:
-                job.start = float(ev["ts"])
-            elapsed = data.get("elapsed_s")
-            if job.state not in ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED"):
-                job.end = float(ev["ts"])
-                if isinstance(elapsed, int | float) and job.start is not None:
-                    job.elapsed_s = max(0.0, float(elapsed))
-    return sorted(jobs.values(), key=lambda j: j.submit)
+            job.state = _state(str(ev["outcome"]))
+            if job.state is JobState.RUNNING and job.started_at is None:
+                job.started_at = ts
+            if job.state.terminal:
+                job.ended_at = ts
+    return sorted(jobs.values(), key=lambda j: j.submitted_at)
 
 
 def rows_of(rows: LiveRows, jobs: list[Job]) -> list[Row]:
     """Commands and submissions with their principal's agent product and project."""
+    from tenantry.report.ingest_telemetry import split_key
+
     project = {str(s["principal"]): str(s["project"] or "") for s in rows.sessions}
     out: list[Row] = []
     for c in rows.commands:
@@ -113,8 +93,8 @@ def rows_of(rows: LiveRows, jobs: list[Job]) -> list[Row]:
         out.append(Row("command", user, agent, session, where, float(c["started_at"])))
     for j in jobs:
         user, agent, session = split_key(j.principal)
-        where = project.get(j.principal, "") or j.account
-        out.append(Row("job", user, agent, session, where, j.submit))
+        where = project.get(j.principal, "") or j.resources.account
+        out.append(Row("job", user, agent, session, where, j.submitted_at))
     return out
 
 
@@ -180,27 +160,12 @@ def breakdown(rows: list[Row], sessions: list[dict[str, Any]], zone: str) -> dic
     }
 
 
-def tag(user: str, agent: str, session: str) -> str:
-    """The attribution tag a job of this principal carries (the classifier's evidence)."""
-    try:
-        product = AgentProduct(agent)
-    except ValueError:
-        product = AgentProduct.OTHER_AGENT
-    return attribution.encode(Principal(uid=-1, user=user, agent=product, session=session))
-
-
 def dataset(rows: LiveRows, jobs: list[Job]) -> Any:
     """The report's ``Dataset`` of these rows (polars loads here, off the event loop)."""
     import polars as pl
 
-    from tenantry.report.schema import (
-        COMMAND_SCHEMA,
-        JOB_SCHEMA,
-        SESSION_SCHEMA,
-        Dataset,
-        IngestStats,
-        conform,
-    )
+    from tenantry.report import schema as sc
+    from tenantry.report.ingest_telemetry import split_key, tag
 
     def ts(v: float | None) -> datetime | None:
         return None if v is None else datetime.fromtimestamp(v, tz=UTC)
@@ -215,23 +180,24 @@ def dataset(rows: LiveRows, jobs: list[Job]) -> Any:
     job_rows = []
     for j in jobs:
         user, agent, session = split_key(j.principal)
+        ran = j.ended_at - j.started_at if j.ended_at and j.started_at else 0.0
         job_rows.append(
-            {"source": SOURCE, "cluster": SOURCE, "job_id": j.key, "submission_id": j.key,
-             "user": user, "account": j.account, "name": j.name, "state": j.state,
-             "submit": ts(j.submit), "start": ts(j.start), "end": ts(j.end),
-             "elapsed_s": int(j.elapsed_s), "cpus": j.cpus, "gpus": j.gpus,
-             "comment": tag(user, agent, session)}
+            {"source": SOURCE, "cluster": SOURCE, "job_id": j.id, "submission_id": j.id,
+             "user": user, "account": j.resources.account, "name": j.name,
+             "state": j.state.value, "submit": ts(j.submitted_at), "start": ts(j.started_at),
+             "end": ts(j.ended_at), "elapsed_s": int(ran), "cpus": j.resources.cpus,
+             "gpus": j.resources.gpus, "comment": tag(user, agent, session)}
         )  # fmt: skip
     sessions = [
         {"user": s["user"], "agent": s["agent"], "session": s["session"]} for s in rows.sessions
     ]
-    stats = IngestStats(source="facility service (live)", kind="live", records=len(job_rows))
+    stats = sc.IngestStats(source="facility service (live)", kind="live", records=len(job_rows))
     stats.namespace = SOURCE
     stats.notes.append(f"{len(sessions)} sessions, {len(commands)} commands")
-    return Dataset(
-        jobs=conform(pl.DataFrame(job_rows, schema=JOB_SCHEMA), JOB_SCHEMA),
-        commands=conform(pl.DataFrame(commands, schema=COMMAND_SCHEMA), COMMAND_SCHEMA),
-        sessions=conform(pl.DataFrame(sessions, schema=SESSION_SCHEMA), SESSION_SCHEMA),
+    return sc.Dataset(
+        jobs=sc.conform(pl.DataFrame(job_rows, schema=sc.JOB_SCHEMA), sc.JOB_SCHEMA),
+        commands=sc.conform(pl.DataFrame(commands, schema=sc.COMMAND_SCHEMA), sc.COMMAND_SCHEMA),
+        sessions=sc.conform(pl.DataFrame(sessions, schema=sc.SESSION_SCHEMA), sc.SESSION_SCHEMA),
         stats=[stats],
     )
 
