@@ -25,6 +25,8 @@ examples:
   sudo systemctl enable --now tenantry-facility  start it (or tenantry-facility-start)
   tenantry serve --facility /run/tenantry/facility.sock   a user's daemon in facility mode
   tenantry facility status                       who the facility says you are
+  tenantry facility dashboard                    your login link to its dashboard
+  tenantry report --live                         the facility's characterization report
 """
 
 
