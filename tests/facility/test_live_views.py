@@ -127,6 +127,17 @@ def test_a_normal_users_live_report_holds_only_their_rows(facility: Facility) ->
     assert refused.rc != 0 and refused.data["error"]["code"] == "policy_denied"
 
 
+def test_live_report_renders_as_the_file_report_does(facility: Facility) -> None:
+    carol = facility.users["tt-carol"]
+    table = carol.call("report", "--live", json_flag=False)
+    assert table.rc == 0, table.stderr
+    assert "Agent share" in table.data and "Per user" in table.data and "tt-bob" in table.data
+    md = carol.call("report", "--live", "--format", "md", "--out", "-", json_flag=False)
+    assert md.rc == 0 and md.data.startswith("#"), md.stderr
+    mixed = carol.call("report", "--live", "jobs.txt", json_flag=False)
+    assert mixed.rc != 0 and "--live reads the facility service" in mixed.stderr
+
+
 def test_live_report_help_teaches_it(facility: Facility) -> None:
     res = facility.users["tt-alice"].call("report", "--help", json_flag=False)
     assert res.rc == 0
