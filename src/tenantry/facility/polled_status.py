@@ -25,13 +25,13 @@ class PolledScheduler:
         out: dict[str, JobUpdate] = {}
         for bid in backend_ids:
             try:
-                view = self.status.status_of(bid, viewer)
+                st = self.status.status_of(bid, viewer).status
             except (errors.NotFound, errors.Unavailable):
                 continue
-            st = view.status
             if not viewer.is_staff and st.user != viewer.user:
                 continue  # the cache's own visibility already says so; never another's
             code = st.exit_code if st.state.terminal else None
-            age = {"staleness_s": round(view.staleness_s, 3)}  # how old the poll it reflects is
-            out[bid] = JobUpdate(bid, st.state, exit_code=code, reason=st.reason, extra=age)
+            age = self.status.status_of(bid, viewer).staleness_s  # of the poll it reflects
+            extra = {"staleness_s": round(age, 3)}
+            out[bid] = JobUpdate(bid, st.state, exit_code=code, reason=st.reason, extra=extra)
         return out
