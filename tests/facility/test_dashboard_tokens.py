@@ -31,3 +31,17 @@ def test_scheduler_status_carries_the_pollers_staleness_when_it_has_one() -> Non
     polled = JobUpdate("7", JobState.RUNNING, extra={"staleness_s": 0.4})
     assert update_to_wire(polled)["staleness_s"] == 0.4
     assert "staleness_s" not in update_to_wire(JobUpdate("7", JobState.RUNNING))
+
+
+async def test_the_cluster_pollers_answers_say_how_old_they_are() -> None:
+    from tenantry.facility.polled_status import PolledScheduler
+    from tenantry.facility.poller import JobStatus, StatusCache
+    from tenantry.facility.seams import Viewer
+
+    now = [100.0]
+    cache = StatusCache(clock=lambda: now[0])
+    cache.absorb([JobStatus("101", "alice", JobState.RUNNING, seq=1, observed_at=100.0)])
+    cache.mark_polled(100.0)
+    now[0] = 100.75
+    found = await PolledScheduler(cache).query(["101"], Viewer(1, "alice"))
+    assert update_to_wire(found["101"])["staleness_s"] == 0.75
