@@ -186,6 +186,7 @@ def test_dashboard_staff_see_every_user_and_a_user_only_their_own(facility: Faci
     status, _, page = staff.get("/facility")
     assert status == 200 and _facility_rows(page) == {"tt-alice", "tt-bob"}
     assert "every user" in page and PROJECT in page and "claude-code" in page
+    assert 'href="/sessions?' in page and 'href="/facility?' in page  # the whole menu
     assert staff.get("/sessions")[0] == 200  # staff open the whole facility's pages
 
     own = Browser(facility)
@@ -196,6 +197,7 @@ def test_dashboard_staff_see_every_user_and_a_user_only_their_own(facility: Faci
     assert (status, where) == (200, "/facility")  # a user lands on their own view
     assert _facility_rows(page) == {"tt-alice"} and "tt-bob" not in page
     assert "your own rows (tt-alice)" in page
+    assert 'href="/sessions?' not in page and 'href="/facility?' in page  # her menu: this page
     for path in ("/sessions", "/activity", "/policy", "/report"):
         status, _, page = own.get(path)
         assert status == 403 and "tt-bob" not in page, path

@@ -15,16 +15,24 @@ from starlette.requests import Request
 
 from tenantry.core.errors import TenantryError
 from tenantry.gateway.dashboard.auth import Viewer
-from tenantry.gateway.dashboard.render import card, e, table, tile
+from tenantry.gateway.dashboard.render import PAGES, card, e, table, tile
 from tenantry.report.live import live
 from tenantry.service.ops import OpContext
 from tenantry.service.runtime import Runtime
 from tenantry.store import telemetry as data
 
-OWN_PAGES = ("/facility",)  # the pages a viewer who sees only their own rows may open
+FACILITY = ("/facility", "Facility")
+OWN_PAGES = (FACILITY[0],)  # the pages a viewer who sees only their own rows may open
 COUNTS = ("agent_commands", "human_commands", "agent_jobs", "human_jobs")
 DAYS = ("agent commands", "human commands", "agent jobs", "human jobs")
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def nav_of(viewer: Viewer, rt: Runtime) -> tuple[tuple[str, str], ...]:
+    """The menu: every page for who sees everyone (plus this one in facility mode), else this."""
+    if not viewer.everyone:
+        return (FACILITY,)
+    return (*PAGES, FACILITY) if rt.identify is not None else PAGES
 
 
 def own_only(viewer: Viewer) -> str:

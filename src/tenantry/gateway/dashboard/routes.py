@@ -34,7 +34,7 @@ from tenantry.gateway.dashboard.auth import (
     safe_next,
     secure,
 )
-from tenantry.gateway.dashboard.facility_page import OWN_PAGES, own_only, page_facility
+from tenantry.gateway.dashboard.facility_page import OWN_PAGES, nav_of, own_only, page_facility
 from tenantry.gateway.dashboard.pages import (
     SCOPE_CHOICES,
     page_activity,
@@ -86,7 +86,7 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
             w, hours = window_of(request)
             await rt.journal.flush()  # the journal batches telemetry: read everything emitted
             body = await fn(request, rt, w)
-            return secure(HTMLResponse(frame(request, rt, title, body, hours)))
+            return secure(HTMLResponse(frame(request, rt, title, body, hours, nav_of(viewer, rt))))
 
         return endpoint
 
