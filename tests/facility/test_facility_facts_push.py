@@ -1,0 +1,113 @@
+"""Facility mode end to end: Slurm's associations decide a claimed account; job changes
+are pushed to the executors, which then do not poll the service.
+
+The Slurm account ``tt_i16e_proj`` is created with an association for ``tt-alice``
+only (idempotently, and kept: removing it could break a test running alongside);
+``tt-bob`` has none. Needs root, Slurm with accounting; see conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import Facility, User, _run, running_facility, wait_until
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+PROJECT = "tt_i16e_proj"  # alice's only; bob has no association with it
+
+
+def ensure_project() -> None:
+    have = _run(["sacctmgr", "-nP", "show", "account", PROJECT, "format=account"])
+    if PROJECT not in have.stdout.split():
+        _run(["sacctmgr", "-i", "add", "account", PROJECT, "description=tenantry-test"])
+    assoc = _run(["sacctmgr", "-nP", "show", "assoc", f"account={PROJECT}", "format=user"])
+    if "tt-alice" not in assoc.stdout.split():
+        _run(["sacctmgr", "-i", "add", "user", "tt-alice", f"account={PROJECT}"])
+
+
+@pytest.fixture(scope="module")
+def fac(slurm: None) -> Iterator[Facility]:
+    if os.geteuid() == 0:
+        ensure_project()  # before the service starts: its first read of the facts has it
+    with running_facility() as f:
+        yield f
+
+
+def service_op(fac: Facility, op: str) -> dict[str, Any]:
+    with httpx.Client(transport=httpx.HTTPTransport(uds=fac.socket), timeout=10) as client:
+        resp = client.post(
+            f"http://facility/v1/op/{op}", json={}, headers={"X-Tenantry-Principal": "{}"}
+        )
+    data = resp.json()
+    assert data["ok"], data
+    return dict(data["result"])
+
+
+def _script(user: User, name: str, body: str) -> str:
+    path = user.work / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    os.chown(path, user.uid, user.gid)
+    path.chmod(0o755)
+    return name
+
+
+def test_a_claimed_account_must_be_one_of_the_users_associations(fac: Facility) -> None:
+    alice, bob = fac.users["tt-alice"], fac.users["tt-bob"]
+    wait_until(
+        lambda: (service_op(fac, "facility.replica").get("slurm_facts") or {}).get("loaded"),
+        60,
+        "the service's first read of Slurm's associations",
+    )
+    job = alice.ok("submit", "-A", PROJECT, "-t", "2", _script(alice, "p.sh", "echo in-project"))
+    done = alice.ok("wait", job["job"]["id"], "--timeout", "150")
+    assert done["job"]["state"] == "COMPLETED", done
+    acct = _run(["sacct", "-nPX", "-j", str(done["job"]["backend_id"]), "--format=account"])
+    assert acct.stdout.split()[:1] == [PROJECT], acct.stdout
+
+    refused = bob.call("submit", "-A", PROJECT, "-t", "2", _script(bob, "p.sh", "echo no"))
+    assert refused.rc != 0
+    err = json.dumps(refused.data) + refused.stderr
+    # refused by the policy's account rule, fed Slurm's associations (or by the account
+    # gate, which runs after it): either names the account and the ones bob has
+    assert '"policy_denied"' in err and PROJECT in err and "root" in err, err
+    # the session's project is a claim too (SLURM_ACCOUNT in an agent's environment)
+    env = bob.env(True) | {"SLURM_ACCOUNT": PROJECT}
+    proc = subprocess.run(
+        bob.argv("submit", "--json", "-t", "2", "p.sh"),
+        env=env, cwd=bob.work, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"no Slurm association with account '{PROJECT}'" in out, out
+    assert service_op(fac, "facility.replica")["slurm_facts"]["refused"] >= 1
+
+
+def test_a_waiter_returns_on_a_pushed_change_without_the_executor_polling(
+    fac: Facility,
+) -> None:
+    alice = fac.users["tt-alice"]
+    job = alice.ok("submit", "-t", "2", _script(alice, "push.sh", "sleep 8"))["job"]["id"]
+    wait_until(
+        lambda: alice.ok("status", job)["jobs"][0]["state"] == "RUNNING", 90, "the job running"
+    )
+    before = service_op(fac, "facility.replica")["served"].get("scheduler_status", 0)
+    t0 = time.monotonic()
+    done = alice.ok("wait", job, "--timeout", "120")
+    waited = time.monotonic() - t0
+    after = service_op(fac, "facility.replica")["served"].get("scheduler_status", 0)
+    assert done["job"]["state"] == "COMPLETED", done
+    # a polling executor asks facility.scheduler_status several times in those seconds
+    # (poll_fast_s 0.3, backing off 1.5x); pushed, at most one was already in flight
+    print(f"waited {waited:.1f} s; scheduler_status requests meanwhile: {after - before}")
+    assert after - before <= 1, (before, after)
+    info = alice.ok("info")
+    pushed = json.dumps(info)
+    assert '"facility_push"' in pushed and '"live": true' in pushed, pushed[:2000]
