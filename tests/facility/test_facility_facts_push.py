@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import Facility, User, _run, running_facility, wait_until
+from .conftest import Facility, _run, running_facility, wait_until
+from .test_facility_failover import _script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -50,14 +51,6 @@ def service_op(fac: Facility, op: str) -> dict[str, Any]:
     data = resp.json()
     assert data["ok"], data
     return dict(data["result"])
-
-
-def _script(user: User, name: str, body: str) -> str:
-    path = user.work / name
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    os.chown(path, user.uid, user.gid)
-    path.chmod(0o755)
-    return name
 
 
 def test_a_claimed_account_must_be_one_of_the_users_associations(fac: Facility) -> None:

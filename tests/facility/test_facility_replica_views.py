@@ -9,28 +9,18 @@ through B. Needs root, Slurm and PostgreSQL; see conftest.py.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import pytest
 
 from .conftest import User, wait_until
-from .test_facility_failover import Replicas, replicas
+from .test_facility_failover import Replicas, _script, replicas
 
 __all__ = ["replicas"]  # the fixture, imported
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 AT_ONCE_S = 5.0  # B reads the shared journal on A's NOTIFY; it resyncs every second anyway
-
-
-def _script(user: User, name: str, body: str) -> str:
-    path = user.work / name
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    os.chown(path, user.uid, user.gid)
-    path.chmod(0o755)
-    return name
 
 
 def _ids(u: User) -> set[str]:
@@ -59,16 +49,9 @@ def test_a_job_submitted_through_one_replica_is_in_the_others_view(replicas: Rep
 def test_a_stop_set_at_one_replica_reaches_executors_of_the_other(replicas: Replicas) -> None:
     a, alice_b = replicas.a, replicas.alice_b
     carol = a.users["tt-carol"]  # staff, through replica A
-    marker = alice_b.work / "agent-started"
-    agent = subprocess.Popen(
-        alice_b.argv("run", "--", "sh", "-c", f"touch {marker.name}; sleep 120"),
-        env=alice_b.env(True),
-        cwd=alice_b.work,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    agent = alice_b.agent_command("tail", "-f", "/dev/null")  # on the login node's list
     try:
-        wait_until(marker.exists, 60, "the agent's command running through B")
+        wait_until(lambda: alice_b.saw_started("tail"), 60, "the agent's command through B")
         carol.ok("admin", "stop-user", "tt-alice", "--reason", "replica test")
         t0 = time.monotonic()
         # the executor connected to B ends the agent's command (B's facility.stops woke)
@@ -81,7 +64,7 @@ def test_a_stop_set_at_one_replica_reaches_executors_of_the_other(replicas: Repl
         if agent.poll() is None:
             agent.kill()
             agent.wait()
-        carol.ok("admin", "resume-user", "tt-alice")
+        carol.call("admin", "resume-user", "tt-alice")
     wait_until(
         lambda: alice_b.call("run", "--", "true", agent=True, json_flag=False).rc == 0,
         AT_ONCE_S,

@@ -4,24 +4,22 @@
 (an op whose action is ``submit_job``) runs at an executor, the account it
 would charge (``--account``/``-A`` from the request, the script's
 ``#SBATCH`` lines or ``SBATCH_ACCOUNT``; else the session's project) must be
-one of the user's associations in the last :class:`~tenantry.facility.slurm_facts.FactsSnapshot`;
+one of the user's associations in the last ``slurm_facts.FactsSnapshot``;
 otherwise it is refused with the accounts the user has. A submission that
 claims no account is left to Slurm (which charges the user's default).
 
-The facts are read from ``sacctmgr``/``scontrol`` by :meth:`AccountGate.run`
-every ``facility_facts_refresh_s``; a refresh that fails keeps the last good
-snapshot, and before the first one a claim is refused with a retryable
-``Unavailable`` (fail closed). Each snapshot also feeds the facility policy's
-facts (every user's accounts and QoS, the QoS MaxWall, the partitions'
-MaxTime) through :class:`FactsSink`, so the policy's limit rules judge with
-Slurm's numbers.
+The facts are read from ``sacctmgr``/``scontrol`` every
+``facility_facts_refresh_s`` (``SlurmFacts.run``); a refresh that fails keeps
+the last good snapshot, and before the first one a claim is refused with a
+retryable ``Unavailable`` (fail closed). Each snapshot also feeds the facility
+policy's facts (every user's accounts and QoS, the QoS MaxWall, the
+partitions' MaxTime) through :class:`FactsSink`, so the policy's limit rules
+judge with Slurm's numbers.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import logging
 from typing import Any, Protocol
 
 from tenantry.core import errors
@@ -32,8 +30,6 @@ from tenantry.safety.policy.component import PolicyService
 from tenantry.safety.policy.facts import Facts
 
 __all__ = ["AccountGate", "FactsSink", "PolicySink", "claimed_account", "policy_facts"]
-
-log = logging.getLogger(__name__)
 
 SUBMIT = "submit_job"
 
@@ -104,6 +100,7 @@ class AccountGate:
         self.facts = facts
         self.sink = sink
         self.refused = 0
+        facts.on_load = self._feed
 
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
@@ -132,20 +129,9 @@ class AccountGate:
             source="slurm",
         )
 
-    async def refresh(self) -> FactsSnapshot:
-        snap = await self.facts.refresh()
+    def _feed(self, snap: FactsSnapshot) -> None:
         if self.sink is not None:
             self.sink.set_facts(policy_facts(self.sink.facts, snap))
-        return snap
-
-    async def run(self) -> None:
-        """Refresh every ``refresh_s``; a failure keeps the last snapshot and is logged."""
-        while True:
-            try:
-                await self.refresh()
-            except errors.TenantryError as exc:
-                log.warning("slurm facts refresh failed (last good kept): %s", exc.message)
-            await asyncio.sleep(self.facts.refresh_s)
 
     def health(self) -> dict[str, Any]:
         f = self.facts

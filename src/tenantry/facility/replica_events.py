@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import psycopg
@@ -26,7 +27,8 @@ import psycopg
 from tenantry.core.events import EventType
 from tenantry.core.tasks import TaskGroup
 from tenantry.facility.jobview import JOB_EVENTS
-from tenantry.facility.leader import connect
+from tenantry.facility.leader import AConn
+from tenantry.facility.pg_listen import connected, follow_channel
 
 __all__ = ["CHANNEL", "FOLLOWED", "EventLog", "ReplicaEvents"]
 
@@ -53,22 +55,20 @@ class EventLog(Protocol):
     async def flush(self) -> None: ...
 
 
+@dataclass(slots=True)
 class ReplicaEvents:
     """Follow the other replicas' events; announce this one's. Lifecycle: start/aclose."""
 
-    def __init__(
-        self, dsn: str, journal: EventLog, apply: Apply, *, name: str, resync_s: float = 1.0
-    ) -> None:
-        self.dsn = dsn
-        self.journal = journal
-        self.apply = apply
-        self.name = name
-        self.resync_s = resync_s
-        self.last_id = 0
-        self.applied = 0
-        self._seen: set[int] = set()
-        self._dirty = asyncio.Event()
-        self._tasks = TaskGroup("facility-replica-events")
+    dsn: str
+    journal: EventLog
+    apply: Apply
+    name: str
+    _seen: set[int] = field(default_factory=set)  # ids applied within the lookback
+    resync_s: float = 1.0
+    _dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    last_id: int = 0
+    _tasks: TaskGroup = field(default_factory=lambda: TaskGroup("facility-replica-events"))
+    applied: int = 0
 
     async def start(self) -> None:
         self.last_id = await self.journal.last_event_id()
@@ -83,13 +83,9 @@ class ReplicaEvents:
         self._dirty.set()
 
     async def _announce(self) -> None:
+        what = f"replica {self.name}'s announcer"
         while True:
-            try:
-                conn = await connect(self.dsn)
-            except psycopg.Error as exc:
-                log.warning("replica %s cannot announce its events: %s", self.name, exc)
-                await asyncio.sleep(self.resync_s)
-                continue
+            conn = await connected(self.dsn, self.resync_s, what)
             try:
                 while True:
                     await self._dirty.wait()
@@ -97,7 +93,7 @@ class ReplicaEvents:
                     await self.journal.flush()  # the others read what the notice announces
                     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.name))
             except psycopg.Error as exc:
-                log.warning("replica %s lost its announcing connection: %s", self.name, exc)
+                log.warning("%s lost its connection: %s", what, exc)
                 self._dirty.set()  # announce again on the next connection
             finally:
                 with contextlib.suppress(Exception):
@@ -123,23 +119,11 @@ class ReplicaEvents:
         self.applied += n
         return n
 
+    async def _wake(self, conn: AConn) -> None:
+        await self.catch_up()
+
     async def _follow(self) -> None:
-        while True:
-            try:
-                conn = await connect(self.dsn)
-            except psycopg.Error as exc:
-                log.warning("replica %s cannot follow the others' events: %s", self.name, exc)
-                await asyncio.sleep(self.resync_s)
-                continue
-            try:
-                await conn.execute(f"LISTEN {CHANNEL}".encode())
-                while True:
-                    await self.catch_up()
-                    async for _note in conn.notifies(timeout=self.resync_s, stop_after=1):
-                        pass
-            except psycopg.Error as exc:
-                log.warning("replica %s lost its following connection: %s", self.name, exc)
-            finally:
-                with contextlib.suppress(Exception):
-                    await conn.close()
-            await asyncio.sleep(self.resync_s)
+        await follow_channel(
+            self.dsn, CHANNEL, self._wake, resync_s=self.resync_s,
+            what=f"replica {self.name}'s follower",
+        )  # fmt: skip

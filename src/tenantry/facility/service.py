@@ -157,7 +157,7 @@ class FacilityService:
         if self.poller is not None:
             self._tasks.supervise("poller", self.poller.run)
         if self.accounts is not None:
-            self._tasks.supervise("slurm-facts", self.accounts.run)
+            self._tasks.supervise("slurm-facts", self.accounts.facts.run)
         view = self.events_view
         if view is not None:
             past = await self.runtime.journal.events(types=list(JOB_EVENTS), limit=100_000)
@@ -322,7 +322,7 @@ def replica_events(runtime: Runtime, service: FacilityService) -> ReplicaEvents 
     from tenantry.facility.replica_events import ReplicaEvents
 
     name = f"{os.uname().nodename}:{os.getpid()}"
-    return ReplicaEvents(url, runtime.journal, service.from_replica, name=name)
+    return ReplicaEvents(url, runtime.journal, service.from_replica, name)
 
 
 def replicated_status(runtime: Runtime) -> ReplicatedStatus | None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.facility.cluster.test_slurm_facts import recorded
 
 from tenantry.core import errors
 from tenantry.core.models import AgentProduct, Principal
@@ -13,17 +13,7 @@ from tenantry.facility.accounts import AccountGate, claimed_account, policy_fact
 from tenantry.facility.slurm_facts import FactsSnapshot, SlurmFacts
 from tenantry.safety.policy.facts import Facts, PartitionFacts
 
-FIX = Path(__file__).parents[2] / "fixtures" / "slurm" / "22.05" / "facts"
 ALICE = Principal(uid=5001, user="tt-i16c-alice", agent=AgentProduct.CLAUDE_CODE, session="s1")
-
-
-def recorded() -> FactsSnapshot:
-    return FactsSnapshot.parse(
-        (FIX / "sacctmgr-assoc-all.out").read_text(),
-        (FIX / "sacctmgr-qos.out").read_text(),
-        (FIX / "scontrol-partition.out").read_text(),
-        loaded_at=1.0,
-    )
 
 
 def submit(*extra: str, script: str = "#!/bin/sh\ntrue\n", **res: Any) -> dict[str, Any]:
@@ -41,6 +31,8 @@ class Scripted(SlurmFacts):
             raise errors.Unavailable(self.last_error)
         self.snapshot = recorded()
         self.loads += 1
+        if self.on_load is not None:
+            self.on_load(self.snapshot)
         return self.snapshot
 
 
@@ -58,7 +50,7 @@ async def test_an_account_the_user_lacks_is_refused_with_the_ones_they_have() ->
     gate = AccountGate(Scripted())
     with pytest.raises(errors.Unavailable, match="not read Slurm's associations"):
         await gate.gate(ALICE, "jobs.submit", "submit_job", submit("-A", "tt_i16c_rec"))
-    await gate.refresh()
+    await gate.facts.refresh()
     assert await gate.gate(ALICE, "jobs.submit", "submit_job", submit("-A", "tt_i16c_rec")) == []
     with pytest.raises(errors.PolicyDenied, match="no Slurm association with account 'root'") as e:
         await gate.gate(ALICE, "jobs.submit", "submit_job", submit("-A", "root"))
@@ -72,10 +64,10 @@ async def test_an_account_the_user_lacks_is_refused_with_the_ones_they_have() ->
 async def test_a_failed_refresh_keeps_the_last_good_snapshot() -> None:
     facts = Scripted()
     gate = AccountGate(facts)
-    await gate.refresh()
+    await facts.refresh()
     facts.fail = True
     with pytest.raises(errors.Unavailable):
-        await gate.refresh()
+        await facts.refresh()
     assert gate.health()["loaded"] and "slurmdbd" in str(gate.health()["last_error"])
     with pytest.raises(errors.PolicyDenied):
         await gate.gate(ALICE, "jobs.submit", "submit_job", submit("-A", "root"))
@@ -88,3 +80,16 @@ def test_slurm_limits_feed_the_policy_facts() -> None:
     assert set(out.users["tt-i16c-alice"].qos) == {"normal", "tiny"}
     assert out.qos_wall["tiny"] == 120 and "tiny" in out.known_qos
     assert out.partitions["debug"].max_time_s == 3600
+
+
+async def test_each_load_feeds_the_policy_sink() -> None:
+    class Sink:
+        facts = Facts()
+
+        def set_facts(self, facts: Facts) -> None:
+            self.facts = facts
+
+    sink = Sink()
+    gate = AccountGate(Scripted(), sink)
+    await gate.facts.refresh()
+    assert sink.facts.users["tt-i16c-bob"].accounts == ("tt_i16c_rec",)
