@@ -40,6 +40,7 @@ MAX_CHANGES = 1_000  # per answer; ``more`` says the executor should ask again a
 WAIT_S = 30.0  # how long the service holds one long poll open
 KEEP = 10_000  # pushed states an executor keeps (the oldest go first)
 PAUSE_MAX_S = 5.0
+NO_PUSH_RETRY_S = 60.0  # a service with no poller to push from: ask again this often
 
 
 class ChangeLog(Protocol):
@@ -187,7 +188,7 @@ class StatusPush:
             pause = 0.2
             if not isinstance(result, dict) or not result.get("push"):
                 self.live = False  # a service without a poller: nothing is pushed
-                await asyncio.sleep(PAUSE_MAX_S)
+                await asyncio.sleep(NO_PUSH_RETRY_S)
                 continue
             changed = self.take(result)
             self.live = True
