@@ -21,7 +21,7 @@ from tenantry.leases.model import Lease, PoolKey
 from tenantry.leases.store import LeaseStore
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore, new_id
-from tenantry.safety.budgets.store import BudgetStore
+from tenantry.safety.budgets.store import BudgetStore, UsageRow
 from tenantry.safety.kill.store import StopStore
 from tenantry.store import Store, open_store
 from tenantry.store.engine import Conn
@@ -197,8 +197,8 @@ async def test_lessons_live_their_lifecycle(store: Store) -> None:
 async def test_budget_rows_add_up(store: Store) -> None:
     budgets = BudgetStore(store)
     await budgets.start()
-    await budgets.record(10.0, "ann", AGENT.key, "commands", 1.0)
-    await budgets.record(20.0, "ann", "ann/codex/s2", "commands", 2.0, "run", "c1")
+    await budgets.record(UsageRow(10.0, "ann", AGENT.key, "commands", 1.0))
+    await budgets.record(UsageRow(20.0, "ann", "ann/codex/s2", "commands", 2.0, "run", "c1"))
     await budgets.job_inflight("t1", "ann", AGENT.key, 4, 1, 2.0, 10.0)
     await budgets.job_inflight("t1", "ann", AGENT.key, 99, 9, 9.0, 10.0)  # once
     await budgets.job_started("t1", 11.0)

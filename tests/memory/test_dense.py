@@ -9,19 +9,15 @@ import pytest
 
 from tenantry.memory import (
     Kind,
-    Lesson,
     LessonStore,
-    Scope,
-    Source,
     Status,
-    Trust,
     embedding,
     retrieval,
     vectors,
 )
 from tenantry.memory.vectors import VectorIndex
 
-from .conftest import fixture_lessons
+from .conftest import fixture_lessons, new_lesson
 
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
 
@@ -133,17 +129,12 @@ async def test_dense_never_lifts_an_untrusted_or_stale_lesson_over_a_trusted_one
     async with LessonStore(tmp_path / "m.sqlite3") as store:
         await store.add_many(good, "test")
         # an agent-observed lesson worded exactly like the query, but stale
-        copy = Lesson(
-            id="stale-copy",
-            kind=Kind.FACT,
-            scope=Scope.FACILITY,
-            title="stuck resolving dependencies for an hour creating my environment",
-            body="creating my environment has been stuck resolving dependencies for an hour",
-            owner_user="mallory",
-            owner_key="mallory/claude-code/s9",
-            sources=[Source.AGENT],
-            trust=Trust.AGENT_OBSERVED,
+        copy = new_lesson(
+            "stuck resolving dependencies for an hour creating my environment",
+            "creating my environment has been stuck resolving dependencies for an hour",
             status=Status.STALE,
+            owner_key="mallory/claude-code/s9",
+            id="stale-copy",
         )
         await store.add(copy, "test")
         index = VectorIndex(tmp_path / "m.vectors", model())

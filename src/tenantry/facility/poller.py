@@ -31,7 +31,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Protocol
 
 from tenantry.backends import slurm_parse as sp
@@ -481,26 +481,18 @@ class SlurmSnapshotSource:
         return [sp.sacct_row_job(r) for r in sp.parse_sacct_parsable(out)]
 
 
+@dataclass(eq=False, repr=False)  # identity and the default repr, as a plain class
 class Poller:
     """The loop: snapshot, diff, publish, absorb. Run it on one replica (the leader)."""
 
-    def __init__(
-        self,
-        source: SnapshotSource,
-        cache: StatusCache,
-        publisher: Publisher,
-        *,
-        interval_s: float = 1.0,
-        max_backoff_s: float = 10.0,
-        lost_after: int = 3,
-    ) -> None:
-        self.source = source
-        self.cache = cache
-        self.publisher = publisher
-        self.interval_s = interval_s
-        self.max_backoff_s = max_backoff_s
-        self.lost_after = lost_after
-        self._missing: dict[str, int] = {}
+    source: SnapshotSource
+    cache: StatusCache
+    publisher: Publisher
+    _: KW_ONLY
+    interval_s: float = 1.0
+    max_backoff_s: float = 10.0
+    lost_after: int = 3
+    _missing: dict[str, int] = field(default_factory=dict, init=False)
 
     async def poll_once(self) -> int:
         """One poll; returns how many changes it published. Errors propagate.

@@ -15,6 +15,7 @@ shared and ``wait_change`` returns the first change after ``since``.
 from __future__ import annotations
 
 import logging
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any
 
 import psycopg
@@ -37,34 +38,28 @@ __all__ = ["ReplicatedStatus"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False, repr=False)  # identity and the default repr, as a plain class
 class ReplicatedStatus:
     """Job status for every user, the same on every replica; lifecycle: start/aclose."""
 
-    def __init__(
-        self,
-        dsn: str,
-        source: SnapshotSource,
-        *,
-        name: str,
-        interval_s: float = 1.0,
-        resync_s: float = 1.0,
-        private_jobs: bool = True,
-        history: int = 32,
-        lock_key: int | None = None,
-    ) -> None:
-        self.dsn = dsn
-        self.source = source
-        self.name = name
-        self.interval_s = interval_s
-        self.resync_s = resync_s
-        self.history = history
-        self.cache = StatusCache(history=history, private_jobs=private_jobs)
-        self.election = LeaderElection(dsn, self._lead, name=name)
+    dsn: str
+    source: SnapshotSource
+    _: KW_ONLY
+    name: str
+    interval_s: float = 1.0
+    resync_s: float = 1.0
+    private_jobs: InitVar[bool] = True
+    history: int = 32
+    lock_key: InitVar[int | None] = None
+    epoch: int = field(default=0, init=False)
+    follower_connected: bool = field(default=False, init=False)
+
+    def __post_init__(self, private_jobs: bool, lock_key: int | None) -> None:
+        self.cache = StatusCache(history=self.history, private_jobs=private_jobs)
+        self.election = LeaderElection(self.dsn, self._lead, name=self.name)
         if lock_key is not None:
             self.election.key = lock_key
         self.tasks = TaskGroup("facility-status")
-        self.epoch = 0
-        self.follower_connected = False
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:

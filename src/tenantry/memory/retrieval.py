@@ -131,11 +131,6 @@ def fuse(
     return [(lessons[i], score[i]) for i in order]
 
 
-def choose_terms(store: LessonStore, text: str) -> list[str]:
-    """The terms of ``text`` worth asking FTS5 for (see ``choose_words``)."""
-    return choose_words(store, terms.query_terms(text))
-
-
 def choose_words(store: LessonStore, candidates: list[str]) -> list[str]:
     """The query terms worth asking FTS5 for: present in the index, rarest first.
 
@@ -270,20 +265,6 @@ async def search(
     With ``vectors`` the lexical candidates are re-ranked by their similarity
     to the query in the bundled embedding model, fused by reciprocal rank.
     """
-    if store.db.engine != "sqlite":  # no FTS5 there: the same ranking, see retrieval_pg
-        from tenantry.memory import retrieval_pg
-
-        return await retrieval_pg.search(
-            store,
-            viewer,
-            text,
-            limit=limit,
-            kinds=kinds,
-            subject=subject,
-            include_history=include_history,
-            expander=expander,
-            vectors=vectors,
-        )
     want = dict(subject or {})
     asked = terms.query_terms(text + " " + " ".join(want.values()))
     words = choose_words(store, asked)
@@ -305,8 +286,10 @@ async def search(
     sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
     vis_sql, vis_args = visibility(viewer)
     statuses = _statuses(include_history)
+    sqlite = store.db.engine == "sqlite"  # else no FTS5: the same ranking, see retrieval_pg
     # unary + keeps SQLite from scanning by status instead of the selective index
-    cond = f"{vis_sql} AND +l.status IN ({','.join('?' * len(statuses))})"
+    status = "+l.status" if sqlite else "l.status"
+    cond = f"{vis_sql} AND {status} IN ({','.join('?' * len(statuses))})"
     args: list[Any] = [*vis_args, *statuses]
     if kinds:
         cond += f" AND l.kind IN ({','.join('?' * len(kinds))})"
@@ -325,34 +308,24 @@ async def search(
 
     prefetch = PREFETCH_DENSE if dense else PREFETCH
 
+    def lexical(
+        conn: Conn, ws: list[str], common_ws: Sequence[str] = (), table: str = "lessons_fts"
+    ) -> list[tuple[Lesson, float]]:
+        if not sqlite:
+            from tenantry.memory import retrieval_pg
+
+            return retrieval_pg.bm25(conn, ws, cond, args, table, dense)
+        if not ws:
+            return []
+        common_postings = [top_postings(conn, store, w) for w in common_ws]
+        return _bm25(conn, terms.fts_query(ws), cond, args, table, dense, prefetch, common_postings)
+
     def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
-        ranked: list[tuple[Lesson, float]] = []
-        if words:
-            ranked = _bm25(
-                conn,
-                terms.fts_query(words),
-                cond,
-                args,
-                dense=dense,
-                prefetch=prefetch,
-                common=[top_postings(conn, store, w) for w in common],
-            )
+        ranked = lexical(conn, words, common)
         if expanded and expanded != words:
-            more = _bm25(
-                conn,
-                terms.fts_query(expanded),
-                cond,
-                args,
-                dense=dense,
-                prefetch=prefetch,
-                common=[top_postings(conn, store, w) for w in expanded_common],
-            )
-            ranked = fuse(ranked, more, W_EXPANDED)
+            ranked = fuse(ranked, lexical(conn, expanded, expanded_common), W_EXPANDED)
         if tier_words and starved:
-            tier = _bm25(
-                conn, terms.fts_query(tier_words), cond, args, "trusted_fts", dense, prefetch
-            )
-            ranked = fuse(ranked, tier, W_TIER)
+            ranked = fuse(ranked, lexical(conn, tier_words, table="trusted_fts"), W_TIER)
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(

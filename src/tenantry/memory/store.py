@@ -20,7 +20,7 @@ from typing import Any
 from tenantry.core.errors import NotFound
 from tenantry.memory import terms
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
-from tenantry.store.engine import Conn, Row, Schema, Store
+from tenantry.store.engine import Conn, Row, Schema, StartClose, Store
 from tenantry.store.sqlite import SQLiteStore
 
 _COLUMNS = (
@@ -167,7 +167,7 @@ def _log(conn: Conn, lesson_id: str, actor: str, action: str, detail: dict[str, 
     )
 
 
-class LessonStore:
+class LessonStore(StartClose):
     """Lessons in the daemon's store, or alone in a file: ``async with LessonStore(path)``."""
 
     def __init__(self, store: str | Path | Store) -> None:
@@ -177,13 +177,6 @@ class LessonStore:
         self.n_docs = 0
         # term -> (n_docs when computed, highest seq then, {seq: score}): see retrieval.top_postings
         self.top_postings: dict[str, tuple[int, int, dict[int, float]]] = {}
-
-    async def __aenter__(self) -> LessonStore:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def start(self) -> None:
         if self._owned:
