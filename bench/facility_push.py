@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.facility.conftest import User, running_facility
-from tests.facility.test_facility_facts_push import service_op
+from tests.facility.test_facility_failover import replica_health
 
 
 def configure(user: User, push: bool) -> None:
@@ -81,9 +81,9 @@ def main() -> int:
         for run in range(args.runs):
             for mode in ("push", "poll"):
                 configure(alice, mode == "push")
-                before = service_op(fac, "facility.replica")["served"].get("scheduler_status", 0)
+                before = replica_health(fac.socket)["served"].get("scheduler_status", 0)
                 lat = [one_job(alice, 1.0 + (i % 3)) for i in range(args.jobs)]
-                after = service_op(fac, "facility.replica")["served"].get("scheduler_status", 0)
+                after = replica_health(fac.socket)["served"].get("scheduler_status", 0)
                 results[mode].append(
                     {
                         "run": run,

@@ -13,13 +13,11 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
-from typing import Any
 
-import httpx
 import pytest
 
 from .conftest import Facility, _run, running_facility, wait_until
-from .test_facility_failover import _script
+from .test_facility_failover import replica_health
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -43,30 +41,20 @@ def fac(slurm: None) -> Iterator[Facility]:
         yield f
 
 
-def service_op(fac: Facility, op: str) -> dict[str, Any]:
-    with httpx.Client(transport=httpx.HTTPTransport(uds=fac.socket), timeout=10) as client:
-        resp = client.post(
-            f"http://facility/v1/op/{op}", json={}, headers={"X-Tenantry-Principal": "{}"}
-        )
-    data = resp.json()
-    assert data["ok"], data
-    return dict(data["result"])
-
-
 def test_a_claimed_account_must_be_one_of_the_users_associations(fac: Facility) -> None:
     alice, bob = fac.users["tt-alice"], fac.users["tt-bob"]
     wait_until(
-        lambda: (service_op(fac, "facility.replica").get("slurm_facts") or {}).get("loaded"),
+        lambda: (replica_health(fac.socket).get("slurm_facts") or {}).get("loaded"),
         60,
         "the service's first read of Slurm's associations",
     )
-    job = alice.ok("submit", "-A", PROJECT, "-t", "2", _script(alice, "p.sh", "echo in-project"))
+    job = alice.ok("submit", "-A", PROJECT, "-t", "2", alice.script("p.sh", "echo in-project"))
     done = alice.ok("wait", job["job"]["id"], "--timeout", "150")
     assert done["job"]["state"] == "COMPLETED", done
     acct = _run(["sacct", "-nPX", "-j", str(done["job"]["backend_id"]), "--format=account"])
     assert acct.stdout.split()[:1] == [PROJECT], acct.stdout
 
-    refused = bob.call("submit", "-A", PROJECT, "-t", "2", _script(bob, "p.sh", "echo no"))
+    refused = bob.call("submit", "-A", PROJECT, "-t", "2", bob.script("p.sh", "echo no"))
     assert refused.rc != 0
     err = json.dumps(refused.data) + refused.stderr
     # refused by the policy's account rule, fed Slurm's associations (or by the account
@@ -80,22 +68,22 @@ def test_a_claimed_account_must_be_one_of_the_users_associations(fac: Facility) 
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and f"no Slurm association with account '{PROJECT}'" in out, out
-    assert service_op(fac, "facility.replica")["slurm_facts"]["refused"] >= 1
+    assert replica_health(fac.socket)["slurm_facts"]["refused"] >= 1
 
 
 def test_a_waiter_returns_on_a_pushed_change_without_the_executor_polling(
     fac: Facility,
 ) -> None:
     alice = fac.users["tt-alice"]
-    job = alice.ok("submit", "-t", "2", _script(alice, "push.sh", "sleep 8"))["job"]["id"]
+    job = alice.ok("submit", "-t", "2", alice.script("push.sh", "sleep 8"))["job"]["id"]
     wait_until(
         lambda: alice.ok("status", job)["jobs"][0]["state"] == "RUNNING", 90, "the job running"
     )
-    before = service_op(fac, "facility.replica")["served"].get("scheduler_status", 0)
+    before = replica_health(fac.socket)["served"].get("scheduler_status", 0)
     t0 = time.monotonic()
     done = alice.ok("wait", job, "--timeout", "120")
     waited = time.monotonic() - t0
-    after = service_op(fac, "facility.replica")["served"].get("scheduler_status", 0)
+    after = replica_health(fac.socket)["served"].get("scheduler_status", 0)
     assert done["job"]["state"] == "COMPLETED", done
     # a polling executor asks facility.scheduler_status several times in those seconds
     # (poll_fast_s 0.3, backing off 1.5x); pushed, at most one was already in flight

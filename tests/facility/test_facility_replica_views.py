@@ -14,7 +14,7 @@ import time
 import pytest
 
 from .conftest import User, wait_until
-from .test_facility_failover import Replicas, _script, replicas
+from .test_facility_failover import Replicas, replicas
 
 __all__ = ["replicas"]  # the fixture, imported
 
@@ -29,7 +29,7 @@ def _ids(u: User) -> set[str]:
 
 def test_a_job_submitted_through_one_replica_is_in_the_others_view(replicas: Replicas) -> None:
     alice_a, alice_b = replicas.alice_a, replicas.alice_b
-    job = alice_a.ok("submit", "-t", "2", _script(alice_a, "via-a.sh", "sleep 3"))["job"]["id"]
+    job = alice_a.ok("submit", "-t", "2", alice_a.script("via-a.sh", "sleep 3"))["job"]["id"]
     t0 = time.monotonic()
     wait_until(lambda: job in _ids(alice_b), AT_ONCE_S, "A's job in B's facility.jobs")
     print(f"in B's view {time.monotonic() - t0:.2f} s after the submit returned")

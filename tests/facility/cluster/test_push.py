@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tenantry.core.errors import FacilityUnavailable
 from tenantry.core.models import JobState, Principal
 from tenantry.facility.poller import JobStatus, StatusCache
 from tenantry.facility.push import StatusPush, changes_for
+from tenantry.facility.seams import FacilityChannel, FacilityRequest
 
 ALICE = Principal(uid=1001, user="alice")
 
@@ -57,27 +57,23 @@ async def test_a_since_the_cache_cannot_continue_gets_the_current_states(
     assert [(c["backend_id"], c["state"]) for c in out["changes"]] == [("1", "COMPLETED")]
 
 
-class DroppingLink:
+class DroppingLink(FacilityChannel):
     """A channel to a real ``changes_for`` over a cache, that can be cut and restored."""
 
     def __init__(self, cache: StatusCache) -> None:
+        super().__init__("test://dropping", 1.0)
         self.cache = cache
-        self.address = "test://dropping"
-        self.timeout_s = 1.0
         self.up = asyncio.Event()
         self.up.set()
         self.sinces: list[int] = []
 
-    async def call(
-        self, p: Principal, op: str, params: dict[str, Any], **kw: Any
-    ) -> tuple[Any, list[str]]:
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
         if not self.up.is_set():
-            raise FacilityUnavailable("the link is down")
-        self.sinces.append(int(params["since"]))
-        since, theirs = int(params["since"]), str(params["stream"])
-        return await changes_for(
-            self.cache, p.user, since, 0.2, stream="s", their_stream=theirs
-        ), []
+            raise self._down("the link is down")
+        since, theirs = int(req.params["since"]), str(req.params["stream"])
+        self.sinces.append(since)
+        user = req.principal.user
+        return await changes_for(self.cache, user, since, 0.2, stream="s", their_stream=theirs), []
 
     async def aclose(self) -> None:
         return None
