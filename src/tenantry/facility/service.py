@@ -317,8 +317,6 @@ def replica_events(runtime: Runtime, service: FacilityService) -> ReplicaEvents 
     url = str(runtime.settings.store_url)
     if not url or engine_of(url) != "postgresql":
         return None
-    import os
-
     from tenantry.facility.replica_events import ReplicaEvents
 
     name = f"{os.uname().nodename}:{os.getpid()}"

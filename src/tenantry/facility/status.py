@@ -6,6 +6,10 @@ credentials), but ``query`` asks the service (``facility.scheduler_status``),
 which answers from its ``SchedulerStatus`` source. Jobs the service does not
 know (or a service without a poller, or one that cannot be reached) are asked
 of the user's own backend, so status never depends on the service being up.
+With ``facility_push`` the service pushes the states instead
+(``push.StatusPush``): ``query`` answers the jobs it has pushed states of
+without a request, and each pushed change wakes the daemon's status poller
+(``notify``).
 """
 
 from __future__ import annotations
