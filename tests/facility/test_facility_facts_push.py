@@ -57,8 +57,8 @@ def test_a_claimed_account_must_be_one_of_the_users_associations(fac: Facility) 
     refused = bob.call("submit", "-A", PROJECT, "-t", "2", bob.script("p.sh", "echo no"))
     assert refused.rc != 0
     err = json.dumps(refused.data) + refused.stderr
-    # refused by the policy's account rule, fed Slurm's associations (or by the account
-    # gate, which runs after it): either names the account and the ones bob has
+    # refused by the policy's account rule, fed Slurm's associations (the account gate
+    # runs after it): it names the account and the ones bob has
     assert '"policy_denied"' in err and PROJECT in err and "root" in err, err
     # the session's project is a claim too (SLURM_ACCOUNT in an agent's environment)
     env = bob.env(True) | {"SLURM_ACCOUNT": PROJECT}
@@ -69,6 +69,9 @@ def test_a_claimed_account_must_be_one_of_the_users_associations(fac: Facility) 
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and f"no Slurm association with account '{PROJECT}'" in out, out
     assert replica_health(fac.socket)["slurm_facts"]["refused"] >= 1
+    # refused before the budgets charged: bob's agents still have their one job this hour
+    admitted = bob.call("submit", "-t", "2", "p.sh", agent=True)
+    assert admitted.rc == 0, admitted.data
 
 
 def wait_pushed(fac: Facility, user: User) -> int:

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 1000
 CLUSTER_POLL_S = 1.0  # squeue --json for every user, once a second
 FUTURE_SLACK_S = 60.0
+ACCOUNT_GATE = "slurm-accounts"  # before "budgets" in GATE_ORDER: a refusal charges nothing
 
 
 def _event_of(raw: Any, user: str) -> Event:
@@ -288,7 +289,7 @@ def create(runtime: Runtime) -> FacilityService:
         service.poll_the_cluster(replicated_status(runtime))
         service.accounts = account_gate(runtime)
         if service.accounts is not None:
-            runtime.gates["slurm-accounts"] = service.accounts
+            runtime.gates[ACCOUNT_GATE] = service.accounts
     service.replica_events = replica_events(runtime, service)
     runtime.identify = identity
     runtime.gates["facility"] = service
