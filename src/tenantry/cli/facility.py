@@ -25,6 +25,8 @@ examples:
   sudo systemctl enable --now tenantry-facility  start it (or tenantry-facility-start)
   tenantry serve --facility /run/tenantry/facility.sock   a user's daemon in facility mode
   tenantry facility status                       who the facility says you are
+  tenantry facility dashboard                    your login link to its dashboard
+  tenantry report --live                         the facility's characterization report
 """
 
 
@@ -93,6 +95,17 @@ def register(sub: Any) -> None:
     add_json(j)
     j.set_defaults(handler=_jobs)
 
+    d = fsub.add_parser(
+        "dashboard",
+        help="a login link to the facility's dashboard as yourself (staff: every user)",
+        formatter_class=_FMT,
+        epilog="The link logs you in as the user the service proves you are; it shows your own\n"
+        "rows (staff, as themselves: the whole facility). Keep it private: it is your login.\n"
+        "examples:\n  tenantry facility dashboard\n  tenantry facility dashboard --json",
+    )
+    add_json(d)
+    d.set_defaults(handler=_dashboard)
+
     e = fsub.add_parser("events", help="events at the facility: yours (staff: any user's)")
     e.add_argument("--since", type=float, default=3600.0, help="seconds back (default 3600)")
     e.add_argument("--user", default="", help="staff: only this user's")
@@ -157,6 +170,12 @@ def _jobs(args: argparse.Namespace) -> int:
         data,
         lambda d: "\n".join(f"{j['user']:12} {j['id']:8} {j['state']}" for j in d["jobs"]),
     )
+    return 0
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    data = client_from(args).call("facility.dashboard_login", {})
+    emit(args, data, lambda d: d["url"] or f"token: {d['token']} (the service serves no --http)")
     return 0
 
 

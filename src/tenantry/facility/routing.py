@@ -19,6 +19,8 @@ FORWARDED_OPS: frozenset[str] = frozenset(
         "facility.jobs",
         "facility.job",
         "facility.events",
+        "report.live",
+        "facility.dashboard_login",
     }
 )
 # what only executors send: the decision for one of their own ops, their events

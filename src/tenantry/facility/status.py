@@ -30,8 +30,11 @@ from tenantry.facility.seams import FacilityChannel
 
 
 def update_to_wire(u: JobUpdate) -> dict[str, Any]:
-    return {"backend_id": u.backend_id, "state": u.state.value, "exit_code": u.exit_code,
-            "started_at": u.started_at, "ended_at": u.ended_at, "reason": u.reason}  # fmt: skip
+    out = {"backend_id": u.backend_id, "state": u.state.value, "exit_code": u.exit_code,
+           "started_at": u.started_at, "ended_at": u.ended_at, "reason": u.reason}  # fmt: skip
+    if isinstance(u.extra.get("staleness_s"), int | float):
+        out["staleness_s"] = u.extra["staleness_s"]  # the cluster poller's age of this state
+    return out
 
 
 def update_from_wire(d: dict[str, Any]) -> JobUpdate:
