@@ -145,6 +145,14 @@ async def test_sessions_commands_and_events(journal: Journal) -> None:
     assert len(await journal.events(types=["job.submitted"])) == 2
     assert await journal.events(principal="ann/codex", exact=True) == []
     assert sorted(await journal.principals_seen()) == [(AGENT.key, 1000)]
+    # replicas follow the journal by id: after an id, of some types, in id order
+    first = await journal.last_event_id()
+    await journal.add_event(Event(EventType.SESSION_STOPPED, "", "ann", "user"))
+    await journal.add_event(Event(EventType.BACKEND_POLL, "", "", "ok"))
+    later = await journal.events_after(first, types=["session.stopped", "job.submitted"])
+    assert [(e["type"], e["subject"]) for e in later] == [("session.stopped", "ann")]
+    assert await journal.last_event_id() > later[0]["id"] > first
+    assert len(await journal.events_after(0, types=["job.submitted"], limit=1)) == 1
 
 
 # -- memory --------------------------------------------------------------------------

@@ -31,6 +31,7 @@ SERVICE_OPS: frozenset[str] = frozenset(
         "facility.flag",
         "facility.lessons",
         "facility.scheduler_status",
+        "facility.job_changes",
         "facility.stops",
         "facility.info",
         "facility.replica",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tenantry.backends import slurm_parse as sp
@@ -221,6 +221,8 @@ class SlurmFacts:
     snapshot: FactsSnapshot | None = None
     last_error: str = ""
     loads: int = 0
+    # called with each snapshot loaded (the facility feeds its policy's facts with it)
+    on_load: Callable[[FactsSnapshot], None] | None = None
 
     async def _run(self, argv: Sequence[str]) -> str:
         rc, out, err = await run_slurm_tool(
@@ -247,6 +249,8 @@ class SlurmFacts:
         self.snapshot = FactsSnapshot.parse(assoc, qos, parts, now)
         self.loads += 1
         self.last_error = ""
+        if self.on_load is not None:
+            self.on_load(self.snapshot)
         return self.snapshot
 
     async def run(self) -> None:
