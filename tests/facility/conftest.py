@@ -185,6 +185,22 @@ class User:
             data = text
         return Result(proc.returncode, data, proc.stderr)
 
+    def agent_command(self, *argv: str) -> subprocess.Popen[bytes]:
+        """``tenantry run -- ARGV`` as this user's agent, left running (stderr piped)."""
+        return subprocess.Popen(
+            self.argv("run", "--", *argv),
+            env=self.env(True),
+            cwd=self.work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def saw_started(self, program: str, *of_user: str) -> bool:
+        """Has the facility a ``command.started`` event of ``program`` (of ``--user U``)?"""
+        args = ("facility", "events", "--type", "command.started", "--since", "3600")
+        seen = self.ok(*args, *(("--user", *of_user) if of_user else ()))
+        return any(e["data"].get("argv", [None])[:1] == [program] for e in seen["events"])
+
     def ok(self, *args: str, agent: bool = False) -> Any:
         res = self.call(*args, agent=agent)
         assert res.rc == 0, f"{self.name}: tenantry {' '.join(args)} -> {res.rc}: {res.stderr}"

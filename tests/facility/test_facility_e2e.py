@@ -227,23 +227,11 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
 
 
 def test_a_stop_at_the_facility_ends_a_running_agent_command_at_once(facility: Facility) -> None:
-    import subprocess
 
     alice, carol = facility.users["tt-alice"], facility.users["tt-carol"]
-    cmd = subprocess.Popen(
-        alice.argv("run", "--", "tail", "-f", "/dev/null"),
-        env=alice.env(True),
-        cwd=alice.work,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    cmd = alice.agent_command("tail", "-f", "/dev/null")
     try:
-
-        def started() -> bool:
-            seen = carol.ok("facility", "events", "--user", "tt-alice", "--type", "command.started")
-            return any(e["data"].get("argv", [None])[:1] == ["tail"] for e in seen["events"])
-
-        wait_until(started, 60, "alice's agent command running")
+        wait_until(lambda: carol.saw_started("tail", "tt-alice"), 60, "alice's agent command")
         carol.ok("admin", "stop-user", "tt-alice", "--reason", "runaway")
         bob = facility.users["tt-bob"]
         assert "tt-alice" not in json.dumps(bob.ok("admin", "stopped"))  # not bob's business

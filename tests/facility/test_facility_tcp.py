@@ -150,3 +150,21 @@ def test_a_credential_of_one_user_cannot_act_as_another(
             await bob.aclose()
 
     asyncio.run(scenario())
+
+
+def test_live_report_over_munge_is_the_proven_users_own(
+    facility_tcp: Facility, alice_b: User
+) -> None:
+    from .conftest import wait_until
+
+    assert alice_b.call("run", "--", "true", json_flag=False).rc == 0  # on "node B"
+
+    def mine() -> dict[str, Any] | None:
+        res = alice_b.call("report", "--live")
+        assert res.rc == 0, res.stderr
+        rows = {r["user"]: r for r in res.data["facility"]["by_user"]}
+        return res.data if rows.get("tt-alice", {}).get("human_commands", 0) >= 1 else None
+
+    report = wait_until(mine, 60, "node B's command in the live report")
+    assert report["scope"]["staff"] is False and report["scope"]["users"] == ["tt-alice"]
+    assert {r["user"] for r in report["facility"]["by_user"]} == {"tt-alice"}

@@ -192,6 +192,7 @@ class StatusCache:
         self,
         *,
         history: int = 32,
+        recent: int = 100_000,
         private_jobs: bool = True,
         retain_s: float = 86400.0,
         appear_s: float = 10.0,
@@ -207,6 +208,8 @@ class StatusCache:
         self.health = PollHealth()
         self.seq = 0  # highest seq absorbed
         self._tick: asyncio.Event | None = None
+        # every change absorbed lately, in seq order: what is pushed to executors
+        self.recent: deque[JobStatus] = deque(maxlen=recent)
 
     # -- feeding --------------------------------------------------------------------
     def diff(self, jobs: Iterable[sp.SlurmJob], observed_at: float) -> list[JobStatus]:
@@ -246,6 +249,7 @@ class StatusCache:
             self._current[st.job_id] = st
             hist = self._history.setdefault(st.job_id, deque(maxlen=self._history_len))
             hist.append(st)
+            self.recent.append(st)
             self.seq = max(self.seq, st.seq)
             n += 1
         if n:
@@ -286,6 +290,25 @@ class StatusCache:
         if self._tick is not None:
             self._tick.set()
             self._tick = None
+
+    async def wait_seq(self, since: int, timeout_s: float) -> int:
+        """The cache's seq once it passed ``since`` (or at the timeout)."""
+        deadline = time.monotonic() + timeout_s
+        while self.seq <= since:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._tick is None:
+                self._tick = asyncio.Event()
+            tick = self._tick
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await tick.wait()
+        return self.seq
+
+    def current_of(self, user: str) -> list[JobStatus]:
+        """The current status of every job of ``user`` the cache holds, in seq order."""
+        return sorted((s for s in self._current.values() if s.user == user), key=lambda s: s.seq)
 
     # -- reading --------------------------------------------------------------------
     def _visible(self, st: JobStatus, viewer: ViewerLike) -> bool:

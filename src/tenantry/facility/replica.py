@@ -14,8 +14,6 @@ shared and ``wait_change`` returns the first change after ``since``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any
@@ -26,6 +24,7 @@ from tenantry.core import errors
 from tenantry.core.tasks import TaskGroup
 from tenantry.facility import status_store as store
 from tenantry.facility.leader import AConn, LeaderElection, connect
+from tenantry.facility.pg_listen import follow_channel
 from tenantry.facility.poller import (
     Poller,
     SnapshotSource,
@@ -130,28 +129,17 @@ class ReplicatedStatus:
 
     async def _follow(self) -> None:
         """LISTEN for the leader's announcements; read the log after each (and every resync_s)."""
-        while True:
-            try:
-                conn = await connect(self.dsn)
-            except psycopg.Error as exc:
-                log.warning("facility follower %s cannot connect: %s", self.name, exc)
-                await asyncio.sleep(self.resync_s)
-                continue
-            try:
-                await conn.execute(f"LISTEN {store.CHANNEL}".encode())
-                self.follower_connected = True
-                await self._catch_up(conn)
-                while True:
-                    async for _note in conn.notifies(timeout=self.resync_s, stop_after=1):
-                        pass
-                    await self._catch_up(conn)
-            except psycopg.Error as exc:
-                log.warning("facility follower %s lost its connection: %s", self.name, exc)
-            finally:
-                self.follower_connected = False
-                with contextlib.suppress(Exception):
-                    await conn.close()
-            await asyncio.sleep(self.resync_s)
+        await follow_channel(
+            self.dsn,
+            store.CHANNEL,
+            self._catch_up,
+            resync_s=self.resync_s,
+            what=f"facility follower {self.name}",
+            on_state=self._connected,
+        )
+
+    def _connected(self, up: bool) -> None:
+        self.follower_connected = up
 
     # -- leader -----------------------------------------------------------------------
     async def _lead(self, conn: AConn) -> None:
