@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 import pwd
-import re
 import subprocess
 import time
 from collections.abc import Iterable
 
+import sdiag
 from day_replay import SlurmJob
 
-USER_LINE = re.compile(r"^\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)")
 SACCT_FIELDS = (
     "JobID,JobIDRaw,Cluster,Partition,Account,User,Submit,Start,End,ElapsedRaw,State,"
     "ExitCode,AllocCPUS,AllocTRES,JobName,Comment,AdminComment,SubmitLine"
@@ -27,13 +26,7 @@ def parse_sdiag_users(text: str) -> dict[str, int]:
     section = text.split("Remote Procedure Call statistics by user", 1)
     if len(section) < 2:
         return {}
-    body = section[1].split("Pending RPC statistics", 1)[0]
-    out: dict[str, int] = {}
-    for line in body.splitlines():
-        m = USER_LINE.match(line)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
+    return sdiag.counts(section[1].split("Pending RPC statistics", 1)[0])
 
 
 def sdiag_users() -> dict[str, int]:

@@ -1,14 +1,17 @@
-"""Controller RPCs with U users x K agents polling job status: direct vs the facility poller.
+"""Controller RPCs with U users x K agents polling job status: direct vs `facility serve`.
 
 On the real single-node Slurm (scripts/dev-slurm), for each size U x K:
 
   direct    U*K agent sessions, each runs `squeue -h -j <its user's job>` once
             per second *as its Unix user* (tt-i16c-bNN), as agents do today
-  facility  the same sessions each ask the facility status cache once per
-            second over a Unix socket; one poller process polls Slurm for all
-            of them (`squeue --json` once per second, as the service account
-            tt-i16c-svc) -- tenantry.facility.poller behind a minimal JSON-lines
-            server (the bench's own, not `tenantry facility serve`)
+  facility  a real `tenantry facility serve` (Slurm backend, its embedded store
+            or --store-url) runs as the service account tt-i16c-svc and polls
+            Slurm once a second for every user; one worker process per Unix
+            user, *running as that user*, holds its K sessions, and each session
+            asks the service's socket what an executor's status poller asks it
+            (`facility.scheduler_status` for its user's job, through the
+            executor's own channel `FacilityLink`), once per second; the service
+            knows the caller from SO_PEERCRED
 
 Controller RPCs are deltas of `sdiag` (never reset, so other users' benches
 are undisturbed; a run whose "Data since" changed was reset by someone else
@@ -16,11 +19,11 @@ and is repeated). Counted per Unix user from sdiag's "by user" table, so other
 engineers' jobs on the shared cluster do not blur the comparison: direct = the
 bench users' RPCs, facility = the service account's. Staleness is the
 `staleness_s` each facility answer carries (seconds since the poll it
-reflects). The poller process's CPU time and RSS come from /proc.
+reflects). The service's CPU time and RSS come from /proc.
 
 Usage (root: creates users and a Slurm account, removed at the end except the users):
   python bench/facility_rpc.py                          # short: 1x1,10x10, 10 s, 1 run
-  python bench/facility_rpc.py --sizes 1x1,1x10,10x1,5x10,10x10 --duration 30 --repeat 3 \
+  python bench/facility_rpc.py --sizes 1x1,1x10,10x1,5x10,10x10 --duration 20 --repeat 3 \
       --json bench/results/facility_rpc.json
 """
 
@@ -33,6 +36,7 @@ import os
 import pwd
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -108,57 +112,106 @@ def teardown(pws: list[pwd.struct_passwd], jobs: list[str]) -> None:
     sacctmgr("delete", "account", ACCOUNT)
 
 
-# -- the facility side: poller + cache behind a minimal server ---------------------------------
-async def serve(sock: str, interval: float, run_as: str) -> None:
-    from tenantry.core import errors
-    from tenantry.facility.poller import (
-        LocalPublisher,
-        Poller,
-        SlurmSnapshotSource,
-        StatusCache,
-        Viewer,
-    )
+# -- the facility side: `tenantry facility serve` as the service account ---------------------------
+def start_service(
+    tmp: str, svc: pwd.struct_passwd, store_url: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The real service (Slurm backend: one `squeue --json` a second for every user)."""
+    state, run = Path(tmp) / "svc", Path(tmp) / "run"
+    for d, mode in ((state, 0o700), (run, 0o755)):
+        d.mkdir(mode=mode)
+        os.chown(d, svc.pw_uid, svc.pw_gid)
+    sock = str(run / "facility.sock")
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(state),
+           "TENANTRY_BACKEND": "slurm", "TENANTRY_FACILITY_STAFF_GROUP": "",
+           "TENANTRY_STORE_URL": store_url}  # fmt: skip
+    log = (Path(tmp) / "service.log").open("ab")
+    proc = subprocess.Popen(
+        ["setpriv", f"--reuid={svc.pw_uid}", f"--regid={svc.pw_gid}", "--clear-groups", "--",
+         sys.executable, "-m", "tenantry", "--state-dir", str(state), "facility", "serve",
+         "--listen", sock], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp,
+    )  # fmt: skip
+    return proc, sock
 
-    wrappers = {}
-    if run_as:  # squeue/sacct as the service account, so sdiag attributes them to it
-        d = Path(sock).parent
-        for cmd in ("squeue", "sacct"):
-            w = d / f"{cmd}-as-svc"
-            w.write_text(f'#!/bin/sh\nexec setpriv --reuid={run_as} --regid={run_as} '
-                         f'--clear-groups {cmd} "$@"\n')  # fmt: skip
-            w.chmod(0o755)
-            wrappers[cmd] = str(w)
-    cache = StatusCache()
-    poller = Poller(SlurmSnapshotSource(binaries=wrappers), cache, LocalPublisher(cache),
-                    interval_s=interval)  # fmt: skip
-    task = asyncio.create_task(poller.run())
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while line := await reader.readline():
-                req = json.loads(line)
-                # bench harness: the viewer comes from the request (the real service
-                # takes it from SO_PEERCRED or MUNGE)
-                viewer = Viewer(int(req["uid"]), str(req["user"]))
-                try:
-                    v = cache.status_of(str(req["job"]), viewer)
-                    ans = {"ok": True, "state": v.status.state.value, "staleness_s": v.staleness_s}
-                except errors.TenantryError as exc:
-                    ans = {"ok": False, "error": exc.message}
-                writer.write(json.dumps(ans).encode() + b"\n")
-                await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
+async def worker(sock: str, jobs: list[str], agents: int, duration: float) -> None:
+    """One Unix user's K agent sessions (this process runs as the user: SO_PEERCRED).
 
-    server = await asyncio.start_unix_server(handle, sock, limit=1 << 16)
-    while not cache.health.polls:
-        await asyncio.sleep(0.05)
+    Each session asks the service what an executor's status poller asks it,
+    ``facility.scheduler_status`` for its user's job, once a second, through the
+    executor's own channel (``FacilityLink``). Waits for "go" on stdin; prints
+    latencies and staleness as one JSON line.
+    """
+    from tenantry.core.models import AgentProduct, Principal
+    from tenantry.facility.link import FacilityLink
+
+    me = pwd.getpwuid(os.getuid())
+    links = [FacilityLink(sock, 10.0) for _ in range(agents)]
+    stale: list[float] = []
+    errors: list[str] = []
+
+    def checker(n: int) -> Any:
+        p = Principal(me.pw_uid, me.pw_name, AgentProduct.CLAUDE_CODE, f"bench-{n}")
+        job = jobs[n % len(jobs)]
+
+        async def check() -> None:
+            res, _ = await links[n].call(p, "facility.scheduler_status", {"ids": [job]})
+            seen = res["jobs"].get(job)
+            if res.get("source") != "poller" or seen is None:
+                errors.append(f"{job}: {res}")
+                return
+            stale.append(float(seen["staleness_s"]))
+
+        return check
+
+    checks = [checker(n) for n in range(agents)]
+    for c in checks:  # connected and answered once before the clock starts
+        await c()
+    stale.clear()
     print("ready", flush=True)
-    async with server:
-        await server.serve_forever()
-    task.cancel()
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    lats = await asyncio.gather(*(agent(n, duration, c) for n, c in enumerate(checks)))
+    for link in links:
+        await link.aclose()
+    print(json.dumps({"lat": [x for ls in lats for x in ls], "stale": stale, "errors": errors[:5],
+                      "n_errors": len(errors)}), flush=True)  # fmt: skip
+
+
+def wait_service(sock: str, proc: subprocess.Popen[bytes], job: str, owner: pwd.struct_passwd,
+                 tmp: str) -> None:  # fmt: skip
+    """Until the service answers from its poller (as the job's owner, by SO_PEERCRED)."""
+    deadline = time.monotonic() + 90
+    probe = [*as_user(owner), sys.executable, __file__, "--probe", sock, "--jobs", job]
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("the facility service exited: "
+                             + (Path(tmp) / "service.log").read_text()[-2000:])  # fmt: skip
+        if subprocess.run(probe, capture_output=True, env=bench_env()).returncode == 0:
+            return
+        time.sleep(0.5)
+    raise SystemExit("the facility service did not answer from its poller within 90 s")
+
+
+async def probe(sock: str, job: str) -> None:
+    from tenantry.core.models import Principal
+    from tenantry.facility.link import FacilityLink
+
+    me = pwd.getpwuid(os.getuid())
+    link = FacilityLink(sock, 5.0)
+    try:
+        res, _ = await link.call(Principal(me.pw_uid, me.pw_name), "facility.scheduler_status",
+                                 {"ids": [job]})  # fmt: skip
+    finally:
+        await link.aclose()
+    raise SystemExit(0 if res.get("source") == "poller" and job in res["jobs"] else 1)
+
+
+def as_user(p: pwd.struct_passwd) -> list[str]:
+    return ["setpriv", f"--reuid={p.pw_uid}", f"--regid={p.pw_gid}", "--init-groups", "--"]
+
+
+def bench_env() -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -204,55 +257,69 @@ async def run_direct(u: int, k: int, duration: float, pws: list[pwd.struct_passw
         return check
 
     checks = [checker(n) for n in range(u * k)]
-    return await measured("direct", u, k, duration, checks, {p.pw_name for p in pws[:u]})
+
+    async def run() -> list[list[float]]:
+        return list(await asyncio.gather(*(agent(n, duration, c) for n, c in enumerate(checks))))
+
+    return await measured("direct", u, k, duration, run, {p.pw_name for p in pws[:u]})
+
+
+def worker_proc(p: pwd.struct_passwd, job: str, k: int, duration: float,
+                sock: str) -> subprocess.Popen[bytes]:  # fmt: skip
+    argv = [*as_user(p), sys.executable, __file__, "--worker", sock, "--jobs", job,
+            "--agents", str(k), "--duration", str(duration)]  # fmt: skip
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=bench_env())
 
 
 async def run_facility(u: int, k: int, duration: float, pws: list[pwd.struct_passwd],
                        jobs: list[str], sock: str, svc_pid: int) -> dict[str, Any]:  # fmt: skip
-    stale: list[float] = []
-    conns = [await asyncio.open_unix_connection(sock) for _ in range(u * k)]
+    """U worker processes, one per Unix user, each with K sessions on the service's socket."""
+    procs = [worker_proc(pws[i], jobs[i], k, duration, sock) for i in range(u)]
+    loop = asyncio.get_running_loop()
+    for p in procs:
+        assert p.stdout is not None
+        line = await loop.run_in_executor(None, p.stdout.readline)
+        if line.strip() != b"ready":
+            raise SystemExit(f"a bench worker did not start: {line!r}")
+    results: list[dict[str, Any]] = []
 
-    def checker(n: int) -> Any:
-        p, job = pws[n % u], jobs[n % u]
-        reader, writer = conns[n]
-        req = json.dumps({"uid": p.pw_uid, "user": p.pw_name, "job": job}).encode() + b"\n"
-
-        async def check() -> None:
-            writer.write(req)
-            await writer.drain()
-            ans = json.loads(await reader.readline())
-            if not ans.get("ok"):
-                raise SystemExit(f"facility answered an error: {ans}")
-            stale.append(float(ans["staleness_s"]))
-
-        return check
+    async def go() -> list[list[float]]:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+        for p in procs:
+            assert p.stdout is not None
+            results.append(json.loads(await loop.run_in_executor(None, p.stdout.readline)))
+        return [r["lat"] for r in results]
 
     cpu0 = proc_cpu_s(svc_pid)
-    out = await measured("facility", u, k, duration, [checker(n) for n in range(u * k)], {SVC})
+    out = await measured("facility", u, k, duration, go, {SVC})
+    for p in procs:
+        p.wait()
     out["service_cpu_pct"] = round(100 * (proc_cpu_s(svc_pid) - cpu0) / out["wall_s"], 1)
     out["service_rss_mb"] = round(proc_rss_mb(svc_pid), 1)
-    stale.sort()
+    out["errors"] = sum(r["n_errors"] for r in results)
+    if out["errors"]:
+        print(f"  facility {u}x{k}: {out['errors']} answers without the job: "
+              f"{[e for r in results for e in r['errors']][:3]}")  # fmt: skip
+    stale = sorted(x for r in results for x in r["stale"])
     out["staleness_p50_s"] = round(stale[len(stale) // 2], 3) if stale else None
     out["staleness_p99_s"] = (
         round(stale[min(len(stale) - 1, int(len(stale) * 0.99))], 3) if stale else None
     )
     out["staleness_max_s"] = round(stale[-1], 3) if stale else None
-    for _, w in conns:
-        w.close()
     return out
 
 
-async def measured(mode: str, u: int, k: int, duration: float, checks: list[Any],
+async def measured(mode: str, u: int, k: int, duration: float, run: Any,
                    attributed_users: set[str]) -> dict[str, Any]:  # fmt: skip
-    for _attempt in range(3):
-        since0, types0, users0 = sdiag()
-        t0 = time.monotonic()
-        lats = await asyncio.gather(*(agent(n, duration, c) for n, c in enumerate(checks)))
-        wall = time.monotonic() - t0
-        since1, types1, users1 = sdiag()
-        if since0 == since1:
-            break
-        print(f"  ({mode} {u}x{k}: sdiag was reset by someone else during the run; again)")
+    """``run()`` drives the sessions and returns their check latencies; sdiag around it."""
+    since0, types0, users0 = sdiag()
+    t0 = time.monotonic()
+    lats = await run()
+    wall = time.monotonic() - t0
+    since1, types1, users1 = sdiag()
     by_type = delta(types0, types1)
     by_type.pop("REQUEST_STATS_INFO", None)  # sdiag's own
     by_user = delta(users0, users1)
@@ -266,7 +333,7 @@ async def measured(mode: str, u: int, k: int, duration: float, checks: list[Any]
         "rpcs_attributed": mine, "rpc_per_s_attributed": round(mine / wall, 2),
         "rpcs_all_users": sum(by_type.values()),
         "rpc_per_s_all_users": round(sum(by_type.values()) / wall, 2),
-        "by_type": by_type, "by_user": by_user,
+        "by_type": by_type, "by_user": by_user, "sdiag_reset": since0 != since1,
     }  # fmt: skip
 
 
@@ -280,13 +347,20 @@ async def main() -> None:
     ap.add_argument("--sizes", default="1x1,10x10", help="comma-separated UxK (U<=10, K<=10)")
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per run")
     ap.add_argument("--repeat", type=int, default=1, help="runs per size and mode (medians)")
-    ap.add_argument("--interval", type=float, default=1.0, help="the poller's interval (s)")
+    ap.add_argument("--store-url", default="",
+                    help="the service's store_url (default: its embedded SQLite; or a "
+                         "postgresql:// URL)")  # fmt: skip
     ap.add_argument("--json", help="write results to this file")
-    ap.add_argument("--serve", help=argparse.SUPPRESS)
-    ap.add_argument("--run-as", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # one user's sessions (as that user)
+    ap.add_argument("--probe", help=argparse.SUPPRESS)
+    ap.add_argument("--jobs", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--agents", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.serve:
-        await serve(args.serve, args.interval, args.run_as)
+    if args.worker:
+        await worker(args.worker, args.jobs.split(","), args.agents, args.duration)
+        return
+    if args.probe:
+        await probe(args.probe, args.jobs)
         return
     if os.geteuid() != 0:
         raise SystemExit("needs root (creates Unix users and a Slurm account; runs squeue as them)")
@@ -294,22 +368,17 @@ async def main() -> None:
     assert me is not None
     for sig in (signal.SIGINT, signal.SIGTERM):  # clean up (jobs, accounts) when stopped
         asyncio.get_running_loop().add_signal_handler(sig, me.cancel)
+    load0 = os.getloadavg()
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",") if s]
     max_u = max(u for u, _ in sizes)
     svc = ensure_user(SVC)
     pws, jobs = setup(max_u)
-    tmp = tempfile.mkdtemp(prefix="tt-i16c-bench-")
-    sock = os.path.join(tmp, "facility.sock")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    svc_proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", sock, "--interval", str(args.interval),
-         "--run-as", str(svc.pw_uid)], stdout=subprocess.PIPE, env=env,
-    )  # fmt: skip
+    tmp = tempfile.mkdtemp(prefix="tt-fac-bench-")
+    os.chmod(tmp, 0o755)  # the users' sessions reach the socket below it
+    svc_proc, sock = start_service(tmp, svc, args.store_url)
     rows: list[dict[str, Any]] = []
     try:
-        assert svc_proc.stdout is not None
-        if svc_proc.stdout.readline().strip() != b"ready":
-            raise SystemExit("the facility poller did not start")
+        wait_service(sock, svc_proc, jobs[0], pws[0], tmp)
         # wait until every job is RUNNING, so both modes look at the same states
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -327,10 +396,15 @@ async def main() -> None:
         for rep in range(args.repeat):
             for u, k in sizes:
                 for mode in ("direct", "facility"):
-                    if mode == "direct":
-                        r = await run_direct(u, k, args.duration, pws, jobs)
-                    else:
-                        r = await run_facility(u, k, args.duration, pws, jobs, sock, svc_proc.pid)
+                    for _attempt in range(3):  # again when someone reset sdiag meanwhile
+                        if mode == "direct":
+                            r = await run_direct(u, k, args.duration, pws, jobs)
+                        else:
+                            r = await run_facility(u, k, args.duration, pws, jobs, sock,
+                                                   svc_proc.pid)  # fmt: skip
+                        if not r["sdiag_reset"]:
+                            break
+                        print(f"  ({mode} {u}x{k}: sdiag was reset during the run; again)")
                     r["repeat"] = rep
                     rows.append(r)
                     print(f"{mode:8s} U={u:2d} K={k:2d}  checks/s={r['checks_per_s']:6.1f}  "
@@ -340,12 +414,14 @@ async def main() -> None:
                              f"cpu={r['service_cpu_pct']}%  rss={r['service_rss_mb']} MB"
                              if mode == "facility" else ""), flush=True)  # fmt: skip
     finally:
-        svc_proc.kill()
-        svc_proc.wait()
+        svc_proc.terminate()
+        try:
+            svc_proc.wait(30)
+        except subprocess.TimeoutExpired:
+            svc_proc.kill()
+            svc_proc.wait()
         teardown(pws, jobs)
-        for f in Path(tmp).iterdir():
-            f.unlink()
-        os.rmdir(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
     summary = []
     for u, k in sizes:
         d = [r for r in rows if (r["users"], r["agents_per_user"], r["mode"]) == (u, k, "direct")]
@@ -361,10 +437,19 @@ async def main() -> None:
             "staleness_max_s": max((r["staleness_max_s"] or 0) for r in f) if f else None,
             "service_cpu_pct": median_of(f, "service_cpu_pct"),
             "service_rss_mb": median_of(f, "service_rss_mb"),
+            "errors": sum(r["errors"] for r in f),
         })  # fmt: skip
+        row = summary[-1]
+        if row["service_cpu_pct"] is not None:  # what 100 sessions add over the idle service
+            per = 100 / (u * k)
+            row["cpu_pct_per_100_sessions"] = round(
+                (row["service_cpu_pct"] - idle["service_cpu_pct"]) * per, 1
+            )
+            row["rss_mb_per_100_sessions"] = round(
+                (row["service_rss_mb"] - idle["service_rss_mb"]) * per, 1)  # fmt: skip
     print(json.dumps({"idle": idle, "summary": summary}, indent=1))
     if args.json:
-        load = os.getloadavg()
+        load = {"start": load0, "end": os.getloadavg()}
         Path(args.json).write_text(json.dumps({
             "args": vars(args), "loadavg": load, "idle": idle, "summary": summary, "runs": rows,
         }, indent=1))  # fmt: skip

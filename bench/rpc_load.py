@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import socket
 import statistics
@@ -35,11 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import sdiag
 from _common import serve
 from tenantry.client.sync import Client
 from tenantry.core.settings import load
-
-RPC_LINE = re.compile(r"^\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)")
 
 
 def sdiag_reset() -> None:
@@ -49,13 +47,7 @@ def sdiag_reset() -> None:
 def sdiag_rpcs() -> dict[str, int]:
     out = subprocess.run(["sdiag"], check=True, capture_output=True, text=True).stdout
     section = out.split("Remote Procedure Call statistics by message type", 1)[-1]
-    section = section.split("Remote Procedure Call statistics by user", 1)[0]
-    counts: dict[str, int] = {}
-    for line in section.splitlines():
-        m = RPC_LINE.match(line)
-        if m:
-            counts[m.group(1)] = int(m.group(2))
-    return counts
+    return sdiag.counts(section.split("Remote Procedure Call statistics by user", 1)[0])
 
 
 def summarize(counts: dict[str, int], duration: float) -> dict[str, Any]:

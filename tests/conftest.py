@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -173,21 +174,28 @@ def pg_database() -> Iterator[str]:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-@pytest.fixture
-def pg_url(pg_database: str) -> Iterator[str]:
-    """URL of a fresh, empty schema in the session's database (dropped after the test)."""
+@contextlib.contextmanager
+def pg_schema(database: str, prefix: str = "t") -> Iterator[str]:
+    """URL of a fresh, empty schema ``PREFIX_<hex>`` in ``database`` (dropped on exit)."""
     import secrets
     import urllib.parse
 
     import psycopg
     from psycopg import sql
 
-    schema = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(pg_database, autocommit=True) as conn:
+    schema = f"{prefix}_{secrets.token_hex(6)}"
+    with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     query = urllib.parse.urlencode({"options": f"-csearch_path={schema}"})
     try:
-        yield _with_path(pg_database, urllib.parse.urlsplit(pg_database).path, query)
+        yield _with_path(database, urllib.parse.urlsplit(database).path, query)
     finally:
-        with psycopg.connect(pg_database, autocommit=True) as conn:
+        with psycopg.connect(database, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> Iterator[str]:
+    """URL of a fresh, empty schema in the session's database (dropped after the test)."""
+    with pg_schema(pg_database) as url:
+        yield url

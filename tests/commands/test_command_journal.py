@@ -15,7 +15,7 @@ import pytest
 
 from tenantry.backends.fake import FakeBackend
 from tenantry.commands.service import CommandService
-from tenantry.core.models import CommandSpec, Principal
+from tenantry.core.models import CommandResult, CommandSpec, Principal
 from tenantry.core.settings import load
 from tenantry.gateway.app import open_runtime
 from tenantry.service.runtime import Runtime
@@ -47,18 +47,25 @@ def _writes_to_commands(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> list[st
     return seen
 
 
+async def _run_local(rt: Runtime, cwd: Path, program: str) -> CommandResult:
+    svc = rt.component("commands", CommandService)
+    return await svc.run(ME, CommandSpec(argv=(program,), cwd=str(cwd), where="local"), _drop)
+
+
+def _rows(rt: Runtime, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(rt.settings.db_path) as conn:
+        return conn.execute(sql).fetchall()
+
+
 async def test_one_row_two_writes_per_short_command(
     rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writes = _writes_to_commands(rt, monkeypatch)
-    svc = rt.component("commands", CommandService)
-    spec = CommandSpec(argv=("true",), cwd=str(tmp_path), where="local")
-    result = await svc.run(ME, spec, _drop)
+    result = await _run_local(rt, tmp_path, "true")
     assert result.state == "completed"
     assert writes == ["INSERT", "INSERT"]  # the start (with pid), the end (an upsert)
     await rt.journal.flush()
-    with sqlite3.connect(rt.settings.db_path) as conn:
-        rows = conn.execute("SELECT state, pid, exit_code, argv_json FROM commands").fetchall()
+    rows = _rows(rt, "SELECT state, pid, exit_code, argv_json FROM commands")
     assert len(rows) == 1
     state, pid, code, argv = rows[0]
     assert (state, code, argv) == ("completed", 0, '["true"]') and pid
@@ -68,11 +75,7 @@ async def test_a_command_that_never_started_still_gets_its_row(
     rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writes = _writes_to_commands(rt, monkeypatch)
-    svc = rt.component("commands", CommandService)
-    spec = CommandSpec(argv=("no-such-program-tt",), cwd=str(tmp_path), where="local")
-    result = await svc.run(ME, spec, _drop)
+    result = await _run_local(rt, tmp_path, "no-such-program-tt")
     assert result.exit_code == 127
     assert writes == ["INSERT"]
-    with sqlite3.connect(rt.settings.db_path) as conn:
-        rows = conn.execute("SELECT state, exit_code FROM commands").fetchall()
-    assert rows == [("error", 127)]
+    assert _rows(rt, "SELECT state, exit_code FROM commands") == [("error", 127)]

@@ -21,7 +21,7 @@ from tenantry.leases.model import Lease, PoolKey
 from tenantry.leases.store import LeaseStore
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore, new_id
-from tenantry.safety.budgets.store import BudgetStore
+from tenantry.safety.budgets.store import BudgetStore, UsageRow
 from tenantry.safety.kill.store import StopStore
 from tenantry.store import Store, open_store
 from tenantry.store.engine import Conn
@@ -145,6 +145,14 @@ async def test_sessions_commands_and_events(journal: Journal) -> None:
     assert len(await journal.events(types=["job.submitted"])) == 2
     assert await journal.events(principal="ann/codex", exact=True) == []
     assert sorted(await journal.principals_seen()) == [(AGENT.key, 1000)]
+    # replicas follow the journal by id: after an id, of some types, in id order
+    first = await journal.last_event_id()
+    await journal.add_event(Event(EventType.SESSION_STOPPED, "", "ann", "user"))
+    await journal.add_event(Event(EventType.BACKEND_POLL, "", "", "ok"))
+    later = await journal.events_after(first, types=["session.stopped", "job.submitted"])
+    assert [(e["type"], e["subject"]) for e in later] == [("session.stopped", "ann")]
+    assert await journal.last_event_id() > later[0]["id"] > first
+    assert len(await journal.events_after(0, types=["job.submitted"], limit=1)) == 1
 
 
 # -- memory --------------------------------------------------------------------------
@@ -197,8 +205,8 @@ async def test_lessons_live_their_lifecycle(store: Store) -> None:
 async def test_budget_rows_add_up(store: Store) -> None:
     budgets = BudgetStore(store)
     await budgets.start()
-    await budgets.record(10.0, "ann", AGENT.key, "commands", 1.0)
-    await budgets.record(20.0, "ann", "ann/codex/s2", "commands", 2.0, "run", "c1")
+    await budgets.record(UsageRow(10.0, "ann", AGENT.key, "commands", 1.0))
+    await budgets.record(UsageRow(20.0, "ann", "ann/codex/s2", "commands", 2.0, "run", "c1"))
     await budgets.job_inflight("t1", "ann", AGENT.key, 4, 1, 2.0, 10.0)
     await budgets.job_inflight("t1", "ann", AGENT.key, 99, 9, 9.0, 10.0)  # once
     await budgets.job_started("t1", 11.0)
@@ -289,3 +297,38 @@ async def test_telemetry_reads_the_same_on_every_engine(journal: Journal) -> Non
     for fn in (telemetry.activity, telemetry.policy, telemetry.burn, telemetry.hit_rates):
         await fn(journal.db, w)
     assert await telemetry.active_job_counts(journal.db) == {}
+
+
+async def test_live_rows_read_every_user_or_one_on_every_engine(journal: Journal) -> None:
+    from tenantry.report import live
+    from tenantry.store import live_rows
+
+    now = 1_000_000.0
+    bob = Principal(1001, "bob", AgentProduct.CLAUDE_CODE, "b1", project="proj-b")
+    for p in (AGENT, HUMAN, bob):
+        await journal.touch_session(p, now=now - 100)
+    for cid, p in (("ann:c1", AGENT), ("ann:c2", HUMAN), ("bob:c1", bob), ("bob:c2", bob)):
+        await journal.command_started(cid, p, ["true"], "/w", "local", started_at=now - 50)
+    res = {"cpus": 2, "account": "acct-a"}
+    for p, job in ((AGENT, "t1"), (bob, "t1")):
+        await journal.add_event(
+            Event(EventType.JOB_SUBMITTED, p.key, job, "ok", None, {"resources": res}, now - 40)
+        )
+        await journal.add_event(
+            Event(EventType.JOB_STATE, p.key, job, "RUNNING", None, {}, now - 30)
+        )
+    await journal.flush()
+    every = await live_rows.read(journal.db, now - 3600, now, None)
+    assert (len(every.sessions), len(every.commands), len(every.job_events)) == (3, 4, 4)
+    ann = await live_rows.read(journal.db, now - 3600, now, "ann")
+    assert {s["user"] for s in ann.sessions} == {"ann"}
+    assert {c["id"] for c in ann.commands} == {"ann:c1", "ann:c2"}
+    assert {e["principal"] for e in ann.job_events} == {AGENT.key}
+    assert ann.job_events[0]["data"]["resources"]["cpus"] == 2
+    report = live.build(every, now - 3600, now, "UTC")
+    by_user = {r["user"]: r for r in report["facility"]["by_user"]}
+    assert (by_user["ann"]["agent_commands"], by_user["ann"]["human_commands"]) == (1, 1)
+    assert (by_user["bob"]["agent_commands"], by_user["bob"]["agent_jobs"]) == (2, 1)
+    projects = {r["project"]: r for r in report["facility"]["by_project"]}
+    assert projects["proj-b"]["agent_jobs"] == 1 and projects["acct-a"]["agent_jobs"] == 1
+    assert report["headline"]["submissions"]["total"] == 2

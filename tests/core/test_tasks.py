@@ -49,3 +49,26 @@ async def test_a_supervised_loop_is_restarted(monkeypatch: pytest.MonkeyPatch) -
     assert group.restarts["poller"] == 2 and len(group.failures) == 2
     await group.aclose()
     assert len(group) == 0
+
+
+async def test_every_logs_a_failed_tick_and_runs_the_next(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ticks = 0
+    third = asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks == 3:
+            third.set()
+        if ticks == 1:
+            raise OSError("disk full")
+
+    task = asyncio.create_task(tasks.every(0.0, tick, tasks.log, "unit tick"))
+    async with asyncio.timeout(10):
+        await third.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert "unit tick failed" in caplog.text and "disk full" in caplog.text

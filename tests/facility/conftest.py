@@ -99,6 +99,25 @@ class User:
     proc: subprocess.Popen[bytes] | None = None
     log: Path = field(default_factory=Path)
 
+    @classmethod
+    def at_home(cls, name: str, uid: int, gid: int, home: Path, facility_socket: str) -> User:
+        """The user with a fresh ``home`` (and its state and work dirs: theirs, mode 0700)."""
+        for d in (home, home / "state", home / "work"):
+            d.mkdir(mode=0o700)
+            os.chown(d, uid, gid)
+        return cls(name, uid, gid, home, facility_socket)
+
+    @contextlib.contextmanager
+    def second_daemon(self, home: Path, facility_socket: str) -> Iterator[User]:
+        """This user's second daemon ("on another login node"): its own ``home``, facing
+        ``facility_socket``; stopped on exit."""
+        other = User.at_home(self.name, self.uid, self.gid, home, facility_socket)
+        try:
+            other.start()
+            yield other
+        finally:
+            other.stop()
+
     @property
     def state(self) -> Path:
         return self.home / "state"
@@ -106,6 +125,14 @@ class User:
     @property
     def work(self) -> Path:
         return self.home / "work"
+
+    def script(self, name: str, body: str) -> str:
+        """An executable ``#!/bin/sh`` script NAME in this user's work dir, owned by them."""
+        path = self.work / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        os.chown(path, self.uid, self.gid)
+        path.chmod(0o755)
+        return name
 
     def env(self, agent: bool) -> dict[str, str]:
         env = {
@@ -157,6 +184,22 @@ class User:
         except ValueError:
             data = text
         return Result(proc.returncode, data, proc.stderr)
+
+    def agent_command(self, *argv: str) -> subprocess.Popen[bytes]:
+        """``tenantry run -- ARGV`` as this user's agent, left running (stderr piped)."""
+        return subprocess.Popen(
+            self.argv("run", "--", *argv),
+            env=self.env(True),
+            cwd=self.work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def saw_started(self, program: str, *of_user: str) -> bool:
+        """Has the facility a ``command.started`` event of ``program`` (of ``--user U``)?"""
+        args = ("facility", "events", "--type", "command.started", "--since", "3600")
+        seen = self.ok(*args, *(("--user", *of_user) if of_user else ()))
+        return any(e["data"].get("argv", [None])[:1] == [program] for e in seen["events"])
 
     def ok(self, *args: str, agent: bool = False) -> Any:
         res = self.call(*args, agent=agent)
@@ -287,11 +330,7 @@ def running_facility(extra_config: str = "") -> Iterator[Facility]:
         (base / "users").mkdir(mode=0o755)
         for name in USERS:
             pw = pwd.getpwnam(name)
-            home = base / "users" / name
-            for d in (home, home / "state", home / "work"):
-                d.mkdir(mode=0o700)
-                os.chown(d, pw.pw_uid, pw.pw_gid)
-            users[name] = User(name, pw.pw_uid, pw.pw_gid, home, sock)
+            users[name] = User.at_home(name, pw.pw_uid, pw.pw_gid, base / "users" / name, sock)
         fac = Facility(base, sock, svc, base / "sbin" / "tenantry-facility-start", users, port)
         fac.start()
         for u in users.values():

@@ -20,14 +20,6 @@ from .conftest import ACCOUNT, Facility, User, wait_until
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-def _script(user: User, name: str, body: str) -> str:
-    path = user.work / name
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    os.chown(path, user.uid, user.gid)
-    path.chmod(0o755)
-    return name
-
-
 def _ids(rows: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return {(str(r["user"]), str(r["id"])) for r in rows}
 
@@ -50,7 +42,7 @@ def test_service_runs_as_its_account_on_a_socket_every_user_may_open(facility: F
 
 def test_jobs_submit_status_wait_cancel_through_the_users_daemons(facility: Facility) -> None:
     alice, bob, carol = (facility.users[n] for n in ("tt-alice", "tt-bob", "tt-carol"))
-    short = alice.ok("submit", "-t", "2", _script(alice, "hello.sh", "echo hello-from-$(id -un)"))
+    short = alice.ok("submit", "-t", "2", alice.script("hello.sh", "echo hello-from-$(id -un)"))
     ajob = short["job"]["id"]
     done = alice.ok("wait", ajob, "--timeout", "150")
     assert done["job"]["state"] == "COMPLETED", done
@@ -58,7 +50,7 @@ def test_jobs_submit_status_wait_cancel_through_the_users_daemons(facility: Faci
     assert out.read_text().strip() == "hello-from-tt-alice"
     assert alice.ok("status", ajob)["jobs"][0]["state"] == "COMPLETED"
 
-    long = bob.ok("submit", "-t", "5", _script(bob, "long.sh", "sleep 120"))
+    long = bob.ok("submit", "-t", "5", bob.script("long.sh", "sleep 120"))
     bjob = long["job"]["id"]
     wait_until(
         lambda: bob.ok("status", bjob)["jobs"][0]["state"] in {"RUNNING", "PENDING"},
@@ -201,13 +193,13 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
     # budgets (the facility's file: one agent submission an hour per user)
     running: dict[str, str] = {}
     for u in (alice, bob):
-        first = u.call("submit", "-t", "5", _script(u, "b1.sh", "sleep 300"), agent=True)
+        first = u.call("submit", "-t", "5", u.script("b1.sh", "sleep 300"), agent=True)
         assert first.rc == 0, first.stderr
         running[u.name] = first.data["job"]["id"]
-        second = u.call("submit", "-t", "1", "--force", _script(u, "b2.sh", "true"), agent=True)
+        second = u.call("submit", "-t", "1", "--force", u.script("b2.sh", "true"), agent=True)
         assert second.rc != 0
         assert second.data["error"]["code"] == "budget_exceeded", second.data
-        assert u.call("submit", "-t", "1", _script(u, "h.sh", "true")).rc == 0  # humans: not
+        assert u.call("submit", "-t", "1", u.script("h.sh", "true")).rc == 0  # humans: not
     # a user cannot stop another user's agents; staff can stop anyone's
     assert bob.call("admin", "stop-user", "tt-alice").rc != 0
     for u in (alice, bob):
@@ -235,23 +227,11 @@ def test_kill_switch_and_budgets_set_at_the_facility_apply_to_every_user(
 
 
 def test_a_stop_at_the_facility_ends_a_running_agent_command_at_once(facility: Facility) -> None:
-    import subprocess
 
     alice, carol = facility.users["tt-alice"], facility.users["tt-carol"]
-    cmd = subprocess.Popen(
-        alice.argv("run", "--", "tail", "-f", "/dev/null"),
-        env=alice.env(True),
-        cwd=alice.work,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    cmd = alice.agent_command("tail", "-f", "/dev/null")
     try:
-
-        def started() -> bool:
-            seen = carol.ok("facility", "events", "--user", "tt-alice", "--type", "command.started")
-            return any(e["data"].get("argv", [None])[:1] == ["tail"] for e in seen["events"])
-
-        wait_until(started, 60, "alice's agent command running")
+        wait_until(lambda: carol.saw_started("tail", "tt-alice"), 60, "alice's agent command")
         carol.ok("admin", "stop-user", "tt-alice", "--reason", "runaway")
         bob = facility.users["tt-bob"]
         assert "tt-alice" not in json.dumps(bob.ok("admin", "stopped"))  # not bob's business

@@ -17,7 +17,6 @@ import secrets
 import signal
 import subprocess
 import time
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ..conftest import pg_schema
 from .conftest import (
     ACCOUNT,
     PY,
@@ -87,43 +87,16 @@ def _second_replica(a: Facility, url: str) -> Facility:
 
 @pytest.fixture(scope="module")
 def replicas(slurm: None, pg_database: str) -> Iterator[Replicas]:
-    import psycopg
-    from psycopg import sql
-
-    schema = f"fo_{secrets.token_hex(6)}"
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    parts = urllib.parse.urlsplit(pg_database)
-    query = urllib.parse.urlencode({"options": f"-csearch_path={schema}"})
-    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
-    try:
-        with running_facility(f'store_url = "{url}"\n') as a:
-            wait_until(lambda: replica_health(a.socket).get("leader"), 30, "replica A leads")
-            b = _second_replica(a, url)
-            b.start()
-            alice = a.users["tt-alice"]
-            home = a.base / "users" / "tt-alice-on-b"
-            for d in (home, home / "state", home / "work"):
-                d.mkdir(mode=0o700)
-                os.chown(d, alice.uid, alice.gid)
-            alice_b = User(alice.name, alice.uid, alice.gid, home, b.socket)
-            try:
-                alice_b.start()
+    with pg_schema(pg_database, "fo") as url, running_facility(f'store_url = "{url}"\n') as a:
+        wait_until(lambda: replica_health(a.socket).get("leader"), 30, "replica A leads")
+        b = _second_replica(a, url)
+        b.start()
+        alice = a.users["tt-alice"]
+        try:
+            with alice.second_daemon(a.base / "users" / "tt-alice-on-b", b.socket) as alice_b:
                 yield Replicas(a, b, alice, alice_b)
-            finally:
-                alice_b.stop()
-                b.stop()
-    finally:
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-def _script(user: User, name: str, body: str) -> str:
-    path = user.work / name
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    os.chown(path, user.uid, user.gid)
-    path.chmod(0o755)
-    return name
+        finally:
+            b.stop()
 
 
 def test_the_follower_takes_the_poller_and_no_waiter_misses_a_change(replicas: Replicas) -> None:
@@ -140,7 +113,7 @@ def test_the_follower_takes_the_poller_and_no_waiter_misses_a_change(replicas: R
         "the command's event at replica A",
     )
     jobs = [
-        alice_b.ok("submit", "-t", "3", _script(alice_b, f"j{i}.sh", "sleep 12"))["job"]["id"]
+        alice_b.ok("submit", "-t", "3", alice_b.script(f"j{i}.sh", "sleep 12"))["job"]["id"]
         for i in range(JOBS)
     ]
     wait_until(

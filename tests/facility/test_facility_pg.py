@@ -10,12 +10,11 @@ PostgreSQL (skipped without; failed with TENANTRY_REQUIRE_POSTGRES=1).
 
 from __future__ import annotations
 
-import secrets
-import urllib.parse
 from collections.abc import Iterator
 
 import pytest
 
+from ..conftest import pg_schema
 from .conftest import Facility, running_facility
 from .test_facility_e2e import (
     test_jobs_submit_status_wait_cancel_through_the_users_daemons,
@@ -34,18 +33,5 @@ __all__ = [
 
 @pytest.fixture(scope="module")
 def facility(slurm: None, pg_database: str) -> Iterator[Facility]:
-    import psycopg
-    from psycopg import sql
-
-    schema = f"fac_{secrets.token_hex(6)}"
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    parts = urllib.parse.urlsplit(pg_database)
-    query = urllib.parse.urlencode({"options": f"-csearch_path={schema}"})
-    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
-    try:
-        with running_facility(f'store_url = "{url}"\n') as fac:
-            yield fac
-    finally:
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    with pg_schema(pg_database, "fac") as url, running_facility(f'store_url = "{url}"\n') as fac:
+        yield fac

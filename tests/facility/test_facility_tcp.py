@@ -55,25 +55,9 @@ def facility_tcp(slurm: None, tcp_port: int) -> Iterator[Facility]:
 @pytest.fixture(scope="module")
 def alice_b(facility_tcp: Facility, tcp_port: int) -> Iterator[User]:
     """tt-alice's second daemon, on "another login node": over TCP + MUNGE."""
-    a = facility_tcp.users["tt-alice"]
     home = facility_tcp.base / "users" / "tt-alice-node-b"
-    for d in (home, home / "state", home / "work"):
-        d.mkdir(mode=0o700)
-        os.chown(d, a.uid, a.gid)
-    user = User(a.name, a.uid, a.gid, home, f"munge://127.0.0.1:{tcp_port}")
-    user.start()
-    try:
-        yield user
-    finally:
-        user.stop()
-
-
-def _script(user: User, name: str, body: str) -> str:
-    path = user.work / name
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    os.chown(path, user.uid, user.gid)
-    path.chmod(0o755)
-    return name
+    with facility_tcp.users["tt-alice"].second_daemon(home, f"munge://127.0.0.1:{tcp_port}") as b:
+        yield b
 
 
 def _codec_of(name: str) -> MungeCodec:
@@ -100,15 +84,15 @@ def test_kill_switch_and_budget_at_the_facility_apply_to_both_daemons_of_a_user(
 ) -> None:
     alice_a, carol = facility_tcp.users["tt-alice"], facility_tcp.users["tt-carol"]
     # the budget is the user's (one agent submission an hour), whichever node submits
-    first = alice_a.call("submit", "-t", "5", _script(alice_a, "b1.sh", "sleep 300"), agent=True)
+    first = alice_a.call("submit", "-t", "5", alice_a.script("b1.sh", "sleep 300"), agent=True)
     assert first.rc == 0, first.stderr
     job = first.data["job"]["id"]
     try:
-        second = alice_b.call("submit", "-t", "1", "--force", _script(alice_b, "b2.sh", "true"),
+        second = alice_b.call("submit", "-t", "1", "--force", alice_b.script("b2.sh", "true"),
                               agent=True)  # fmt: skip
         assert second.rc != 0, second.data
         assert second.data["error"]["code"] == "budget_exceeded", second.data
-        assert alice_b.call("submit", "-t", "1", _script(alice_b, "h.sh", "true")).rc == 0
+        assert alice_b.call("submit", "-t", "1", alice_b.script("h.sh", "true")).rc == 0
         # a stop set at the facility refuses her agents on both nodes; her own shell works
         carol.ok("admin", "stop-user", "tt-alice", "--reason", "maintenance")
         try:
@@ -166,3 +150,21 @@ def test_a_credential_of_one_user_cannot_act_as_another(
             await bob.aclose()
 
     asyncio.run(scenario())
+
+
+def test_live_report_over_munge_is_the_proven_users_own(
+    facility_tcp: Facility, alice_b: User
+) -> None:
+    from .conftest import wait_until
+
+    assert alice_b.call("run", "--", "true", json_flag=False).rc == 0  # on "node B"
+
+    def mine() -> dict[str, Any] | None:
+        res = alice_b.call("report", "--live")
+        assert res.rc == 0, res.stderr
+        rows = {r["user"]: r for r in res.data["facility"]["by_user"]}
+        return res.data if rows.get("tt-alice", {}).get("human_commands", 0) >= 1 else None
+
+    report = wait_until(mine, 60, "node B's command in the live report")
+    assert report["scope"]["staff"] is False and report["scope"]["users"] == ["tt-alice"]
+    assert {r["user"] for r in report["facility"]["by_user"]} == {"tt-alice"}

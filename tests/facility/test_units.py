@@ -19,7 +19,7 @@ from tenantry.facility.identity import FacilityIdentity, PeerCredAuthenticator, 
 from tenantry.facility.install import Layout, plan, start_script, unit_text
 from tenantry.facility.jobview import EventJobView
 from tenantry.facility.link import FacilityLink
-from tenantry.facility.seams import Peer, Viewer
+from tenantry.facility.seams import FacilityRequest, Peer, Viewer
 from tenantry.facility.service import _event_of
 
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -139,15 +139,7 @@ class CannedLink(FacilityLink):
         self.jobs = jobs
         self.calls = 0
 
-    async def call(
-        self,
-        p: Principal,
-        op: str,
-        params: dict[str, Any],
-        *,
-        request_id: str = "",
-        timeout_s: float | None = None,
-    ) -> tuple[Any, list[str]]:
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
         self.calls += 1
         if self.jobs is None:
             raise FacilityUnavailable("down")
@@ -185,20 +177,12 @@ class RecordingLink(FacilityLink):
         self.batches: list[int] = []
         self.refuse_first = refuse_first
 
-    async def call(
-        self,
-        p: Principal,
-        op: str,
-        params: dict[str, Any],
-        *,
-        request_id: str = "",
-        timeout_s: float | None = None,
-    ) -> tuple[Any, list[str]]:
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
         if self.refuse_first:
             self.refuse_first = False
             raise UsageError("request body over 8388608 bytes")
-        self.batches.append(len(params["events"]))
-        return {"accepted": len(params["events"])}, []
+        self.batches.append(len(req.params["events"]))
+        return {"accepted": len(req.params["events"])}, []
 
 
 def _executor(link: FacilityLink) -> Any:

@@ -34,22 +34,38 @@ def principal(
     return Principal(uid=1000, user=user, agent=agent, session=session, project=project)
 
 
+def new_lesson(
+    title: str,
+    body: str,
+    *,
+    kind: Kind = Kind.FACT,
+    scope: Scope = Scope.FACILITY,
+    trust: Trust = Trust.AGENT_OBSERVED,
+    status: Status = Status.ACTIVE,
+    owner_key: str = "ops/human/-",
+    id: str = "",
+) -> Lesson:
+    """A stored-as-is lesson of ``owner_key`` (user/agent/session), with the source its
+    trust implies (staff for staff-approved, else an agent); a fresh id unless given."""
+    return Lesson(
+        id=id or new_id(),
+        kind=kind,
+        scope=scope,
+        title=title,
+        body=body,
+        owner_user=owner_key.split("/")[0],
+        owner_key=owner_key,
+        sources=[Source.STAFF if trust is Trust.STAFF_APPROVED else Source.AGENT],
+        trust=trust,
+        status=status,
+    )
+
+
 def facility_lesson(
     title: str, body: str, *, kind: Kind = Kind.FACT, trust: Trust = Trust.AGENT_OBSERVED
 ) -> Lesson:
     """An active facility-scope lesson owned by staff, with the source its trust implies."""
-    return Lesson(
-        id=new_id(),
-        kind=kind,
-        scope=Scope.FACILITY,
-        title=title,
-        body=body,
-        owner_user="ops",
-        owner_key="ops/human/-",
-        sources=[Source.STAFF if trust is Trust.STAFF_APPROVED else Source.AGENT],
-        trust=trust,
-        status=Status.ACTIVE,
-    )
+    return new_lesson(title, body, kind=kind, trust=trust)
 
 
 async def remember_limit(

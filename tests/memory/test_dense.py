@@ -9,19 +9,15 @@ import pytest
 
 from tenantry.memory import (
     Kind,
-    Lesson,
     LessonStore,
-    Scope,
-    Source,
     Status,
-    Trust,
     embedding,
     retrieval,
     vectors,
 )
 from tenantry.memory.vectors import VectorIndex
 
-from .conftest import fixture_lessons
+from .conftest import fixture_lessons, new_lesson
 
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
 
@@ -59,6 +55,29 @@ def test_a_paraphrase_is_nearer_than_an_unrelated_lesson() -> None:
     near = m.embed_one("Job killed by the cgroup OOM handler: ask for more memory per node")
     far = m.embed_one("Invalid partition name: the partition is called cpu, not compute")
     assert float(q @ near) > float(q @ far) + 0.05
+
+
+def test_the_query_vector_carries_the_vocabulary_words_for_its_own() -> None:
+    """A question in everyday words is embedded with the facility's words for them.
+
+    Without them "standby nodes" is nearer an unrelated lesson about interactive
+    sessions than the preempt partition's lesson; with them it is the other way.
+    """
+    from tenantry.memory import vocab
+
+    m = model()
+    preempt = m.embed_one(
+        "preempt partition: idle nodes for free, but jobs can be requeued at any time."
+        " Submit with -p preempt; a preempted job is requeued."
+    )
+    other = m.embed_one("Interactive session on a compute node: salloc then srun --pty bash")
+    q = "which jobs run on the standby nodes"
+    text = retrieval.dense_text(q, vocab.DEFAULT)
+    assert text.startswith(q) and "preempt" in text
+    plain, carried = m.embed_one(q), m.embed_one(text)
+    assert float(plain @ preempt) < float(plain @ other)
+    assert float(carried @ preempt) > float(carried @ other) + 0.1
+    assert retrieval.dense_text("sbatch: error: Invalid qos", vocab.DEFAULT).endswith("qos")
 
 
 async def test_vectors_persist_and_reopen_without_embedding_again(tmp_path: Path) -> None:
@@ -133,17 +152,12 @@ async def test_dense_never_lifts_an_untrusted_or_stale_lesson_over_a_trusted_one
     async with LessonStore(tmp_path / "m.sqlite3") as store:
         await store.add_many(good, "test")
         # an agent-observed lesson worded exactly like the query, but stale
-        copy = Lesson(
-            id="stale-copy",
-            kind=Kind.FACT,
-            scope=Scope.FACILITY,
-            title="stuck resolving dependencies for an hour creating my environment",
-            body="creating my environment has been stuck resolving dependencies for an hour",
-            owner_user="mallory",
-            owner_key="mallory/claude-code/s9",
-            sources=[Source.AGENT],
-            trust=Trust.AGENT_OBSERVED,
+        copy = new_lesson(
+            "stuck resolving dependencies for an hour creating my environment",
+            "creating my environment has been stuck resolving dependencies for an hour",
             status=Status.STALE,
+            owner_key="mallory/claude-code/s9",
+            id="stale-copy",
         )
         await store.add(copy, "test")
         index = VectorIndex(tmp_path / "m.vectors", model())

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.memory import Kind, Lesson, LessonStore, Scope, Source, Status, Trust, retrieval
+from tenantry.memory import Kind, LessonStore, Scope, Status, retrieval
 from tenantry.memory import terms as T
 from tenantry.memory.retrieval_pg import bm25_scores
-from tenantry.memory.store import fts_fields, new_id
+from tenantry.memory.store import fts_fields
 from tenantry.store import open_store
 
-from .conftest import fixture_lessons
+from .conftest import fixture_lessons, new_lesson
 
 VIEWER = retrieval.Viewer("eve/claude-code/s1", "eve", "chem")
 QUERIES = [
@@ -70,17 +70,13 @@ def test_a_document_without_the_words_scores_nothing() -> None:
 
 
 async def test_postgres_recalls_what_sqlite_recalls(tmp_path: Path, pg_url: str) -> None:
-    private = Lesson(
-        id=new_id(),
+    private = new_lesson(
+        "out of memory on my private partition",
+        "a lesson of another user's agent, never approved",
         kind=Kind.FAILURE_FIX,
         scope=Scope.USER,
-        title="out of memory on my private partition",
-        body="a lesson of another user's agent, never approved",
-        owner_user="mallory",
-        owner_key="mallory/claude-code/s9",
-        sources=[Source.AGENT],
-        trust=Trust.AGENT_OBSERVED,
         status=Status.CANDIDATE,
+        owner_key="mallory/claude-code/s9",
     )
     found: dict[str, list[list[str]]] = {}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,28 +19,45 @@ def lesson(title: str, body: str, trust: Trust = Trust.AGENT_OBSERVED) -> Lesson
     return facility_lesson(title, body, trust=trust)
 
 
+FILLER = ["build", "cache", "node", "login", "output", "script", "config", "thread"]
+
+
+def one_word_each(
+    rng: random.Random, words: tuple[str, ...], n: int, k: int
+) -> Iterator[tuple[int, str, str]]:
+    """``n`` times (i, one of ``words`` in turn, ``k`` filler words drawn from ``rng``)."""
+    for i in range(n):
+        yield i, words[i % len(words)], " ".join(rng.choices(FILLER, k=k))
+
+
+async def found_among(
+    store: LessonStore, crowd: list[Lesson], right: Lesson, query: str
+) -> list[str]:
+    """Store ``crowd``, then ``right``: the ids of the five lessons ``query`` finds, best first."""
+    await store.add_many(crowd, "test")
+    await store.add(right, "test")
+    return [h.lesson.id for h in await retrieval.search(store, VIEWER, query, limit=5)]
+
+
 async def test_common_topical_terms_are_not_starved_by_the_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(retrieval, "POSTINGS_BUDGET", 50)
     rng = random.Random(3)
-    filler = ["build", "cache", "node", "login", "output", "script", "config", "thread"]
     async with LessonStore(tmp_path / "m.sqlite3") as store:
         # hundreds of lessons each sharing one of the query's words, none all three
-        crowd = []
-        for i in range(300):
-            word = ("gpu", "partition", "walltime")[i % 3]
-            text = " ".join(rng.choices(filler, k=6))
-            crowd.append(lesson(f"{word} note {i}", f"{word} {text}"))
-        await store.add_many(crowd, "test")
+        words = ("gpu", "partition", "walltime")
+        crowd = [
+            lesson(f"{word} note {i}", f"{word} {text}")
+            for i, word, text in one_word_each(rng, words, 300, 6)
+        ]
         right = lesson(
             "gpu partition walltime is 24 hours",
             "The gpu partition allows a walltime of 24 hours and 4 nodes per job.",
             Trust.STAFF_APPROVED,
         )
-        await store.add(right, "test")
-        hits = await retrieval.search(store, VIEWER, "gpu partition walltime", limit=5)
-        assert hits and hits[0].lesson.id == right.id
+        ids = await found_among(store, crowd, right, "gpu partition walltime")
+        assert ids and ids[0] == right.id
 
 
 async def test_rare_identifiers_do_not_push_out_the_topical_terms(
@@ -52,24 +70,22 @@ async def test_rare_identifiers_do_not_push_out_the_topical_terms(
     """
     monkeypatch.setattr(retrieval, "POSTINGS_BUDGET", 40)
     rng = random.Random(5)
-    filler = ["build", "cache", "node", "login", "output", "script", "config", "thread"]
     async with LessonStore(tmp_path / "m.sqlite3") as store:
         crowd = []
         for i in range(30):  # the host name is rare, but every lesson with it is off topic
-            crowd.append(lesson(f"node cn0417 note {i}", " ".join(rng.choices(filler, k=8))))
-        for i in range(240):  # the topical words are frequent, one at a time
-            word = ("preemptible", "requeue", "checkpoint")[i % 3]
-            text = " ".join(rng.choices(filler, k=10))
-            crowd.append(lesson(f"{word} {text}", f"{word} {text}"))
-        await store.add_many(crowd, "test")
+            crowd.append(lesson(f"node cn0417 note {i}", " ".join(rng.choices(FILLER, k=8))))
+        # the topical words are frequent, one at a time
+        words = ("preemptible", "requeue", "checkpoint")
+        crowd += [
+            lesson(f"{word} {text}", f"{word} {text}")
+            for _, word, text in one_word_each(rng, words, 240, 10)
+        ]
         right = lesson(
             "preemptible: requeue and checkpoint",
             "When preemptible, --requeue and checkpoint.",
         )
-        await store.add(right, "test")
         query = "preemptible killed on cn0417, how do I requeue and checkpoint"
-        hits = await retrieval.search(store, VIEWER, query, limit=5)
-        assert right.id in [h.lesson.id for h in hits[:3]]
+        assert right.id in (await found_among(store, crowd, right, query))[:3]
         monkeypatch.setattr(retrieval, "TOP_PER_TERM", 0)  # the old cap: rarest terms only
         hits = await retrieval.search(store, VIEWER, query, limit=5)
         assert right.id not in [h.lesson.id for h in hits[:3]]

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from tenantry.memory import signature, terms
+from tenantry.memory import signature, terms, vocab
 
 
 def test_normalize_strips_what_varies_between_runs() -> None:
@@ -78,3 +78,55 @@ def test_fts_query_never_breaks_the_parser(text: str) -> None:
     assert isinstance(rows, list)
     if "account" in text:
         assert rows == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("text", "implied"),
+    [
+        ("is there a scavenger queue for spare cycles", ["preempt"]),
+        ("how do I get a whole node to myself", ["exclusive"]),
+        ("show my job history for november", ["sacct"]),
+        ("my program got killed by the cgroup", ["oom"]),
+        ("what software is installed", ["avail", "spider"]),
+        ("the cluster is full and nothing starts", ["pend", "resourc"]),
+    ],
+)
+def test_the_documentation_vocabulary_names_slurm_and_lmod_concepts(
+    text: str, implied: list[str]
+) -> None:
+    added = vocab.DEFAULT.expand(text)
+    assert all(t in added for t in implied), added
+    assert any("".join(implied[:1]) in p for p in vocab.DEFAULT.phrases(text))
+
+
+def test_runtime_of_a_library_is_not_a_time_limit() -> None:
+    # "run time" means the job's limit; "CUDA runtime" is a library, not a duration
+    assert "timelimit" in vocab.DEFAULT.expand("what run time can I ask for")
+    assert "timelimit" not in vocab.DEFAULT.expand("CUDA driver is too old for the runtime")
+
+
+def test_literal_heads_are_words_every_match_contains() -> None:
+    assert vocab._literal_heads(r"\bbill(?:ing|ed)?\b|\bcosts?\b|\bpay\b") == (
+        "bill",
+        "cost",
+        "pay",
+    )
+    assert vocab._literal_heads(r"\brun times?\b|\bfront[- ]?end\b") == ("run time", "front")
+    assert vocab._literal_heads(r"\b(?:compute|cpu)[ -]hours?\b|\bused up\b") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "we ran out of compute hours on the GPU partition",
+        "Is there a SCAVENGER queue? My Billing code is wrong",
+        "slurmstepd: error: *** JOB 44 ON cn0087 CANCELLED AT 2026-11-28 DUE TO TIME LIMIT ***",
+        "how long can a job last, a week? the CUDA runtime is too old",
+        "",
+    ],
+)
+def test_the_literal_prefilter_matches_the_same_rules_as_every_regex(text: str) -> None:
+    e = vocab.Expander()
+    every = [i for i, (pattern, *_) in enumerate(e._rules) if pattern.search(text)]
+    assert e._matching(text) == every
+    assert e.phrases(text) == [e._rules[i][3] for i in every]

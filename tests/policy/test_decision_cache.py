@@ -91,3 +91,24 @@ def test_new_facts_empty_the_cache(
     fresh.set_facts(fresh.facts)
     fresh.evaluate(agent, "run_command", params)
     assert calls[0] == 2 and fresh.cache_hits == 0
+
+
+@pytest.mark.parametrize("form", ["argv", "command"])
+def test_a_bare_relative_symlink_is_resolved_from_the_commands_cwd(
+    fresh: Judge, agent: Principal, tmp_path: Path, form: str
+) -> None:
+    """``cat lnk`` with ``lnk -> ~/.ssh/id_rsa``: a plain word that names a link is a path."""
+    link = tmp_path / "lnk"
+    link.symlink_to("/home/alice/.ssh/id_rsa")
+    spec: dict[str, Any] = {"argv": ["cat", "lnk"]} if form == "argv" else {"command": "cat lnk"}
+    d = fresh.evaluate(agent, "run_command", {**spec, "cwd": str(tmp_path)})
+    assert not d.allowed, d.message
+    # the same word where it names a plain file stays an ordinary argument
+    other = tmp_path / "sub"
+    other.mkdir()
+    (other / "lnk").write_text("notes\n")
+    assert fresh.evaluate(agent, "run_command", {**spec, "cwd": str(other)}).allowed
+    # and a link that changes into a key is judged again, not served from the cache
+    (other / "lnk").unlink()
+    (other / "lnk").symlink_to("/home/alice/.ssh/id_rsa")
+    assert not fresh.evaluate(agent, "run_command", {**spec, "cwd": str(other)}).allowed

@@ -85,12 +85,15 @@ def print_help_of(p: argparse.ArgumentParser) -> Handler:
     return show
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace, **flags: str) -> Settings:
+    """The settings, with the global options and each of ``flags`` (setting name =
+    the option's attribute in ``args``) that the command line gives."""
     return load(
         overrides={
             "state_dir": getattr(args, "state_dir", None),
             "socket": getattr(args, "socket", None),
             "backend": getattr(args, "backend", None),
+            **{name: getattr(args, attr, None) for name, attr in flags.items()},
         }
     )
 

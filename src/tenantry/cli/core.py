@@ -429,11 +429,8 @@ def _settings(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from tenantry.gateway.server import run
 
-    settings = settings_from(args)
-    if args.facility:
-        settings = settings.replace(facility_address=args.facility)
+    settings = settings_from(args, facility_address="facility", http="http")
     if args.http:
-        settings = settings.replace(http=args.http)
         from tenantry.cli.daemon import stop
 
         pid = stop(settings, 30.0)  # one started on demand serves no HTTP: take its place

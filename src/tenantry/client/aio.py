@@ -16,7 +16,7 @@ from typing import Any
 
 from tenantry.client import wire
 from tenantry.client.principal import client_claims
-from tenantry.client.sync import ensure_daemon, new_request_id
+from tenantry.client.sync import HeldEnv, ensure_daemon, new_request_id
 from tenantry.client.wire import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER
 from tenantry.core import errors
 from tenantry.core.settings import Settings
@@ -29,8 +29,7 @@ class AsyncClient:
         self.settings = settings
         self.claims = claims if claims is not None else client_claims()
         self._idle: list[wire.AsyncConnection] = []
-        # the environment the daemon holds from us (sent whole once, then by digest)
-        self._held: dict[str, Any] | None = None
+        self._held = HeldEnv()
 
     async def aclose(self) -> None:
         for conn in self._idle:
@@ -50,10 +49,6 @@ class AsyncClient:
             self._idle.append(conn)
         else:
             conn.close()
-
-    def _params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """``params`` with an environment the daemon holds replaced by its digest."""
-        return wire.held_env(params, self._held)
 
     async def _send(
         self, op: str, params: dict[str, Any]
@@ -101,7 +96,7 @@ class AsyncClient:
 
     async def stream(self, op: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """A streaming op's chunks (the last holds ``result``)."""
-        sent, whole = self._params(params)
+        sent, whole = self._held.params(params)
         events = self._send(op, sent)
         head: wire.Head | None = None
         body = b""
@@ -121,20 +116,13 @@ class AsyncClient:
         finally:
             await events.aclose()
         if head is not None and head.content_type.startswith("application/json"):
-            data = json.loads(body)
-            if not data.get("ok"):
-                err = errors.from_dict(data.get("error") or {})
-                if isinstance(err, errors.EnvUnknown) and self._held is not None:
-                    self._held = None  # a daemon restarted since: send it whole again
-                    async for chunk in self.stream(op, params):
-                        yield chunk
-                    return
-                raise err
-            if whole is not None:
-                self._held = dict(whole)
-            yield {"result": data.get("result")}
+            last = self._held.answer(json.loads(body), whole)
+            if last is None:
+                async for chunk in self.stream(op, params):
+                    yield chunk
+            else:
+                yield last
             return
-        if whole is not None:
-            self._held = dict(whole)
+        self._held.accepted(whole)
         for line in lines.close():
             yield json.loads(line)

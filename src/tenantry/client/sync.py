@@ -41,6 +41,34 @@ def new_request_id() -> str:
     return os.urandom(12).hex()
 
 
+class HeldEnv:
+    """The environment the daemon holds from one client: sent whole once, then by digest."""
+
+    def __init__(self) -> None:
+        self.env: dict[str, Any] | None = None
+
+    def params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``params`` with an environment the daemon holds replaced by its digest, and
+        the environment they carry whole (to hold once the daemon accepts it), or None."""
+        return wire.held_env(params, self.env)
+
+    def accepted(self, whole: dict[str, Any] | None) -> None:
+        if whole is not None:
+            self.env = dict(whole)
+
+    def answer(self, data: dict[str, Any], whole: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The last chunk of a stream the daemon answered with one JSON document, or None
+        when it no longer holds the environment (a restart since): send it whole again."""
+        if not data.get("ok"):
+            err = errors.from_dict(data.get("error") or {})
+            if isinstance(err, errors.EnvUnknown) and self.env is not None:
+                self.env = None
+                return None
+            raise err
+        self.accepted(whole)
+        return {"result": data.get("result")}
+
+
 class Client:
     def __init__(
         self,
@@ -60,8 +88,7 @@ class Client:
         self.last_warnings: list[str] = []
         self.on_warnings = on_warnings
         self._conn = wire.Connection(settings.socket, timeout)
-        # the environment the daemon holds from us (sent whole once, then by digest)
-        self._held: dict[str, Any] | None = None
+        self._held = HeldEnv()
 
     def close(self) -> None:
         self._conn.close()
@@ -107,13 +134,6 @@ class Client:
             hint="start one with `tenantry serve` (or let the CLI start it)",
         ) from last
 
-    def _params(
-        self, params: dict[str, Any] | None
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """``params`` with an environment the daemon holds replaced by its digest."""
-        params = params or {}
-        return wire.held_env(params, self._held)
-
     def call(
         self,
         op: str,
@@ -151,23 +171,16 @@ class Client:
 
     def stream(self, op: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Call a streaming op; yields its chunks (the last holds ``result``)."""
-        sent, whole = self._params(params)
+        sent, whole = self._held.params(params or {})
         head, events = self._request("POST", f"{API}/op/{op}", sent)
         if head.content_type.startswith("application/json"):
-            data = _read_json(head, events)
-            if not data.get("ok"):
-                err = errors.from_dict(data.get("error") or {})
-                if isinstance(err, errors.EnvUnknown) and self._held is not None:
-                    self._held = None  # a daemon restarted since: send it whole again
-                    yield from self.stream(op, params)
-                    return
-                raise err
-            if whole is not None:
-                self._held = dict(whole)
-            yield {"result": data.get("result")}
+            last = self._held.answer(_read_json(head, events), whole)
+            if last is None:
+                yield from self.stream(op, params)
+            else:
+                yield last
             return
-        if whole is not None:
-            self._held = dict(whole)
+        self._held.accepted(whole)
         lines = wire.Lines()
         try:
             for event in events:

@@ -107,6 +107,25 @@ class Parser:
         self._state = "head"
         self._left = 0  # bytes left of the body or of the current chunk
         self.head: Head | None = None
+        self.done = False  # ``until_end`` has seen the response's END
+
+    def until_end(self, chunk: bytes) -> Iterator[Head | bytes]:
+        """The events of one response in ``chunk`` up to its END, which sets ``done``.
+
+        An empty ``chunk`` (the daemon closed the socket) before the END is an error.
+        """
+        if not chunk:
+            raise WireError("the daemon closed the connection mid-response")
+        for event in self.feed(chunk):
+            if event is END:
+                self.done = True
+                return
+            yield event
+
+    @property
+    def reusable(self) -> bool:
+        """The response was read to its END and the daemon keeps the connection open."""
+        return self.done and self.head is not None and self.head.keep_alive
 
     def feed(self, data: bytes) -> list[Head | bytes | None]:
         self._buf += data
@@ -243,23 +262,15 @@ class Connection:
         parser = Parser()
         sock = self._sock
         assert sock is not None
-        done = False
         try:
-            while not done:
+            while not parser.done:
                 try:
                     chunk = sock.recv(_RECV)
                 except OSError as exc:
                     raise WireError(f"lost the connection to the daemon: {exc}") from exc
-                if not chunk:
-                    raise WireError("the daemon closed the connection mid-response")
-                for event in parser.feed(chunk):
-                    if event is END:
-                        done = True
-                        break
-                    yield event
+                yield from parser.until_end(chunk)
         finally:
-            head = parser.head
-            if not done or head is None or not head.keep_alive:
+            if not parser.reusable:
                 self.close()
 
     def close(self) -> None:
@@ -312,24 +323,16 @@ class AsyncConnection:
         reader, writer = self._reader, self._writer
         assert reader is not None and writer is not None
         parser = Parser()
-        done = False
         try:
             writer.write(data)
             await writer.drain()
-            while not done:
-                chunk = await reader.read(_RECV)
-                if not chunk:
-                    raise WireError("the daemon closed the connection mid-response")
-                for event in parser.feed(chunk):
-                    if event is END:
-                        done = True
-                        break
+            while not parser.done:
+                for event in parser.until_end(await reader.read(_RECV)):
                     yield event
         except OSError as exc:
             raise WireError(f"lost the connection to the daemon: {exc}") from exc
         finally:
-            head = parser.head
-            if not done or head is None or not head.keep_alive:
+            if not parser.reusable:
                 self.close()
 
     def close(self) -> None:

@@ -114,6 +114,17 @@ def _limits(mem_mb: int | None, cpu_s: float | None, *, guarded: bool) -> Callab
     return apply
 
 
+def _not_started(cid: str, started: float, exit_code: int, reason: str) -> CommandResult:
+    """A command whose program could not be started (the shell's codes: 127, 126)."""
+    return CommandResult(
+        id=cid,
+        exit_code=exit_code,
+        state="error",
+        duration_s=time.monotonic() - started,
+        reason=reason,
+    )
+
+
 class _Child:
     """A command's process, reaped by us with ``os.wait4`` for its own rusage.
 
@@ -251,21 +262,10 @@ class LocalRunner:
                 else None,
             )
         except FileNotFoundError:
-            return CommandResult(
-                id=cid,
-                exit_code=127,
-                state="error",
-                duration_s=time.monotonic() - started,
-                reason=f"command not found: {spec.argv[0]}",
-            )
+            return _not_started(cid, started, 127, f"command not found: {spec.argv[0]}")
         except PermissionError:
-            return CommandResult(
-                id=cid,
-                exit_code=126,
-                state="error",
-                duration_s=time.monotonic() - started,
-                reason=f"permission denied: {spec.argv[0]} is not executable",
-            )
+            why = f"permission denied: {spec.argv[0]} is not executable"
+            return _not_started(cid, started, 126, why)
         proc = _Child(popen)
         self.guard.add(popen.pid)  # its own session: the group id is its pid
         self._running[cid] = (principal.key, proc)

@@ -34,6 +34,15 @@ def field_values(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
+class FieldsDict:
+    """A base of dataclasses whose ``to_dict`` is their ``field_values``."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return field_values(self)
+
+
 def wire_dict(obj: Any, **values: Any) -> dict[str, Any]:
     """``dataclasses.asdict(obj)`` with ``values`` put in (enums as their value, tuples
     as lists, derived fields): the body of a ``to_dict`` that changes a few fields."""

@@ -178,6 +178,18 @@ DECLARED: tuple[Setting, ...] = (
     Setting("facility_user", "tenantry", "System account that runs the facility service."),
     Setting("facility_timeout_s", 10.0, "Timeout of each call a daemon makes to its facility."),
     Setting(
+        "facility_facts_refresh_s",
+        300.0,
+        "The facility service re-reads Slurm's associations, QoS and partitions this often; a"
+        " submission's claimed account must be one of the user's associations (0: no check).",
+    ),
+    Setting(
+        "facility_push",
+        True,
+        "An executor takes its jobs' state changes pushed by the facility service (a long-lived"
+        " subscription resumed from its last sequence number) instead of polling it.",
+    ),
+    Setting(
         "facility_tcp",
         "",
         "HOST:PORT on which `tenantry facility serve` also listens for daemons on other login"
@@ -252,6 +264,8 @@ class Settings:
     facility_staff_group: str
     facility_user: str
     facility_timeout_s: float
+    facility_facts_refresh_s: float
+    facility_push: bool
     facility_tcp: str
     munge_socket: str
 

@@ -137,3 +137,16 @@ def health() -> list[dict[str, Any]]:
     """Every live task group's health, unhealthy first."""
     rows = [g.health() for g in list(_GROUPS)]
     return sorted(rows, key=lambda r: (r["healthy"], r["component"]))
+
+
+async def every(
+    interval_s: float, tick: Callable[[], Awaitable[object]], logger: logging.Logger, what: str
+) -> None:
+    """Await ``tick()`` every ``interval_s`` seconds until cancelled; a tick that
+    raises is logged (``what`` failed, with its traceback) and the next one runs."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await tick()
+        except Exception:
+            logger.exception("%s failed", what)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import grp
 import json
+import os
 import pwd
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
@@ -116,6 +117,10 @@ class FacilityIdentity:
             origin=origin,
             tier=claims.get("tier", ""),
         )
+
+    def sees_everyone(self, p: Principal) -> bool:
+        """Staff as humans, and the service's own account (its dashboard token's holder)."""
+        return self.viewer(p).is_staff or (not p.is_agent and p.uid == os.getuid())
 
     def viewer(self, p: Principal) -> Viewer:
         """Staff only as humans: an agent of a staff member sees what its user's agents may."""

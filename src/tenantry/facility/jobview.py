@@ -63,6 +63,8 @@ class EventJobView:
             }
             self._jobs[key] = view
             self._bound()
+        elif ts < float(view.get("updated_at", 0.0)):
+            return  # older than the view (read back from a replica's journal): no change
         if data.get("backend_id"):
             view["backend_id"] = data["backend_id"]
         if kind == EventType.JOB_SUBMITTED:

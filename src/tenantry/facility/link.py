@@ -17,7 +17,7 @@ import httpx
 
 from tenantry.core import errors
 from tenantry.core.models import Principal
-from tenantry.facility.seams import FacilityChannel
+from tenantry.facility.seams import FacilityChannel, FacilityRequest
 
 API = "/v1/op/"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
@@ -36,11 +36,13 @@ def claims_of(p: Principal) -> dict[str, str]:
     }
 
 
-class FacilityLink:
-    def __init__(self, address: str, timeout_s: float) -> None:
-        self.address = address
-        self.timeout_s = timeout_s
-        self._http: httpx.AsyncClient | None = None
+class FacilityLink(FacilityChannel):
+    down_hint = (
+        "retry in a moment; your own commands keep working. Staff: check"
+        " `systemctl status tenantry-facility`"
+    )
+
+    _http: httpx.AsyncClient | None = None  # opened on the first call
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
@@ -57,32 +59,16 @@ class FacilityLink:
             await self._http.aclose()
             self._http = None
 
-    def _down(self, why: str) -> errors.FacilityUnavailable:
-        return errors.FacilityUnavailable(
-            f"the facility service at {self.address} cannot be reached ({why}); agent actions"
-            " are refused until it answers",
-            hint="retry in a moment; your own commands keep working. Staff: check"
-            " `systemctl status tenantry-facility`",
-        )
-
-    async def call(
-        self,
-        p: Principal,
-        op: str,
-        params: dict[str, Any],
-        *,
-        request_id: str = "",
-        timeout_s: float | None = None,
-    ) -> tuple[Any, list[str]]:
-        headers = {PRINCIPAL_HEADER: json.dumps(claims_of(p))}
-        if request_id:
-            headers[REQUEST_ID_HEADER] = request_id
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
+        headers = {PRINCIPAL_HEADER: json.dumps(claims_of(req.principal))}
+        if req.request_id:
+            headers[REQUEST_ID_HEADER] = req.request_id
         try:
             resp = await self._client().post(
-                API + op,
-                json=params,
+                API + req.op,
+                json=req.params,
                 headers=headers,
-                timeout=httpx.Timeout(timeout_s or self.timeout_s),
+                timeout=httpx.Timeout(req.timeout_s),
             )
         except (httpx.TransportError, OSError) as exc:
             raise self._down(type(exc).__name__) from exc

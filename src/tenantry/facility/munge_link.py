@@ -19,9 +19,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tenantry.core import errors
-from tenantry.core.models import Principal
 from tenantry.facility.link import claims_of
 from tenantry.facility.munge_auth import MungeAuthClient, MungeCodec
+from tenantry.facility.seams import FacilityChannel, FacilityRequest
 from tenantry.facility.tcp import AUDIENCE, split_hostport
 
 POOL_MAX = 8  # idle connections kept
@@ -37,22 +37,18 @@ def parse_address(address: str) -> tuple[str, int, str]:
     return host, port, socket
 
 
-class MungeChannel:
+class MungeChannel(FacilityChannel):
+    down_hint = (
+        "retry in a moment; your own commands keep working. Check that munged runs"
+        " here (systemctl status munge) and the facility service on its host"
+    )
+
     def __init__(self, address: str, timeout_s: float) -> None:
-        self.address = address
-        self.timeout_s = timeout_s
+        super().__init__(address, timeout_s)
         self.host, self.port, socket = parse_address(address)
         self.codec = MungeCodec(socket=socket, timeout_s=timeout_s)
         self._idle: list[MungeAuthClient] = []
         self._closed = False
-
-    def _down(self, why: str) -> errors.FacilityUnavailable:
-        return errors.FacilityUnavailable(
-            f"the facility service at {self.address} cannot be reached ({why}); agent actions"
-            " are refused until it answers",
-            hint="retry in a moment; your own commands keep working. Check that munged runs"
-            " here (systemctl status munge) and the facility service on its host",
-        )
 
     async def aclose(self) -> None:
         self._closed = True
@@ -60,18 +56,10 @@ class MungeChannel:
         for client in idle:
             await client.aclose()
 
-    async def call(
-        self,
-        p: Principal,
-        op: str,
-        params: dict[str, Any],
-        *,
-        request_id: str = "",
-        timeout_s: float | None = None,
-    ) -> tuple[Any, list[str]]:
-        body = {"op": op, "params": params, "claims": claims_of(p)}
-        if request_id:
-            body["request_id"] = request_id
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
+        body = {"op": req.op, "params": req.params, "claims": claims_of(req.principal)}
+        if req.request_id:
+            body["request_id"] = req.request_id
         answer: dict[str, Any] | None = None
         for _attempt in range(2):
             reused = bool(self._idle)
@@ -81,7 +69,7 @@ class MungeChannel:
                 else MungeAuthClient(self.host, self.port, self.codec, AUDIENCE)
             )
             # the call's own timeout (a long wait) plus the slack of one round trip
-            client.timeout_s = float(timeout_s or self.timeout_s) + self.timeout_s
+            client.timeout_s = req.timeout_s + self.timeout_s
             try:
                 answer = await client.exchange(body)
             except errors.Unavailable as exc:

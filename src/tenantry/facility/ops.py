@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from tenantry.core.errors import UsageError
+from tenantry.facility import push
 from tenantry.facility.service import FacilityService
 from tenantry.facility.status import update_to_wire
 from tenantry.service.ops import REGISTRY, OpContext, op, param
@@ -65,10 +66,12 @@ async def whoami(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 
 @op("facility.replica", "This replica: leader or follower, and the cluster poller's freshness")
 async def replica(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
-    status = _service(ctx).replicated
+    svc = _service(ctx)
+    status, served = svc.replicated, {"served": dict(svc.served)}
+    extra = {**served, "slurm_facts": svc.accounts.health() if svc.accounts else None}
     if status is None:
-        return {"replicated": False}
-    return {"replicated": True, **status.health()}
+        return {"replicated": False, **extra}
+    return {"replicated": True, **status.health(), **extra}
 
 
 @op("facility.jobs", "Jobs at the facility you may see (staff: every user's)", action="query_jobs")
@@ -124,11 +127,27 @@ async def events(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
 @op("facility.scheduler_status", "Executor: scheduler states of its jobs from the cluster poller")
 async def scheduler_status(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     svc = _service(ctx)
+    svc.served["scheduler_status"] += 1
     ids = [str(i) for i in param(params, "ids", list, [])][:10_000]
     if svc.scheduler is None:
         return {"source": "", "jobs": {}}
     found = await svc.scheduler.query(ids, svc.viewer(ctx.principal))
     return {"source": "poller", "jobs": {k: update_to_wire(v) for k, v in found.items()}}
+
+
+@op("facility.job_changes", "Executor: its jobs' state changes after a sequence (long poll)")
+async def job_changes(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Pushed to executors: answered as soon as one of the caller's jobs changes."""
+    svc = _service(ctx)
+    svc.served["job_changes"] += 1
+    if svc.status_cache is None:
+        return {"push": False, "seq": 0, "changes": []}
+    since = param(params, "since", int, 0)
+    timeout = min(max(param(params, "timeout_s", float, push.WAIT_S), 0.0), 300.0)
+    theirs = param(params, "stream", str, "")
+    return await push.changes_for(
+        svc.status_cache, ctx.principal.user, since, timeout, stream=svc.stream, their_stream=theirs
+    )
 
 
 def _stop_concerns(stop: dict[str, Any], user: str) -> bool:

@@ -39,5 +39,7 @@ class PolledScheduler:
             if not viewer.is_staff and st.user != viewer.user:
                 continue  # the cache's own visibility already says so; never another's
             code = st.exit_code if st.state.terminal else None
-            out[bid] = JobUpdate(bid, st.state, exit_code=code, reason=st.reason)
+            age = self.status.status_of(bid, viewer).staleness_s  # of the poll it reflects
+            extra = {"staleness_s": round(age, 3)}
+            out[bid] = JobUpdate(bid, st.state, exit_code=code, reason=st.reason, extra=extra)
         return out

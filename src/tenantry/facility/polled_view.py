@@ -74,6 +74,7 @@ class PolledJobView:
             reason=st.reason,
             staleness_s=round(polled.staleness_s, 3),
             seq=st.seq,
+            observed_at=st.observed_at,
             served_from="poller",
         )
         if st.state.terminal and st.exit_code is not None:

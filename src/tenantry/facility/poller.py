@@ -31,7 +31,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Protocol
 
 from tenantry.backends import slurm_parse as sp
@@ -192,6 +192,7 @@ class StatusCache:
         self,
         *,
         history: int = 32,
+        recent: int = 100_000,
         private_jobs: bool = True,
         retain_s: float = 86400.0,
         appear_s: float = 10.0,
@@ -207,6 +208,8 @@ class StatusCache:
         self.health = PollHealth()
         self.seq = 0  # highest seq absorbed
         self._tick: asyncio.Event | None = None
+        # every change absorbed lately, in seq order: what is pushed to executors
+        self.recent: deque[JobStatus] = deque(maxlen=recent)
         self.on_read: Callable[[], None] | None = None  # a reader needs this cache (Poller.want)
         self.on_miss: Callable[[], None] | None = None  # ... a job it does not know (Poller.hurry)
 
@@ -248,6 +251,7 @@ class StatusCache:
             self._current[st.job_id] = st
             hist = self._history.setdefault(st.job_id, deque(maxlen=self._history_len))
             hist.append(st)
+            self.recent.append(st)
             self.seq = max(self.seq, st.seq)
             n += 1
         if n:
@@ -288,6 +292,25 @@ class StatusCache:
         if self._tick is not None:
             self._tick.set()
             self._tick = None
+
+    async def wait_seq(self, since: int, timeout_s: float) -> int:
+        """The cache's seq once it passed ``since`` (or at the timeout)."""
+        deadline = time.monotonic() + timeout_s
+        while self.seq <= since:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._tick is None:
+                self._tick = asyncio.Event()
+            tick = self._tick
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await tick.wait()
+        return self.seq
+
+    def current_of(self, user: str) -> list[JobStatus]:
+        """The current status of every job of ``user`` the cache holds, in seq order."""
+        return sorted((s for s in self._current.values() if s.user == user), key=lambda s: s.seq)
 
     # -- reading --------------------------------------------------------------------
     def _visible(self, st: JobStatus, viewer: ViewerLike) -> bool:
@@ -466,44 +489,36 @@ class SlurmSnapshotSource:
         return [sp.sacct_row_job(r) for r in sp.parse_sacct_parsable(out)]
 
 
+@dataclass(eq=False, repr=False)  # identity and the default repr, as a plain class
 class Poller:
     """The loop: snapshot, diff, publish, absorb. Run it on one replica (the leader)."""
 
-    def __init__(
-        self,
-        source: SnapshotSource,
-        cache: StatusCache,
-        publisher: Publisher,
-        *,
-        interval_s: float = 1.0,
-        max_backoff_s: float = 10.0,
-        lost_after: int = 3,
-        idle_after_s: float | None = None,
-        slow_s: float | None = None,
-    ) -> None:
-        self.source = source
-        self.cache = cache
-        self.publisher = publisher
-        self.interval_s = interval_s
-        self.max_backoff_s = max_backoff_s
-        self.lost_after = lost_after
-        self._missing: dict[str, int] = {}
-        # None: poll every interval_s forever. Else poll only while the cache is
-        # read (a status query, a job list, a waiter's look after each poll):
-        # after idle_after_s without a read the poller sleeps until the next one.
-        self.idle_after_s = idle_after_s
-        self._wanted_at = time.monotonic()
-        self._wanted = asyncio.Event()
-        self.asleep = False  # idle: waiting for a reader
-        # None: every interval_s. Else, like the executors' own pollers: interval_s
-        # after a change, 1.5x longer after each poll without one, up to slow_s; a
-        # reader asking for a job the cache does not know (just submitted) hurries it
-        self.slow_s = slow_s
-        self._hurry = asyncio.Event()
-        if idle_after_s is not None:
-            cache.on_read = self.want
-        if slow_s is not None:
-            cache.on_miss = self.hurry
+    source: SnapshotSource
+    cache: StatusCache
+    publisher: Publisher
+    _: KW_ONLY
+    interval_s: float = 1.0
+    max_backoff_s: float = 10.0
+    lost_after: int = 3
+    # None: poll every interval_s forever. Else poll only while the cache is
+    # read (a status query, a job list, a waiter's look after each poll):
+    # after idle_after_s without a read the poller sleeps until the next one.
+    idle_after_s: float | None = None
+    # None: every interval_s. Else, like the executors' own pollers: interval_s
+    # after a change, 1.5x longer after each poll without one, up to slow_s; a
+    # reader asking for a job the cache does not know (just submitted) hurries it
+    slow_s: float | None = None
+    _missing: dict[str, int] = field(default_factory=dict, init=False)
+    asleep: bool = field(default=False, init=False)  # idle: waiting for a reader
+    _wanted_at: float = field(default_factory=time.monotonic, init=False)
+    _wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _hurry: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self) -> None:
+        if self.idle_after_s is not None:
+            self.cache.on_read = self.want
+        if self.slow_s is not None:
+            self.cache.on_miss = self.hurry
 
     def hurry(self) -> None:
         """A reader needs a job the cache does not know yet: poll now, then fast."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any
 
 import psycopg
@@ -25,6 +26,7 @@ from tenantry.core import errors
 from tenantry.core.tasks import TaskGroup
 from tenantry.facility import status_store as store
 from tenantry.facility.leader import AConn, LeaderElection, connect
+from tenantry.facility.pg_listen import connected, follow_channel
 from tenantry.facility.poller import (
     Poller,
     SnapshotSource,
@@ -40,43 +42,35 @@ log = logging.getLogger(__name__)
 WANT_CHANNEL = "tenantry_facility_status_want"  # a follower has readers: the leader polls
 
 
+@dataclass(eq=False, repr=False)  # identity and the default repr, as a plain class
 class ReplicatedStatus:
     """Job status for every user, the same on every replica; lifecycle: start/aclose."""
 
-    def __init__(
-        self,
-        dsn: str,
-        source: SnapshotSource,
-        *,
-        name: str,
-        interval_s: float = 1.0,
-        resync_s: float = 1.0,
-        private_jobs: bool = True,
-        history: int = 32,
-        lock_key: int | None = None,
-        idle_after_s: float | None = None,
-        slow_s: float | None = None,
-    ) -> None:
-        self.dsn = dsn
-        self.source = source
-        self.name = name
-        self.interval_s = interval_s
-        self.resync_s = resync_s
-        self.history = history
-        self.cache = StatusCache(history=history, private_jobs=private_jobs)
-        self.election = LeaderElection(dsn, self._lead, name=name)
+    dsn: str
+    source: SnapshotSource
+    _: KW_ONLY
+    name: str
+    interval_s: float = 1.0
+    resync_s: float = 1.0
+    private_jobs: InitVar[bool] = True
+    history: int = 32
+    lock_key: InitVar[int | None] = None
+    # the leader's poller sleeps after idle_after_s without a reader on *any*
+    # replica: a follower's reads reach it as a NOTIFY on WANT_CHANNEL
+    idle_after_s: float | None = None
+    slow_s: float | None = None  # the leader's poller backs off to this while nothing changes
+    epoch: int = field(default=0, init=False)
+    follower_connected: bool = field(default=False, init=False)
+    _poller: Poller | None = field(default=None, init=False)
+    _want_pending: bool = field(default=False, init=False)
+
+    def __post_init__(self, private_jobs: bool, lock_key: int | None) -> None:
+        self.cache = StatusCache(history=self.history, private_jobs=private_jobs)
+        self.election = LeaderElection(self.dsn, self._lead, name=self.name)
         if lock_key is not None:
             self.election.key = lock_key
         self.tasks = TaskGroup("facility-status")
-        self.epoch = 0
-        self.follower_connected = False
-        # the leader's poller sleeps after idle_after_s without a reader on *any*
-        # replica: a follower's reads reach it as a NOTIFY on WANT_CHANNEL
-        self.idle_after_s = idle_after_s
-        self.slow_s = slow_s  # the leader's poller backs off to this while nothing changes
-        self._poller: Poller | None = None
-        self._want_pending = False
-        if idle_after_s is not None:
+        if self.idle_after_s is not None:
             self.cache.on_read = self._read
 
     # -- lifecycle --------------------------------------------------------------------
@@ -94,6 +88,8 @@ class ReplicatedStatus:
             await conn.close()
         self.tasks.supervise("status-follower", self._follow)
         self.tasks.supervise("leader-election", self.election.run)
+        if self.idle_after_s is not None:
+            self.tasks.supervise("status-wants", self._listen_wants)
 
     async def aclose(self) -> None:
         await self.tasks.aclose()
@@ -153,30 +149,36 @@ class ReplicatedStatus:
 
     async def _follow(self) -> None:
         """LISTEN for the leader's announcements; read the log after each (and every resync_s)."""
+        await follow_channel(
+            self.dsn,
+            store.CHANNEL,
+            self._follower_wake,
+            resync_s=self.resync_s,
+            what=f"facility follower {self.name}",
+            on_state=self._connected,
+        )
+
+    async def _follower_wake(self, conn: AConn) -> None:
+        if self._want_pending and self._poller is None:
+            self._want_pending = False  # this replica has readers: tell the leader
+            await conn.execute(f"NOTIFY {WANT_CHANNEL}".encode())
+        await self._catch_up(conn)
+
+    def _connected(self, up: bool) -> None:
+        self.follower_connected = up
+
+    async def _listen_wants(self) -> None:
+        """While leader: a follower's NOTIFY on WANT_CHANNEL wakes the poller."""
         while True:
+            conn = await connected(self.dsn, self.resync_s, f"facility replica {self.name}")
             try:
-                conn = await connect(self.dsn)
-            except psycopg.Error as exc:
-                log.warning("facility follower %s cannot connect: %s", self.name, exc)
-                await asyncio.sleep(self.resync_s)
-                continue
-            try:
-                await conn.execute(f"LISTEN {store.CHANNEL}".encode())
                 await conn.execute(f"LISTEN {WANT_CHANNEL}".encode())
-                self.follower_connected = True
-                await self._catch_up(conn)
-                while True:
-                    async for note in conn.notifies(timeout=self.resync_s, stop_after=1):
-                        if note.channel == WANT_CHANNEL and self._poller is not None:
-                            self._poller.want()
-                    if self._want_pending and self._poller is None:
-                        self._want_pending = False
-                        await conn.execute(f"NOTIFY {WANT_CHANNEL}".encode())
-                    await self._catch_up(conn)
+                async for _note in conn.notifies():
+                    if self._poller is not None:
+                        self._poller.want()
             except psycopg.Error as exc:
-                log.warning("facility follower %s lost its connection: %s", self.name, exc)
+                log.warning("facility replica %s: wants lost: %s", self.name, exc)
             finally:
-                self.follower_connected = False
                 with contextlib.suppress(Exception):
                     await conn.close()
             await asyncio.sleep(self.resync_s)

@@ -19,6 +19,8 @@ FORWARDED_OPS: frozenset[str] = frozenset(
         "facility.jobs",
         "facility.job",
         "facility.events",
+        "report.live",
+        "facility.dashboard_login",
     }
 )
 # what only executors send: the decision for one of their own ops, their events
@@ -29,6 +31,7 @@ SERVICE_OPS: frozenset[str] = frozenset(
         "facility.flag",
         "facility.lessons",
         "facility.scheduler_status",
+        "facility.job_changes",
         "facility.stops",
         "facility.info",
         "facility.replica",

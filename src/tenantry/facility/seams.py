@@ -19,7 +19,8 @@ without the concepts knowing which mode they run in:
   scheduler for the whole cluster; when the service has one, executors take
   their jobs' states from it instead of polling the scheduler themselves.
 - ``FacilityChannel``: how an executor reaches the service (``link``: the
-  Unix socket; a MUNGE-authenticated TCP channel for other login nodes).
+  Unix socket; a MUNGE-authenticated TCP channel for other login nodes), a
+  small base class: a channel sends one ``FacilityRequest``.
 - ``PrincipalResolver`` and ``OpForwarder`` (in ``tenantry.service.seams``,
   because they are typed slots of the ``Runtime``): the service fills
   ``rt.identify``; the executor fills ``rt.forwarder``.
@@ -27,17 +28,20 @@ without the concepts knowing which mode they run in:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from tenantry.backends.base import JobUpdate
+from tenantry.core import errors
 from tenantry.core.models import Principal
 from tenantry.service.seams import OpForwarder, PrincipalResolver
 
 __all__ = [
     "Authenticator",
     "FacilityChannel",
+    "FacilityRequest",
     "JobStatusSource",
     "OpForwarder",
     "Peer",
@@ -119,7 +123,18 @@ class SchedulerStatus(Protocol):
     async def query(self, backend_ids: Sequence[str], viewer: Viewer) -> dict[str, JobUpdate]: ...
 
 
-class FacilityChannel(Protocol):
+@dataclass(frozen=True, slots=True)
+class FacilityRequest:
+    """One op for one principal, as a channel carries it to the service."""
+
+    principal: Principal
+    op: str
+    params: dict[str, Any]
+    request_id: str  # "" when the caller has none
+    timeout_s: float  # how long this call may wait for its answer
+
+
+class FacilityChannel(ABC):
     """How an executor reaches the service: one op for one principal, the service's answer.
 
     ``link.FacilityLink`` speaks HTTP over the service's Unix socket (same host).
@@ -127,11 +142,15 @@ class FacilityChannel(Protocol):
     MUNGE over TCP; such a channel is registered for its address scheme in
     ``link.CHANNELS`` (``facility_address = "munge://login1:7070"``). A service
     that cannot be reached raises ``FacilityUnavailable``; its refusals come back
-    as the ``TenantryError`` they were.
+    as the ``TenantryError`` they were. A channel implements ``send`` and
+    ``aclose``; ``call`` is the same for all.
     """
 
-    address: str
-    timeout_s: float
+    down_hint: ClassVar[str] = "retry in a moment; your own commands keep working"
+
+    def __init__(self, address: str, timeout_s: float) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
 
     async def call(
         self,
@@ -141,6 +160,21 @@ class FacilityChannel(Protocol):
         *,
         request_id: str = "",
         timeout_s: float | None = None,
-    ) -> tuple[Any, list[str]]: ...
+    ) -> tuple[Any, list[str]]:
+        """The service's answer to ``op`` for ``p``: its result and its warnings."""
+        req = FacilityRequest(p, op, params, request_id, timeout_s or self.timeout_s)
+        return await self.send(req)
 
+    @abstractmethod
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]: ...
+
+    @abstractmethod
     async def aclose(self) -> None: ...
+
+    def _down(self, why: str) -> errors.FacilityUnavailable:
+        """The error for a service this channel cannot reach (``why``: what happened)."""
+        return errors.FacilityUnavailable(
+            f"the facility service at {self.address} cannot be reached ({why}); agent actions"
+            " are refused until it answers",
+            hint=self.down_hint,
+        )

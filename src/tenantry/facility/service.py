@@ -16,9 +16,11 @@ the user's own daemon, never under the service's account.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -35,22 +37,28 @@ from tenantry.facility.identity import (
     staff_members,
 )
 from tenantry.facility.jobview import JOB_EVENTS, EventJobView
+from tenantry.facility.replica_events import FOLLOWED as REPLICATED
 from tenantry.facility.seams import JobStatusSource, Peer, SchedulerStatus, Viewer
 from tenantry.facility.telemetry import CommandRecorder
 from tenantry.service.ops import REGISTRY, OpContext, check_fields
 from tenantry.service.runtime import Runtime
 
 if TYPE_CHECKING:
-    from tenantry.facility.poller import Poller
+    from tenantry.facility.accounts import AccountGate
+    from tenantry.facility.poller import Poller, StatusCache
     from tenantry.facility.replica import ReplicatedStatus
+    from tenantry.facility.replica_events import ReplicaEvents
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000
 CLUSTER_POLL_S = 1.0  # squeue --json for every user, once a second
-CLUSTER_IDLE_S = 10.0  # ... while someone reads the status; asleep after 10 s without a reader
+# Asleep after this long without a reader (``Poller.idle_after_s``): off (None) since
+# executors take pushed changes (``facility.job_changes``), which read no job by id
+CLUSTER_IDLE_S: float | None = None
 CLUSTER_SLOW_S = 5.0  # backing off to every 5 s while nothing changes (a new job: at once)
 FUTURE_SLACK_S = 60.0
+ACCOUNT_GATE = "slurm-accounts"  # before "budgets" in GATE_ORDER: a refusal charges nothing
 
 
 def _event_of(raw: Any, user: str) -> Event:
@@ -97,6 +105,10 @@ class FacilityService:
         self.poller: Poller | None = None
         # replicas on one PostgreSQL: the status log they share, polled by the leader only
         self.replicated: ReplicatedStatus | None = None
+        # the poller's cache, whose changes are pushed to executors (``facility.job_changes``),
+        # and the name of the sequence its seqs count in
+        self.status_cache: StatusCache | None = None
+        self.stream = ""
         self._tasks = TaskGroup("facility")
         self._unsubscribe: Any = None
         self._unsubscribe_stops: Any = None
@@ -104,6 +116,11 @@ class FacilityService:
         # the kill switch's version: executors wait on it to learn of stops at once
         self.stops_version = 0
         self._stops_changed = asyncio.Event()
+        # a claimed Slurm account checked against Slurm's associations (Slurm backend)
+        self.accounts: AccountGate | None = None
+        # replicas on one PostgreSQL: the others' job and kill-switch events, at once
+        self.replica_events: ReplicaEvents | None = None
+        self.served: collections.Counter[str] = collections.Counter()  # executor ops, by name
 
     def poll_the_cluster(self, replicated: ReplicatedStatus | None = None) -> None:
         """One poller of the scheduler for every user.
@@ -128,6 +145,7 @@ class FacilityService:
             return  # another job view was plugged in: it brings its own state
         if replicated is not None:
             self.replicated = replicated
+            self.status_cache, self.stream = replicated.cache, "replicas"
             self.jobs = PolledJobView(views, replicated)
             self.scheduler = PolledScheduler(replicated)
             return
@@ -143,12 +161,15 @@ class FacilityService:
         )
         self.jobs = PolledJobView(views, cache)
         self.scheduler = PolledScheduler(cache)
+        self.status_cache, self.stream = cache, f"service-{os.getpid()}-{time.time():.0f}"
 
     async def start(self) -> None:
         if self.replicated is not None:
             await self.replicated.start()
         if self.poller is not None:
             self._tasks.supervise("poller", self.poller.run)
+        if self.accounts is not None:
+            self._tasks.supervise("slurm-facts", self.accounts.facts.run)
         view = self.events_view
         if view is not None:
             past = await self.runtime.journal.events(types=list(JOB_EVENTS), limit=100_000)
@@ -163,10 +184,14 @@ class FacilityService:
                 )
             self._unsubscribe = self.runtime.bus.subscribe(view.on_event)
         self._unsubscribe_stops = self.runtime.bus.subscribe(self._on_stop)
+        if self.replica_events is not None:
+            await self.replica_events.start()
         log.info("facility service: staff %s", ", ".join(sorted(self.identity.staff)) or "none")
 
     async def aclose(self) -> None:
         await self._tasks.aclose()
+        if self.replica_events is not None:
+            await self.replica_events.aclose()
         if self.replicated is not None:
             await self.replicated.aclose()
         for unsubscribe in (self._unsubscribe, self._unsubscribe_stops):
@@ -175,10 +200,30 @@ class FacilityService:
         self._unsubscribe = self._unsubscribe_stops = None
 
     async def _on_stop(self, ev: Event) -> None:
+        if self.replica_events is not None and ev.type.value in REPLICATED:
+            self.replica_events.announce()  # the other replicas read it from the journal
         if ev.type in (EventType.SESSION_STOPPED, EventType.SESSION_RESUMED):
-            self.stops_version += 1
-            self._stops_changed.set()
-            self._stops_changed = asyncio.Event()
+            self._stops_moved()
+
+    def _stops_moved(self) -> None:
+        self.stops_version += 1
+        self._stops_changed.set()
+        self._stops_changed = asyncio.Event()
+
+    async def from_replica(self, row: dict[str, Any]) -> None:
+        """An event another replica journaled: into the job view, or the kill switch."""
+        kind = str(row["type"])
+        if kind in (EventType.SESSION_STOPPED.value, EventType.SESSION_RESUMED.value):
+            from tenantry.safety.kill.component import KillSwitch
+
+            kill = self.runtime.gates.get("kill")
+            if isinstance(kill, KillSwitch):
+                await kill.reload()
+            self._stops_moved()
+        elif self.events_view is not None:
+            self.events_view.apply(
+                kind, row["principal"], row["subject"], row["outcome"], row["data"], row["ts"]
+            )
 
     async def wait_stops(self, since: int, timeout_s: float) -> int:
         """The kill switch's version once it differs from ``since`` (or at the timeout)."""
@@ -253,9 +298,41 @@ def create(runtime: Runtime) -> FacilityService:
     service = FacilityService(runtime, identity, EventJobView())
     if runtime.backend.name == "slurm":
         service.poll_the_cluster(replicated_status(runtime))
+        service.accounts = account_gate(runtime)
+        if service.accounts is not None:
+            runtime.gates[ACCOUNT_GATE] = service.accounts
+    service.replica_events = replica_events(runtime, service)
     runtime.identify = identity
     runtime.gates["facility"] = service
     return service
+
+
+def account_gate(runtime: Runtime) -> AccountGate | None:
+    """Claimed accounts checked against Slurm's associations (``facility_facts_refresh_s``)."""
+    from tenantry.facility.accounts import AccountGate, PolicySink
+    from tenantry.facility.slurm_facts import SlurmFacts
+    from tenantry.safety.policy.component import PolicyService
+
+    refresh = float(runtime.settings.facility_facts_refresh_s)
+    if refresh <= 0:
+        return None
+    policy = runtime.gates.get("policy")
+    sink = PolicySink(policy) if isinstance(policy, PolicyService) else None
+    facts = SlurmFacts(refresh_s=refresh, timeout_s=float(runtime.settings.slurm_timeout_s))
+    return AccountGate(facts, sink)
+
+
+def replica_events(runtime: Runtime, service: FacilityService) -> ReplicaEvents | None:
+    """The other replicas' events when the store is PostgreSQL (``store_url``), else None."""
+    from tenantry.store import engine_of
+
+    url = str(runtime.settings.store_url)
+    if not url or engine_of(url) != "postgresql":
+        return None
+    from tenantry.facility.replica_events import ReplicaEvents
+
+    name = f"{os.uname().nodename}:{os.getpid()}"
+    return ReplicaEvents(url, runtime.journal, service.from_replica, name)
 
 
 def replicated_status(runtime: Runtime) -> ReplicatedStatus | None:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tenantry.backends import slurm_parse as sp
 from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
+from tenantry.core.models import wire_dict
 from tenantry.safety.policy import slurmfacts as sf
 
 __all__ = [
@@ -89,18 +90,7 @@ class Limits:
     partition_max_time_s: int
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "user": self.user,
-            "account": self.account,
-            "partition": self.partition,
-            "max_wall_s": self.max_wall_s,
-            "max_jobs": self.max_jobs,
-            "max_submit_jobs": self.max_submit_jobs,
-            "max_tres": self.max_tres,
-            "qos": list(self.qos),
-            "qos_wall_s": dict(self.qos_wall_s),
-            "partition_max_time_s": self.partition_max_time_s,
-        }
+        return wire_dict(self, qos=list(self.qos))
 
 
 def _opt_int(text: str) -> int | None:
@@ -231,6 +221,8 @@ class SlurmFacts:
     snapshot: FactsSnapshot | None = None
     last_error: str = ""
     loads: int = 0
+    # called with each snapshot loaded (the facility feeds its policy's facts with it)
+    on_load: Callable[[FactsSnapshot], None] | None = None
 
     async def _run(self, argv: Sequence[str]) -> str:
         rc, out, err = await run_slurm_tool(
@@ -257,6 +249,8 @@ class SlurmFacts:
         self.snapshot = FactsSnapshot.parse(assoc, qos, parts, now)
         self.loads += 1
         self.last_error = ""
+        if self.on_load is not None:
+            self.on_load(self.snapshot)
         return self.snapshot
 
     async def run(self) -> None:

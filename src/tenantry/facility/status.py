@@ -6,26 +6,35 @@ credentials), but ``query`` asks the service (``facility.scheduler_status``),
 which answers from its ``SchedulerStatus`` source. Jobs the service does not
 know (or a service without a poller, or one that cannot be reached) are asked
 of the user's own backend, so status never depends on the service being up.
+With ``facility_push`` the service pushes the states instead
+(``push.StatusPush``): ``query`` answers the jobs it has pushed states of
+without a request, and each pushed change wakes the daemon's status poller
+(``notify``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tenantry.backends.base import Backend, JobUpdate, Recoverable, Submitted
 from tenantry.core.errors import TenantryError
 from tenantry.core.models import JobSpec, JobState, Principal
 from tenantry.core.settings import Settings
+from tenantry.core.tasks import TaskGroup
 from tenantry.facility.identity import user_name
 from tenantry.facility.link import open_channel
+from tenantry.facility.push import StatusPush
 from tenantry.facility.seams import FacilityChannel
 
 
 def update_to_wire(u: JobUpdate) -> dict[str, Any]:
-    return {"backend_id": u.backend_id, "state": u.state.value, "exit_code": u.exit_code,
-            "started_at": u.started_at, "ended_at": u.ended_at, "reason": u.reason}  # fmt: skip
+    out = {"backend_id": u.backend_id, "state": u.state.value, "exit_code": u.exit_code,
+           "started_at": u.started_at, "ended_at": u.ended_at, "reason": u.reason}  # fmt: skip
+    if isinstance(u.extra.get("staleness_s"), int | float):
+        out["staleness_s"] = u.extra["staleness_s"]  # the cluster poller's age of this state
+    return out
 
 
 def update_from_wire(d: dict[str, Any]) -> JobUpdate:
@@ -42,17 +51,28 @@ def update_from_wire(d: dict[str, Any]) -> JobUpdate:
 
 
 class FacilityStatusBackend:
-    def __init__(self, inner: Backend, link: FacilityChannel) -> None:
+    def __init__(self, inner: Backend, link: FacilityChannel, *, push: bool = False) -> None:
         self.inner = inner
         self.link = link
         self.name = inner.name
         self.me = Principal(uid=os.getuid(), user=user_name(os.getuid()))
         self.from_facility = 0  # how many states came from the service (for info/tests)
+        # the daemon's status poller sets this; a pushed change wakes it at once
+        self.notify: Callable[[], None] | None = None
+        self.push = StatusPush(link, self.me, on_change=self._changed) if push else None
+        self._tasks = TaskGroup("facility-push")
+
+    def _changed(self) -> None:
+        if self.notify is not None:
+            self.notify()
 
     async def start(self) -> None:
         await self.inner.start()
+        if self.push is not None:
+            self._tasks.supervise("facility-push", self.push.run)
 
     async def aclose(self) -> None:
+        await self._tasks.aclose()
         await self.link.aclose()
         await self.inner.aclose()
 
@@ -63,19 +83,29 @@ class FacilityStatusBackend:
         await self.inner.cancel(backend_id)
 
     async def info(self) -> dict[str, Any]:
-        return await self.inner.info()
+        out = await self.inner.info()
+        if self.push is not None:
+            out["facility_push"] = self.push.health()
+        return out
 
     async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
         ids = list(backend_ids)
         known: dict[str, JobUpdate] = {}
+        if self.push is not None:  # pushed states first: no request at all for those
+            pushed = {b: self.push.state_of(b) for b in ids}
+            known = {b: u for b, u in pushed.items() if u is not None}
+            self.from_facility += len(known)
+            ids = [b for b in ids if b not in known]
+            if not ids:
+                return known
         try:
             result, _ = await self.link.call(self.me, "facility.scheduler_status", {"ids": ids})
             for bid, raw in ((result or {}).get("jobs") or {}).items():
                 if bid in ids and isinstance(raw, dict):
                     known[bid] = update_from_wire(raw)
+                    self.from_facility += 1
         except (TenantryError, ValueError, KeyError):
-            known = {}  # the user's own backend answers instead
-        self.from_facility += len(known)
+            pass  # the user's own backend answers instead
         rest = [b for b in ids if b not in known]
         if rest:
             known.update(await self.inner.query(rest))
@@ -103,6 +133,7 @@ class RecoverableFacilityStatusBackend(FacilityStatusBackend):
 def with_facility_status(backend: Backend, settings: Settings) -> Backend:
     """The user's backend, taking job states from the facility service when it has them."""
     link = open_channel(settings.facility_address, float(settings.facility_timeout_s))
+    push = bool(settings.facility_push)
     if isinstance(backend, Recoverable):
-        return RecoverableFacilityStatusBackend(backend, link)
-    return FacilityStatusBackend(backend, link)
+        return RecoverableFacilityStatusBackend(backend, link, push=push)
+    return FacilityStatusBackend(backend, link, push=push)

@@ -49,6 +49,8 @@ OP_MODULES: tuple[str, ...] = (
     "tenantry.safety.budgets.ops",
     "tenantry.safety.kill.ops",
     "tenantry.report.ops",
+    "tenantry.report.live",
+    "tenantry.gateway.dashboard.logins",
     "tenantry.memory.ops",
     "tenantry.index.ops",
     "tenantry.leases.ops",

@@ -18,15 +18,18 @@ import os
 import socket
 from pathlib import Path
 
-import uvicorn
-
 from tenantry import __version__
 from tenantry.core.errors import UsageError
 from tenantry.core.settings import Settings
 from tenantry.facility.identity import staff_members
 from tenantry.gateway.app import COMPONENTS, create_app
-from tenantry.gateway.limits import protocol_with
-from tenantry.gateway.server import _http_server, _pidfd_child_watcher, _private_dir, take_lock
+from tenantry.gateway.server import (
+    _pidfd_child_watcher,
+    _private_dir,
+    dashboard_alongside,
+    take_lock,
+    unix_server,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,33 +88,19 @@ async def serve_facility(settings: Settings) -> None:
     sock_path = Path(settings.facility_socket)
     sock = bind_public_socket(sock_path)
     app = create_app(settings, components=FACILITY_COMPONENTS)
-    config = uvicorn.Config(
-        app,
-        http=protocol_with(float(settings.header_timeout_s)),
-        limit_concurrency=int(settings.max_connections),
-        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
-    # the dashboard and /metrics of the whole facility (token in the service's state)
-    http = _http_server(settings, app) if settings.http else None
-    http_task = asyncio.create_task(http[0].serve(sockets=[http[1]])) if http else None
-    log.info(
-        "tenantry %s facility service on %s (state %s, staff group %s)",
-        __version__,
-        sock_path,
-        state,
-        settings.facility_staff_group or "-",
-    )
+    server = unix_server(settings, app)
     try:
-        await server.serve(sockets=[sock])
+        # the dashboard and /metrics of the whole facility (token in the service's state)
+        async with dashboard_alongside(settings, app):
+            log.info(
+                "tenantry %s facility service on %s (state %s, staff group %s)",
+                __version__,
+                sock_path,
+                state,
+                settings.facility_staff_group or "-",
+            )
+            await server.serve(sockets=[sock])
     finally:
-        if http is not None and http_task is not None:
-            http[0].should_exit = True
-            await http_task
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
         lock.close()

@@ -38,79 +38,61 @@ class Metrics:
         self.runtime = runtime
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter(
-            "tenantry_requests", "Op requests by op and outcome.", ["op", "outcome"], registry=r
+
+        def counter(name: str, doc: str, *labels: str) -> Counter:
+            return Counter(name, doc, labels, registry=r)
+
+        def gauge(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=r)
+
+        def seconds(name: str, doc: str, *labels: str) -> Histogram:
+            return Histogram(name, doc, labels, buckets=_LATENCY, registry=r)
+
+        self.requests = counter(
+            "tenantry_requests", "Op requests by op and outcome.", "op", "outcome"
         )
-        self.request_seconds = Histogram(
-            "tenantry_request_duration_seconds",
-            "Op request latency.",
-            ["op"],
-            buckets=_LATENCY,
-            registry=r,
+        self.request_seconds = seconds(
+            "tenantry_request_duration_seconds", "Op request latency.", "op"
         )
-        self.events = Counter("tenantry_events", "Events seen on the bus.", ["type"], registry=r)
-        self.decisions = Counter(
-            "tenantry_policy_decisions",
-            "Policy and hook decisions.",
-            ["source", "decision"],
-            registry=r,
+        self.events = counter("tenantry_events", "Events seen on the bus.", "type")
+        self.decisions = counter(
+            "tenantry_policy_decisions", "Policy and hook decisions.", "source", "decision"
         )
-        self.status_queries = Counter(
+        self.status_queries = counter(
             "tenantry_status_queries",
             "Job status queries by where they were answered.",
-            ["served_from"],
-            registry=r,
+            "served_from",
         )
-        self.backend_calls = Counter(
-            "tenantry_backend_calls",
-            "Calls to the scheduler backend (status polls).",
-            ["outcome"],
-            registry=r,
+        self.backend_calls = counter(
+            "tenantry_backend_calls", "Calls to the scheduler backend (status polls).", "outcome"
         )
-        self.backend_seconds = Histogram(
-            "tenantry_backend_poll_duration_seconds",
-            "Scheduler poll latency.",
-            buckets=_LATENCY,
-            registry=r,
+        self.backend_seconds = seconds(
+            "tenantry_backend_poll_duration_seconds", "Scheduler poll latency."
         )
-        self.commands = Counter(
+        self.commands = counter(
             "tenantry_commands",
             "Commands finished, by outcome and where they ran.",
-            ["outcome", "where"],
-            registry=r,
+            "outcome",
+            "where",
         )
-        self.command_seconds = Histogram(
-            "tenantry_command_duration_seconds",
-            "Command wall time.",
-            ["where"],
-            buckets=_LATENCY,
-            registry=r,
+        self.command_seconds = seconds(
+            "tenantry_command_duration_seconds", "Command wall time.", "where"
         )
-        self.jobs = Counter(
+        self.jobs = counter(
             "tenantry_jobs",
             "Job lifecycle events (submitted, rejected, deduplicated, ...).",
-            ["event"],
-            registry=r,
+            "event",
         )
-        self.leases = Gauge("tenantry_leases", "Leases by state.", ["state"], registry=r)
-        self.lease_events = Counter(
-            "tenantry_lease_events", "Lease lifecycle events.", ["event"], registry=r
+        self.leases = gauge("tenantry_leases", "Leases by state.", "state")
+        self.lease_events = counter("tenantry_lease_events", "Lease lifecycle events.", "event")
+        self.queue_depth = gauge(
+            "tenantry_queue_depth", "Jobs not yet finished, by state.", "state"
         )
-        self.queue_depth = Gauge(
-            "tenantry_queue_depth", "Jobs not yet finished, by state.", ["state"], registry=r
+        self.sessions = counter(
+            "tenantry_sessions", "Agent sessions seen, by agent and event.", "agent", "event"
         )
-        self.sessions = Counter(
-            "tenantry_sessions",
-            "Agent sessions seen, by agent and event.",
-            ["agent", "event"],
-            registry=r,
-        )
-        self.memory = Counter(
-            "tenantry_memory_recalls", "Memory recalls by outcome.", ["outcome"], registry=r
-        )
-        self.index = Counter(
-            "tenantry_index_queries", "Index queries by outcome.", ["outcome"], registry=r
-        )
+        self.memory = counter("tenantry_memory_recalls", "Memory recalls by outcome.", "outcome")
+        self.index = counter("tenantry_index_queries", "Index queries by outcome.", "outcome")
         self.lease_counts = {"requested": 0, "ready": 0}
         for state in self.lease_counts:
             self.leases.labels(state).set(0)

@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from pathlib import Path
 from typing import IO, Any
 
@@ -98,6 +98,40 @@ def _pidfd_child_watcher() -> None:
     watcher.attach_loop(asyncio.get_running_loop())
 
 
+def unix_server(settings: Settings, app: Any, **options: Any) -> uvicorn.Server:
+    """The uvicorn server of ``app`` on a Unix socket, with the daemon's limits.
+
+    ``options`` are more ``uvicorn.Config`` settings for this server.
+    """
+    config = uvicorn.Config(
+        app,
+        http=protocol_with(float(settings.header_timeout_s)),
+        limit_concurrency=int(settings.max_connections),
+        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        **options,
+    )
+    return uvicorn.Server(config)
+
+
+@contextlib.asynccontextmanager
+async def dashboard_alongside(settings: Settings, app: Any) -> AsyncIterator[None]:
+    """Serves the dashboard and /metrics of ``--http`` (when set) while the block runs."""
+    if not settings.http:
+        yield
+        return
+    http, tcp = _http_server(settings, app)
+    task = asyncio.create_task(http.serve(sockets=[tcp]))
+    try:
+        yield
+    finally:
+        http.should_exit = True
+        await task
+
+
 async def serve(settings: Settings) -> None:
     _pidfd_child_watcher()
     state = Path(settings.state_dir)
@@ -109,35 +143,21 @@ async def serve(settings: Settings) -> None:
         raise UsageError(f"socket path too long for a Unix socket: {sock_path}")
     sock = bind_socket(sock_path)
     app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        http=protocol_with(float(settings.header_timeout_s)),
-        limit_concurrency=int(settings.max_connections),
-        proxy_headers=False,  # a private Unix socket: no proxy in front
-        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
+    # a private Unix socket: no proxy in front
+    server = unix_server(settings, app, proxy_headers=False)
     app.state.session_listener = SessionListener(server)
-    http = _http_server(settings, app) if settings.http else None
-    http_task = asyncio.create_task(http[0].serve(sockets=[http[1]])) if http else None
-    log.info(
-        "tenantry %s serving %s (backend %s, state %s%s); Ctrl-C to stop",
-        __version__,
-        sock_path,
-        settings.backend,
-        state,
-        f", dashboard on http://{settings.http}" if settings.http else "",
-    )
     try:
-        await server.serve(sockets=[sock])
+        async with dashboard_alongside(settings, app):
+            log.info(
+                "tenantry %s serving %s (backend %s, state %s%s); Ctrl-C to stop",
+                __version__,
+                sock_path,
+                settings.backend,
+                state,
+                f", dashboard on http://{settings.http}" if settings.http else "",
+            )
+            await server.serve(sockets=[sock])
     finally:
-        if http is not None and http_task is not None:
-            http[0].should_exit = True
-            await http_task
         with contextlib.suppress(FileNotFoundError):
             if sock_path.exists():
                 sock_path.unlink()

@@ -370,16 +370,19 @@ class JobService:
             dup = await self.rt.journal.find_duplicate(
                 p.key, h, now - self.rt.settings.dedup_window_s
             )
-            if dup is not None:
-                job = self.cache.get(dup.id, dup)
-                await self.rt.emit(Event(EventType.JOB_DEDUPLICATED, p.key, job.id, "ok"))
+            # the cache may know the job failed before the journal's row says so
+            known = self.cache.get(dup.id, dup) if dup is not None else None
+            if known is not None and (
+                not known.state.terminal or known.state is JobState.COMPLETED
+            ):
+                await self.rt.emit(Event(EventType.JOB_DEDUPLICATED, p.key, known.id, "ok"))
                 note = (
-                    f"existing job {job.id}: identical to the job submitted "
-                    f"{now - job.submitted_at:.0f} s ago "
+                    f"existing job {known.id}: identical to the job submitted "
+                    f"{now - known.submitted_at:.0f} s ago "
                     "(same script, arguments, options and cwd); returning it. "
                     "Pass force=true (--force) to submit again."
                 )
-                return job, True, note
+                return known, True, note
         job = Job(
             id="",
             backend=self.backend.name,

@@ -44,7 +44,7 @@ from tenantry.core.errors import (
 from tenantry.core.events import Bus, Event, EventType
 from tenantry.core.models import CommandResult, CommandSpec, JobSpec, Principal
 from tenantry.core.settings import Settings
-from tenantry.core.tasks import TaskGroup
+from tenantry.core.tasks import TaskGroup, every
 from tenantry.leases.model import (
     Lease,
     LeaseConfig,
@@ -123,7 +123,7 @@ class LeaseManager(PilotLinks):
             host = socket.getfqdn()
         self.address = (host, int(sock[1]))
         await self.store.set_meta("port", str(self.address[1]))
-        self._reaper = asyncio.create_task(self._reap_forever())
+        self._reaper = asyncio.create_task(every(self.cfg.tick_s, self.reap, log, "lease reaper"))
 
     async def aclose(self) -> None:
         """Stop serving. Leases stay alive: their pilots redial the next daemon."""
@@ -511,14 +511,6 @@ class LeaseManager(PilotLinks):
             free = max(0, lease.slots - len(live.running))
             lease.idle_core_s += free * lease.key.cpus * max(0.0, now - lease.accounted_at)
         lease.accounted_at = now
-
-    async def _reap_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.cfg.tick_s)
-            try:
-                await self.reap()
-            except Exception:
-                log.exception("lease reaper failed")
 
     async def reap(self) -> None:
         """One housekeeping pass: walltime drain, idle release, dead pending jobs."""

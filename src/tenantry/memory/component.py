@@ -21,12 +21,12 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import Any
+from typing import Any, Unpack
 
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied
 from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.models import AgentProduct, Principal
-from tenantry.core.tasks import TaskGroup
+from tenantry.core.tasks import TaskGroup, every
 from tenantry.memory import curation, embedding, retrieval, rules, signature, terms, vocab
 from tenantry.memory.capture import Capture, Proposal
 from tenantry.memory.models import (
@@ -114,7 +114,9 @@ class MemoryService:
         self._spawn(retrieval.warm_top_postings(self._store))
         self._subscription.open(self.runtime.bus, self._on_event)
         if self.settings.memory_verify_interval_s > 0:
-            self._sweeper = asyncio.create_task(self._sweep_loop())
+            interval = self.settings.memory_verify_interval_s
+            sweep = every(interval, self.sweep, log, "memory verification sweep")
+            self._sweeper = asyncio.create_task(sweep)
 
     async def aclose(self) -> None:
         self._subscription.close()
@@ -221,36 +223,8 @@ class MemoryService:
         return d
 
     # -- writes --------------------------------------------------------------------
-    async def remember(
-        self,
-        principal: Principal,
-        *,
-        title: str,
-        body: str,
-        kind: Kind = Kind.FACT,
-        scope: Scope = Scope.USER,
-        subject: dict[str, str] | None = None,
-        error_signature: str = "",
-        evidence: list[str] | None = None,
-        derived_from: list[Source] | None = None,
-        claim: dict[str, Any] | None = None,
-        ttl_days: float | None = None,
-        status: Status = Status.ACTIVE,
-    ) -> Lesson:
-        les = self.build(
-            principal,
-            title=title,
-            body=body,
-            kind=kind,
-            scope=scope,
-            subject=subject,
-            error_signature=error_signature,
-            evidence=evidence,
-            derived_from=derived_from,
-            claim=claim,
-            ttl_days=ttl_days,
-            status=status,
-        )
+    async def remember(self, principal: Principal, **fields: Unpack[rules.LessonFields]) -> Lesson:
+        les = self.build(principal, **fields)
         await self.store.add(les, principal.key)
         await self._emit(
             EventType.MEMORY_REMEMBER,
@@ -264,7 +238,7 @@ class MemoryService:
             self._spawn(self.verify_one(les.id, actor="probe"))
         return les
 
-    def build(self, principal: Principal, **fields: Any) -> Lesson:
+    def build(self, principal: Principal, **fields: Unpack[rules.LessonFields]) -> Lesson:
         """A new lesson as this principal may write it (see ``rules.build``)."""
         return rules.build(principal, staff=self.is_staff(principal), **fields)
 
@@ -519,14 +493,6 @@ class MemoryService:
                 await self.store.transition(les.id, "sweep", "expired", status=Status.STALE)
                 out.append({"id": les.id, "result": "expired", "detail": "TTL lapsed"})
         return out
-
-    async def _sweep_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.memory_verify_interval_s)
-            try:
-                await self.sweep()
-            except Exception:
-                log.exception("memory verification sweep failed")
 
     # -- capture -------------------------------------------------------------------
     async def _on_event(self, event: Event) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tenantry.core import proc
-from tenantry.core.models import field_values
+from tenantry.core.models import FieldsDict
 from tenantry.jobs.request import api_argv
 
 
@@ -28,15 +28,12 @@ class ProbeUnavailable(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionInfo:
+class PartitionInfo(FieldsDict):
     name: str
     max_time_s: int | None = None  # None: unlimited
     default_time_s: int | None = None
     max_nodes: int | None = None
     state: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from tenantry.core.models import Principal
-from tenantry.memory import signature, terms, vocab
+from tenantry.memory import postings, signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
 from tenantry.memory.vectors import VectorIndex
@@ -131,9 +131,16 @@ def fuse(
     return [(lessons[i], score[i]) for i in order]
 
 
-def choose_terms(store: LessonStore, text: str) -> list[str]:
-    """The terms of ``text`` worth asking FTS5 for (see ``choose_words``)."""
-    return choose_words(store, terms.query_terms(text))
+def dense_text(text: str, expander: vocab.Expander) -> str:
+    """The text whose vector stands for the query: its words and the vocabulary's words for them.
+
+    A short question in everyday words ("compute hours") and a lesson in the
+    facility's words (allocation, sshare) sit far apart in a static model; the
+    expansion table's words for the query's own, appended as written, pull the
+    query's vector towards the lessons that use them (see bench/memory.md).
+    """
+    added = expander.phrases(text)
+    return text + " " + " ".join(added) if added else text
 
 
 def choose_words(store: LessonStore, candidates: list[str]) -> list[str]:
@@ -270,20 +277,6 @@ async def search(
     With ``vectors`` the lexical candidates are re-ranked by their similarity
     to the query in the bundled embedding model, fused by reciprocal rank.
     """
-    if store.db.engine != "sqlite":  # no FTS5 there: the same ranking, see retrieval_pg
-        from tenantry.memory import retrieval_pg
-
-        return await retrieval_pg.search(
-            store,
-            viewer,
-            text,
-            limit=limit,
-            kinds=kinds,
-            subject=subject,
-            include_history=include_history,
-            expander=expander,
-            vectors=vectors,
-        )
     want = dict(subject or {})
     asked = terms.query_terms(text + " " + " ".join(want.values()))
     words = choose_words(store, asked)
@@ -305,8 +298,10 @@ async def search(
     sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
     vis_sql, vis_args = visibility(viewer)
     statuses = _statuses(include_history)
+    sqlite = store.db.engine == "sqlite"  # else no FTS5: the same ranking, see retrieval_pg
     # unary + keeps SQLite from scanning by status instead of the selective index
-    cond = f"{vis_sql} AND +l.status IN ({','.join('?' * len(statuses))})"
+    status = "+l.status" if sqlite else "l.status"
+    cond = f"{vis_sql} AND {status} IN ({','.join('?' * len(statuses))})"
     args: list[Any] = [*vis_args, *statuses]
     if kinds:
         cond += f" AND l.kind IN ({','.join('?' * len(kinds))})"
@@ -315,7 +310,7 @@ async def search(
     qvec = None
     if vectors is not None:
         await vectors.sync(store, SYNC_INLINE)
-        qvec = vectors.embedder.embed_one(text)
+        qvec = vectors.embedder.embed_one(dense_text(text, expander or vocab.DEFAULT))
     dense: Dense | None = None
     if vectors is not None and qvec is not None:
         index, query_vec = vectors, qvec
@@ -324,35 +319,28 @@ async def search(
             return index.similarities_by_seq(query_vec, seqs)
 
     prefetch = PREFETCH_DENSE if dense else PREFETCH
+    seen: dict[int, Lesson] = {}  # seq -> lesson decoded by this query's lists
+
+    def lexical(
+        conn: Conn, ws: list[str], common_ws: Sequence[str] = (), table: str = "lessons_fts"
+    ) -> list[tuple[Lesson, float]]:
+        if not sqlite:
+            from tenantry.memory import retrieval_pg
+
+            return retrieval_pg.bm25(conn, ws, cond, args, table, dense)
+        if not ws:
+            return []
+        common_postings = [top_postings(conn, store, w) for w in common_ws]
+        return _bm25(
+            conn, terms.fts_query(ws), cond, args, table, dense, prefetch, common_postings, seen
+        )
 
     def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
-        ranked: list[tuple[Lesson, float]] = []
-        if words:
-            ranked = _bm25(
-                conn,
-                terms.fts_query(words),
-                cond,
-                args,
-                dense=dense,
-                prefetch=prefetch,
-                common=[top_postings(conn, store, w) for w in common],
-            )
+        ranked = lexical(conn, words, common)
         if expanded and expanded != words:
-            more = _bm25(
-                conn,
-                terms.fts_query(expanded),
-                cond,
-                args,
-                dense=dense,
-                prefetch=prefetch,
-                common=[top_postings(conn, store, w) for w in expanded_common],
-            )
-            ranked = fuse(ranked, more, W_EXPANDED)
+            ranked = fuse(ranked, lexical(conn, expanded, expanded_common), W_EXPANDED)
         if tier_words and starved:
-            tier = _bm25(
-                conn, terms.fts_query(tier_words), cond, args, "trusted_fts", dense, prefetch
-            )
-            ranked = fuse(ranked, tier, W_TIER)
+            ranked = fuse(ranked, lexical(conn, tier_words, table="trusted_fts"), W_TIER)
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
@@ -413,6 +401,7 @@ def _bm25(
     dense: Dense | None = None,
     prefetch: int = PREFETCH,
     common: Sequence[dict[int, float]] = (),
+    decoded: dict[int, Lesson] | None = None,
 ) -> list[tuple[Lesson, float]]:
     """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass.
 
@@ -424,6 +413,9 @@ def _bm25(
     With ``dense`` the ``POOL`` kept of the visible prefetched hits are the best by
     BM25 rank and dense rank fused (RRF), not by BM25 alone: among many lessons
     sharing the query's words, the ones that mean the same survive the cut.
+
+    ``decoded`` (store seq -> lesson) is shared by the lists of one query, so a
+    lesson several of them find is read and decoded once.
     """
     bm25 = _BM25.replace("lessons_fts", table)
     top = conn.execute(
@@ -432,11 +424,7 @@ def _bm25(
     ).fetchall()
     scores = {int(r[0]): -float(r[1]) for r in top}
     if common:
-        for postings in common:
-            for seq, x in postings.items():
-                scores[seq] = scores.get(seq, 0.0) + x
-        keep = sorted(scores, key=scores.__getitem__, reverse=True)[:prefetch]
-        scores = {seq: scores[seq] for seq in keep}
+        scores = postings.merge(scores, common, prefetch)
     if scores:
         marks = ",".join("?" * len(scores))
         visible = [
@@ -453,12 +441,16 @@ def _bm25(
             best = best[:POOL]
             if not best:
                 return []
-            rows = conn.execute(
-                f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
-                f" WHERE l.seq IN ({','.join('?' * len(best))})",
-                best,
-            ).fetchall()
-            found = [(row_to_lesson(r), scores[int(r["seq"])]) for r in rows]
+            memo = decoded if decoded is not None else {}
+            need = [seq for seq in best if seq not in memo]
+            if need:
+                rows = conn.execute(
+                    f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
+                    f" WHERE l.seq IN ({','.join('?' * len(need))})",
+                    need,
+                ).fetchall()
+                memo.update((int(r["seq"]), row_to_lesson(r)) for r in rows)
+            found = [(memo[seq], scores[seq]) for seq in best if seq in memo]
             found.sort(key=lambda x: x[1], reverse=True)
             return found
     joined = conn.execute(

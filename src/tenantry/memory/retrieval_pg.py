@@ -6,9 +6,10 @@ same processed text (``terms.index_text``), with a GIN index on its
 holding any query term (``plainto_tsquery`` per term, OR-ed: the same parser
 on both sides, so it finds a superset), then scores them in Python with the
 BM25 that FTS5's ``bm25()`` computes (k1 = 1.2, b = 0.75, the column weights
-of ``retrieval._BM25``) over the exact whitespace tokens. Everything after
-that -- fusion, signature and subject matches, boosts, visibility, dense
-re-ranking -- is ``retrieval``'s own code.
+of ``retrieval._BM25``) over the exact whitespace tokens. ``retrieval.search``
+calls ``bm25`` where SQLite asks FTS5; everything else -- fusion, signature
+and subject matches, boosts, visibility, dense re-ranking -- is the same code
+on both engines.
 
 The candidate set is bounded by ``retrieval.choose_words`` (the postings
 budget), so fetching every candidate's text stays cheap; document
@@ -22,11 +23,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tenantry.memory import retrieval, signature, terms, vocab
-from tenantry.memory.models import Kind, Lesson
-from tenantry.memory.retrieval import Dense, Hit, Viewer
-from tenantry.memory.store import LessonStore, row_to_lesson
-from tenantry.memory.vectors import VectorIndex
+from tenantry.memory import retrieval
+from tenantry.memory.models import Lesson
+from tenantry.memory.retrieval import Dense
+from tenantry.memory.store import row_to_lesson
 from tenantry.store.engine import Conn
 
 K1 = 1.2
@@ -63,7 +63,7 @@ def bm25_scores(
     return scores
 
 
-def _bm25(
+def bm25(
     conn: Conn,
     words: list[str],
     cond: str,
@@ -105,83 +105,3 @@ def _bm25(
     ]
     found.sort(key=lambda x: x[1], reverse=True)
     return found
-
-
-async def search(
-    store: LessonStore,
-    viewer: Viewer,
-    text: str,
-    *,
-    limit: int = 5,
-    kinds: Sequence[Kind] = (),
-    subject: dict[str, str] | None = None,
-    include_history: bool = False,
-    expander: vocab.Expander | None = None,
-    vectors: VectorIndex | None = None,
-) -> list[Hit]:
-    """``retrieval.search`` on PostgreSQL: the same candidates, ranking and filters."""
-    want = dict(subject or {})
-    words = retrieval.choose_terms(store, text + " " + " ".join(want.values()))
-    added = (expander or vocab.DEFAULT).expand(text)
-    expanded = retrieval.choose_words(store, [*added, *words]) if added else []
-    tier_words = [
-        w for w in dict.fromkeys([*terms.query_terms(text), *added]) if store.df.get(w, 0) > 0
-    ][: retrieval.TIER_TERMS]
-    starved = len(words) < len(
-        [w for w in terms.query_terms(text + " " + " ".join(want.values())) if store.df.get(w, 0)]
-    )
-    sig_lines = signature.signature_lines(text)
-    if not sig_lines and text.strip() and "\n" not in text.strip():
-        sig_lines = [signature.normalize(text)]
-    sig_lines += [s for s in signature.multiline_signatures(text) if s not in sig_lines]
-    sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
-    vis_sql, vis_args = retrieval.visibility(viewer)
-    statuses = retrieval._statuses(include_history)
-    cond = f"{vis_sql} AND l.status IN ({','.join('?' * len(statuses))})"
-    args: list[Any] = [*vis_args, *statuses]
-    if kinds:
-        cond += f" AND l.kind IN ({','.join('?' * len(kinds))})"
-        args += [k.value for k in kinds]
-
-    qvec = None
-    if vectors is not None:
-        await vectors.sync(store, retrieval.SYNC_INLINE)
-        qvec = vectors.embedder.embed_one(text)
-    dense: Dense | None = None
-    if vectors is not None and qvec is not None:
-        index, query_vec = vectors, qvec
-
-        def dense(seqs: list[int]) -> dict[int, float]:
-            return index.similarities_by_seq(query_vec, seqs)
-
-    def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
-        ranked = _bm25(conn, words, cond, args, dense=dense)
-        if expanded and expanded != words:
-            more = _bm25(conn, expanded, cond, args, dense=dense)
-            ranked = retrieval.fuse(ranked, more, retrieval.W_EXPANDED)
-        if tier_words and starved:
-            tier = _bm25(conn, tier_words, cond, args, "trusted_fts", dense)
-            ranked = retrieval.fuse(ranked, tier, retrieval.W_TIER)
-        extra: list[Lesson] = []
-        for sig in sig_hashes:
-            rows = conn.execute(
-                f"SELECT {retrieval._L_COLUMNS} FROM lessons l WHERE l.sig_hash = ? AND {cond}"
-                " ORDER BY l.trust_rank DESC, l.seq DESC LIMIT ?",
-                (sig, *args, retrieval.SIG_POOL),
-            )
-            extra += [row_to_lesson(r) for r in rows]
-        for key, value in want.items():
-            rows = conn.execute(
-                f"SELECT {retrieval._L_COLUMNS} FROM lesson_subjects s"
-                f" JOIN lessons l ON l.id = s.lesson_id"
-                f" WHERE s.key = ? AND s.value = ? AND {cond} LIMIT ?",
-                (key, value.lower(), *args, retrieval.POOL),
-            )
-            extra += [row_to_lesson(r) for r in rows]
-        return ranked, extra
-
-    ranked, extra = await store.db.read(run)
-    hits = retrieval.rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), None)
-    if vectors is not None and qvec is not None and len(hits) > 1:
-        hits = retrieval.rerank_dense(hits, vectors.similarities(qvec, [h.lesson.id for h in hits]))
-    return hits[:limit]

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from tenantry.core.errors import UsageError
 from tenantry.core.models import AgentProduct, Principal
@@ -64,14 +64,30 @@ def can_see(principal: Principal, les: Lesson, *, staff: bool) -> bool:
     return les.owner_key == principal.key
 
 
+class LessonFields(TypedDict, total=False):
+    """What a writer says of a new lesson: ``build``'s keywords, forwarded as they are."""
+
+    title: Required[str]
+    body: Required[str]
+    kind: Kind
+    scope: Scope
+    subject: dict[str, str] | None
+    error_signature: str
+    evidence: list[str] | None
+    derived_from: list[Source] | None
+    claim: dict[str, Any] | None
+    ttl_days: float | None
+    status: Status
+
+
 def build(
     principal: Principal,
     *,
     staff: bool,
     title: str,
     body: str,
-    kind: Kind,
-    scope: Scope,
+    kind: Kind = Kind.FACT,
+    scope: Scope = Scope.USER,
     subject: dict[str, str] | None = None,
     error_signature: str = "",
     evidence: list[str] | None = None,

@@ -20,7 +20,7 @@ from typing import Any
 from tenantry.core.errors import NotFound
 from tenantry.memory import terms
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
-from tenantry.store.engine import Conn, Row, Schema, Store
+from tenantry.store.engine import Conn, Row, Schema, StartClose, Store
 from tenantry.store.sqlite import SQLiteStore
 
 _COLUMNS = (
@@ -39,28 +39,45 @@ def new_id() -> str:
     return "L" + secrets.token_hex(5)
 
 
+_KINDS = {k.value: k for k in Kind}
+_SCOPES = {k.value: k for k in Scope}
+_SOURCES = {k.value: k for k in Source}
+_TRUSTS = {k.value: k for k in Trust}
+_STATUSES = {k.value: k for k in Status}
+
+
+def _json(text: str) -> Any:
+    """``json.loads``, with the empty list and object (most rows' values) decoded directly."""
+    if text == "[]":
+        return []
+    if text == "{}":
+        return {}
+    return json.loads(text)
+
+
 def row_to_lesson(row: Row) -> Lesson:
+    """A lesson from its row (a recall decodes dozens, so the common cases are direct)."""
     claim = row["claim"]
     return Lesson(
         id=row["id"],
-        kind=Kind(row["kind"]),
-        scope=Scope(row["scope"]),
+        kind=_KINDS.get(row["kind"]) or Kind(row["kind"]),
+        scope=_SCOPES.get(row["scope"]) or Scope(row["scope"]),
         title=row["title"],
         body=row["body"],
         owner_user=row["owner_user"],
         owner_key=row["owner_key"],
         owner_project=row["owner_project"],
         owner_agent=row["owner_agent"],
-        subject=json.loads(row["subject"]),
+        subject=_json(row["subject"]),
         error_signature=row["error_signature"],
         sig_hash=row["sig_hash"],
-        evidence=json.loads(row["evidence"]),
-        sources=[Source(s) for s in json.loads(row["sources"])],
+        evidence=_json(row["evidence"]),
+        sources=[_SOURCES.get(s) or Source(s) for s in _json(row["sources"])],
         claim=json.loads(claim) if claim else None,
-        trust=Trust(row["trust"]),
-        status=Status(row["status"]),
+        trust=_TRUSTS.get(row["trust"]) or Trust(row["trust"]),
+        status=_STATUSES.get(row["status"]) or Status(row["status"]),
         quarantined=bool(row["quarantined"]),
-        findings=json.loads(row["findings"]),
+        findings=_json(row["findings"]),
         supersedes=row["supersedes"],
         superseded_by=row["superseded_by"],
         proposed_scope=row["proposed_scope"],
@@ -68,7 +85,7 @@ def row_to_lesson(row: Row) -> Lesson:
         verified_at=row["verified_at"],
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
-        classes=[c for c in row["classes"].split(",") if c],
+        classes=[c for c in row["classes"].split(",") if c] if row["classes"] else [],
     )
 
 
@@ -167,7 +184,7 @@ def _log(conn: Conn, lesson_id: str, actor: str, action: str, detail: dict[str, 
     )
 
 
-class LessonStore:
+class LessonStore(StartClose):
     """Lessons in the daemon's store, or alone in a file: ``async with LessonStore(path)``."""
 
     def __init__(self, store: str | Path | Store) -> None:
@@ -177,13 +194,6 @@ class LessonStore:
         self.n_docs = 0
         # term -> (n_docs when computed, highest seq then, {seq: score}): see retrieval.top_postings
         self.top_postings: dict[str, tuple[int, int, dict[int, float]]] = {}
-
-    async def __aenter__(self) -> LessonStore:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def start(self) -> None:
         if self._owned:

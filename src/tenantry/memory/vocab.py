@@ -159,16 +159,119 @@ _GLOSSARY: tuple[tuple[str, str], ...] = (
 )
 
 
+# Everyday words for the option, command and reason-code names of the Slurm and Lmod
+# documentation, one entry per documented concept. Sources: the DESCRIPTION and OPTIONS
+# sections of sbatch(1) (--time, --array, --dependency, --exclusive, --requeue,
+# --constraint, --exclude, --hold), squeue(1) JOB REASON CODES, sacct(1), scancel(1),
+# scontrol(1) hold/release, and the Lmod user guide (module avail/spider, collections,
+# module purge); and the SchedMD glossary of partitions (preemption) and cgroups.
+_DOCS: tuple[tuple[str, str], ...] = (
+    # sbatch --time: "a limit on the total run time of the job allocation"
+    (r"\brun times?\b|\bduration\b|\bhow many (?:hours|days)\b", "time limit"),
+    # sbatch --array: "multiple jobs to be executed with identical parameters"
+    (r"\bidentical (?:jobs|parameters)\b|\bsame script (?:many|several) times\b", "array job"),
+    # sbatch --dependency: "defer the start of this job until the dependencies are satisfied"
+    (r"\bdefer\w*\b", "dependency"),
+    # sbatch --exclusive: "the job allocation can not share nodes with other running jobs"
+    (
+        r"\bwhole nodes?\b|\bnot share (?:the |my )?nodes?\b|\bnodes? to (?:myself|itself)\b"
+        r"|\bdedicated nodes?\b",
+        "exclusive node",
+    ),
+    # sbatch --requeue: "the batch job should be eligible for requeuing"
+    (
+        r"\bautomatic(?:ally)? (?:retr|resubmi|rerun)\w*|\bretr(?:y|ied) (?:on|after) fail",
+        "requeue",
+    ),
+    # sbatch --constraint: features assigned to nodes by the administrator
+    (
+        r"\b(?:cpu|processor) (?:type|generation|model|architecture)\b|\bnode (?:type|features?)\b",
+        "constraint feature",
+    ),
+    # sbatch --hold, scontrol hold/release
+    (r"\bpause\w*\b|\bon hold\b|\bhold (?:back|off)\b", "hold release"),
+    # sacct: "accounting data for all jobs and job steps in the Slurm job accounting log"
+    (r"\bjob history\b|\b(?:past|previous|finished|completed|old) jobs\b", "sacct accounting"),
+    # scancel: "used to signal or cancel jobs"
+    (r"\bremove (?:\w+ )?jobs? from the queue\b|\bkill (?:all )?(?:my|the) jobs?\b", "scancel"),
+    # squeue reason codes Resources / Priority / ReqNodeNotAvail in plain words
+    (r"\b(?:cluster|machine|queue) is (?:full|busy)\b|\bno free nodes\b", "pending resources"),
+    (r"\bdown ?time\b|\bmaintenance\b|\bscheduled outage\b", "reservation maintenance"),
+    # partitions with preemption: the scavenger / standby / low-priority pattern
+    (
+        r"\bscavenger\b|\bstandby\b|\blow[- ]priority (?:queue|partition|jobs?)\b"
+        r"|\bfree (?:cycles|queue|partition)\b|\bspare (?:cycles|nodes)\b",
+        "preempt partition",
+    ),
+    # cgroups enforce the memory a job requested (task/cgroup, ConstrainRAMSpace)
+    (r"\bcgroups?\b|\btoo much (?:ram|memory)\b|\bmemory (?:limit|cap)\w*\b", "oom memory"),
+    # Lmod: module avail / module spider list what can be loaded
+    (
+        r"\bwhat (?:software|modules?|packages) (?:is|are) (?:installed|available)\b"
+        r"|\blist (?:the |all )?(?:installed |available )?software\b",
+        "module avail spider",
+    ),
+    # Lmod collections (module save / restore) and module purge
+    (r"\bsave (?:my|a set of) modules\b|\bsame modules every\b", "module collection restore"),
+    (r"\bunload (?:everything|all)\b|\bclean (?:module )?environment\b", "module purge"),
+)
+
+
+def _literal_heads(pattern: str) -> tuple[str, ...] | None:
+    """Lower-case words every match of ``pattern`` contains, one per top-level alternative.
+
+    ``bill(?:ing)?|costs?`` -> ("bill", "cost"): a text containing none of them
+    cannot match, so the regex is skipped (most rules, for most queries). None
+    when some alternative does not start with a literal of two or more letters.
+    """
+    alternatives, depth, cur = [], 0, ""
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            cur += pattern[i : i + 2]
+            i += 2
+            continue
+        depth += c == "("
+        depth -= c == ")"
+        if c == "|" and depth == 0:
+            alternatives.append(cur)
+            cur = ""
+        else:
+            cur += c
+        i += 1
+    alternatives.append(cur)
+    heads = []
+    for alt in alternatives:
+        alt = alt.removeprefix("\\b")
+        lit = ""
+        for j, c in enumerate(alt):
+            if not (c.isalnum() or c in " _-'"):
+                break
+            if j + 1 < len(alt) and alt[j + 1] in "?*{":
+                break  # an optional character ends the part every match has
+            lit += c
+        if len(lit) < 2:
+            return None
+        heads.append(lit.lower())
+    return tuple(heads)
+
+
 class Expander:
     """Compiled expansion table: default entries plus the facility's own."""
 
-    def __init__(self, entries: Iterable[tuple[str, str]] = (*_DEFAULT, *_GLOSSARY)) -> None:
-        self._rules = [(re.compile(p, re.IGNORECASE), terms.terms(t)) for p, t in entries]
+    def __init__(
+        self, entries: Iterable[tuple[str, str]] = (*_DEFAULT, *_GLOSSARY, *_DOCS)
+    ) -> None:
+        self._rules = [
+            (re.compile(p, re.IGNORECASE), _literal_heads(p), terms.terms(t), t) for p, t in entries
+        ]
+        self._last: tuple[str, list[int]] = ("", [])
 
     @classmethod
     def with_file(cls, path: str | Path | None) -> Expander:
         """The default table extended with ``pattern = term term`` lines from ``path``."""
-        entries = [*_DEFAULT, *_GLOSSARY]
+        entries = [*_DEFAULT, *_GLOSSARY, *_DOCS]
         if path:
             for line in Path(path).read_text().splitlines():
                 if "=" in line and not line.lstrip().startswith("#"):
@@ -176,16 +279,32 @@ class Expander:
                     entries.append((pattern.strip(), added.strip()))
         return cls(entries)
 
+    def _matching(self, text: str) -> list[int]:
+        """Indexes of the rules ``text`` matches (the last text's answer is kept)."""
+        if self._last[0] == text and text:
+            return self._last[1]
+        low = text.lower()
+        hits = [
+            i
+            for i, (pattern, heads, _, _) in enumerate(self._rules)
+            if (heads is None or any(h in low for h in heads)) and pattern.search(text)
+        ]
+        self._last = (text, hits)
+        return hits
+
     def expand(self, text: str) -> list[str]:
         """Processed terms the query's own words imply (those it lacks, first-seen order)."""
         own = set(terms.terms(text))
         out: dict[str, None] = {}
-        for pattern, added in self._rules:
-            if pattern.search(text):
-                for t in added:
-                    if t not in own:
-                        out[t] = None
+        for i in self._matching(text):
+            for t in self._rules[i][2]:
+                if t not in own:
+                    out[t] = None
         return list(out)
+
+    def phrases(self, text: str) -> list[str]:
+        """The table's words (as written, unprocessed) for the entries ``text`` matches."""
+        return [self._rules[i][3] for i in self._matching(text)]
 
 
 DEFAULT = Expander()

@@ -20,6 +20,7 @@ __all__ = [
     "ingest_swf",
     "ingest_telemetry",
     "ingest_transcripts",
+    "live",
     "metrics",
     "render_data",
     "render_html",

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tenantry.cli.common import command, emit
+from tenantry.cli.common import client_from, command, emit
 from tenantry.core.errors import UsageError
 
 REPORT_EPILOG = """\
@@ -43,6 +43,17 @@ job_submit.lua plugin (shipped in tenantry/report/slurm/), agent markers in
 --env-vars/SubmitLine/Comment. Behaviour alone never says "agent": it only
 raises the upper bound of the agent share ("agent-like, no evidence").
 Reading no records is an error (exit 65).
+
+live (facility mode; through your daemon to the facility service):
+  tenantry report --live                       the facility's last 7 days, every user's
+                                               if you are staff, else your own rows
+  tenantry report --live --days 30 --json      the same report as JSON, with a "facility"
+                                               part: per user, per project, per agent
+                                               product, hour of week (agent vs human)
+  tenantry report --live --out facility.html   the HTML report of the live telemetry
+Whose rows you get is decided by the service from your uid (SO_PEERCRED, or MUNGE on
+another login node): staff (the facility_staff_group, as themselves) see everyone; a
+normal user's report is narrowed to their own rows and says so ("scope").
 """
 
 SIM_EPILOG = """\
@@ -76,7 +87,17 @@ def register(sub: Any) -> None:
     with command(
         sub, "report", _report, REPORT_HELP, description=REPORT_ABOUT, epilog=REPORT_EPILOG
     ) as p:
-        p.add_argument("inputs", nargs="+", metavar="INPUT", help="accounting dumps and stores")
+        p.add_argument(
+            "inputs", nargs="*", metavar="INPUT", help="accounting dumps and stores (or --live)"
+        )
+        p.add_argument(
+            "--live",
+            action="store_true",
+            help="read the facility service's telemetry of every user you may see, not files",
+        )
+        p.add_argument(
+            "--days", type=float, default=7.0, help="--live: the last N days (default 7)"
+        )
         p.add_argument("--format", choices=FORMATS, help="document format (default: from --out)")
         p.add_argument("--out", help="write the document here ('-' for stdout)")
         p.add_argument("--since", help="window start, UTC (2026-01-01 or 2026-01-01T08:00)")
@@ -149,8 +170,35 @@ def _format_of(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _live(args: argparse.Namespace) -> dict[str, Any]:
+    if args.inputs or args.since or args.until or args.users_csv:
+        raise UsageError(
+            "--live reads the facility service, not INPUT files, --since/--until or --users-csv",
+            hint="use --days N for the window, or drop --live to read files",
+        )
+    params = {"days": args.days, "tz": args.tz or "UTC"}
+    report: dict[str, Any] = client_from(args).call("report.live", params)
+    note = report.get("scope", {}).get("note")
+    if note:
+        sys.stderr.write(f"tenantry report --live: {note}\n")
+    return report
+
+
 def _report(args: argparse.Namespace) -> int:
-    from tenantry.report import metrics, render_data, render_html, render_markdown, sources
+    if args.live:
+        report = _live(args)
+    elif not args.inputs:
+        raise UsageError(
+            "give INPUT files (sacct dumps, SWF, stores, transcripts) or --live",
+            hint="tenantry report --help shows both",
+        )
+    else:
+        report = _from_files(args)
+    return _render(args, report)
+
+
+def _from_files(args: argparse.Namespace) -> dict[str, Any]:
+    from tenantry.report import metrics, sources
 
     since, until = parse_time(args.since), parse_time(args.until)
     if since and until and since >= until:
@@ -186,6 +234,12 @@ def _report(args: argparse.Namespace) -> int:
         report = metrics.build(data, since, until, tz=args.tz)
     if args.users_csv:
         metrics.users_table(data, args.tz).write_csv(args.users_csv)
+    return report
+
+
+def _render(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    from tenantry.report import render_data, render_html, render_markdown
+
     fmt = _format_of(args)
     doc = None
     if fmt is not None:
@@ -242,6 +296,31 @@ def _summary(report: dict[str, Any], out: str | None) -> None:
     for s in report["inputs"]:
         for u in s["unreadable_examples"][:5]:
             c.print(f"  unreadable: {u['source']} line {u['line']}: {u['reason']}")
+    if "facility" in report:
+        _facility_summary(c, report["facility"])
+
+
+def _facility_summary(c: Any, fac: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    cols = ("agent_commands", "human_commands", "agent_jobs", "human_jobs")
+    for title, key, name in (
+        ("Per user", "by_user", "user"),
+        ("Per project", "by_project", "project"),
+    ):
+        t = Table(title=title, title_justify="left")
+        t.add_column(name)
+        for col in cols:
+            t.add_column(col.replace("_", " "), justify="right")
+        for row in fac[key]:
+            t.add_row(str(row[name] or "-"), *(str(row[col]) for col in cols))
+        c.print(t)
+    t = Table(title="Per agent product", title_justify="left")
+    for h in ("agent", "users", "sessions", "commands", "jobs"):
+        t.add_column(h, justify="left" if h == "agent" else "right")
+    for row in fac["by_agent_product"]:
+        t.add_row(*(str(row[h]) for h in ("agent", "users", "sessions", "commands", "jobs")))
+    c.print(t)
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -48,7 +48,7 @@ def _ts(value: Any) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(float(value), tz=UTC)
 
 
-def _tag(user: str, agent: str, session: str) -> str:
+def tag(user: str, agent: str, session: str) -> str:
     try:
         product = AgentProduct(agent)
     except ValueError:
@@ -113,7 +113,7 @@ def read_telemetry(path: str | Path) -> Dataset:
                     "cpus": int(res.get("cpus") or 1),
                     "gpus": int(res.get("gpus") or 0),
                     "exit_code": None if r["exit_code"] is None else str(r["exit_code"]),
-                    "comment": _tag(user, agent, session),
+                    "comment": tag(user, agent, session),
                 }
             )
     finally:

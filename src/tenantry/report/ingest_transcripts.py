@@ -95,6 +95,11 @@ def _tool_call(call: dict[str, Any], args_key: str) -> tuple[str, str]:
     return str(call.get("name") or ""), str(_dict(call.get(args_key)).get("command") or "")
 
 
+def _key(ns: str, call_id: str, session: str, ts: Any, tool: str, cmd: str) -> str:
+    """A row's key: ``ns:call_id`` where the agent named the call, else by what it ran."""
+    return f"{ns}:{call_id}" if call_id else f"{ns}:{session}:{ts}:{tool}:{cmd}"
+
+
 def _row(
     source: str, user: str, actor: str, session: str, ts: Any, tool: str, cmd: str, key: str
 ) -> dict[str, object]:
@@ -145,7 +150,7 @@ def read_claude(p: Path, clock: Clock, stats: IngestStats) -> list[dict[str, obj
             if not isinstance(item, dict) or item.get("type") != "tool_use":
                 continue
             tool, cmd = _tool_call(item, "input")
-            key = f"claude:{item.get('id') or f'{session}:{ts}:{tool}:{cmd}'}"
+            key = _key("claude", str(item.get("id") or ""), session, ts, tool, cmd)
             rows.append(_row(p.name, user, "claude-code", session, ts, tool, cmd, key))
     return rows
 
@@ -180,7 +185,7 @@ def read_codex(p: Path, clock: Clock, stats: IngestStats) -> list[dict[str, obje
         if isinstance(action, dict):
             cmd = _shell_text(action.get("command"))
         call = payload.get("call_id") or payload.get("id")
-        key = f"codex:{session}:{call}" if call else f"codex:{session}:{ts}:{tool}:{cmd}"
+        key = _key("codex", f"{session}:{call}" if call else "", session, ts, tool, cmd)
         rows.append(_row(p.name, user, "codex", session, ts, tool, cmd, key))
     return rows
 
@@ -209,7 +214,8 @@ def read_gemini(p: Path, clock: Clock, stats: IngestStats) -> list[dict[str, obj
                 )
                 continue
             tool, cmd = _tool_call(call, "args")
-            key = f"gemini:{session}:{call.get('id') or f'{ts}:{tool}:{cmd}'}"
+            call_id = f"{session}:{call['id']}" if call.get("id") else ""
+            key = _key("gemini", call_id, session, ts, tool, cmd)
             rows.append(_row(p.name, user, "gemini-cli", session, ts, tool, cmd, key))
     return rows
 

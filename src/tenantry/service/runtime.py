@@ -43,8 +43,9 @@ T = TypeVar("T")
 # Gates run in this order before every op; gates of other names run before "audit",
 # which records only requests every other gate let through. "facility" is first: on
 # the facility service it refuses the ops the service does not serve; on a user's
-# executor it is the service's decision.
-GATE_ORDER: tuple[str, ...] = ("facility", "kill", "policy", "budgets")
+# executor it is the service's decision. "slurm-accounts" (the facility service's check of a
+# claimed account against Slurm's associations) refuses before budgets charge.
+GATE_ORDER: tuple[str, ...] = ("facility", "kill", "policy", "slurm-accounts", "budgets")
 LAST_GATES: tuple[str, ...] = ("audit",)
 
 

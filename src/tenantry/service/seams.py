@@ -125,6 +125,10 @@ class PrincipalResolver(Protocol):
 
     async def principal(self, scope: MutableMapping[str, Any], raw_claims: str) -> Principal: ...
 
+    def sees_everyone(self, p: Principal) -> bool:
+        """Whether ``p`` may read every user's telemetry (staff as humans, the service)."""
+        ...
+
 
 class OpForwarder(Protocol):
     """Sends the ops whose state another service owns to it (facility mode's executor)."""

@@ -156,6 +156,26 @@ class Store(Protocol):
     async def fetchone(self, sql: str, args: Sequence[Any] = ()) -> Row | None: ...
 
 
+class _Startable(Protocol):
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Startable)
+
+
+class StartClose:
+    """A mixin: ``async with x:`` is ``await x.start()``, the block, ``await x.aclose()``."""
+
+    async def __aenter__(self: _S) -> _S:
+        await self.start()
+        return self
+
+    async def __aexit__(self: _Startable, *exc: object) -> None:
+        await self.aclose()
+
+
 def resolve(fut: asyncio.Future[Any], value: Any) -> None:
     """Give ``fut`` its result unless it is already done (cancelled); on its loop's thread."""
     if not fut.done():

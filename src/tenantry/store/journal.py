@@ -465,6 +465,30 @@ class Journal:
         self._events.append(e)
         self._schedule_flush()
 
+    async def events_after(
+        self, after_id: int, *, types: Sequence[str] = (), limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Events with ``id > after_id`` (of ``types``), by id: replicas follow the journal."""
+        await self.flush()
+        where, args = "id>?", list[Any]([after_id])
+        if types:
+            where += f" AND type IN ({','.join('?' * len(types))})"
+            args.extend(types)
+        rows = await self.db.fetchall(
+            f"SELECT * FROM events WHERE {where} ORDER BY id LIMIT ?", [*args, limit]
+        )
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["data"] = json.loads(d.pop("data_json"))
+            out.append(d)
+        return out
+
+    async def last_event_id(self) -> int:
+        await self.flush()
+        row = await self.db.fetchone("SELECT MAX(id) AS n FROM events")
+        return int(row["n"] or 0) if row is not None else 0
+
     async def events(
         self,
         *,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenantry.core.errors import StoreError, StoreUnavailable
-from tenantry.store.engine import Conn, Cursor, Migration, Row, Schema, reject, resolve
+from tenantry.store.engine import Conn, Cursor, Migration, Row, Schema, StartClose, reject, resolve
 from tenantry.store.url import mask_url, scrub
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class _Many:
 _Job = tuple[Callable[[PgConn], Any], "asyncio.Future[Any]"]
 
 
-class PostgresStore:
+class PostgresStore(StartClose):
     """One PostgreSQL database (a URL, ``postgresql://user:pw@host/db``)."""
 
     engine = "postgresql"
@@ -173,13 +173,6 @@ class PostgresStore:
     @property
     def where(self) -> str:
         return mask_url(self.url)
-
-    async def __aenter__(self) -> PostgresStore:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def _error(self, what: str, exc: BaseException) -> StoreError:
         import psycopg

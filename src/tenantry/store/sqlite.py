@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tenantry.core.errors import StoreError
-from tenantry.store.engine import Conn, Migration, Row, Schema, reject, resolve
+from tenantry.store.engine import Conn, Migration, Row, Schema, StartClose, reject, resolve
 
 T = TypeVar("T")
 
@@ -72,7 +72,7 @@ def as_schemas(schemas: Sequence[Schema] | Sequence[Migration]) -> list[Schema]:
 _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", bool]
 
 
-class SQLiteStore:
+class SQLiteStore(StartClose):
     """One SQLite file: a writer thread and a read pool. Use ``async with``."""
 
     engine = "sqlite"
@@ -97,13 +97,6 @@ class SQLiteStore:
     @property
     def where(self) -> str:
         return self.path
-
-    async def __aenter__(self) -> SQLiteStore:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def start(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)

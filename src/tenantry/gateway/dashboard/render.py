@@ -95,11 +95,18 @@ def card(title: str, inner: str, note: str = "") -> str:
     return f'<section class="card"><h2>{e(title)}</h2>{n}{inner}</section>'
 
 
-def frame(request: Request, rt: Runtime, title: str, body: str, hours: int) -> str:
+def frame(
+    request: Request,
+    rt: Runtime,
+    title: str,
+    body: str,
+    hours: int,
+    pages: tuple[tuple[str, str], ...] = PAGES,
+) -> str:
     path = request.url.path
     nav = "".join(
         f'<a href="{href}?hours={hours}" class="{"on" if href == path else ""}">{e(name)}</a>'
-        for href, name in PAGES
+        for href, name in pages
     )
     keep = "".join(
         f'<input type="hidden" name="{e(k)}" value="{e(v)}">'

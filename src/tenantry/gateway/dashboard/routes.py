@@ -34,6 +34,7 @@ from tenantry.gateway.dashboard.auth import (
     safe_next,
     secure,
 )
+from tenantry.gateway.dashboard.facility_page import OWN_PAGES, nav_of, own_only, page_facility
 from tenantry.gateway.dashboard.pages import (
     SCOPE_CHOICES,
     page_activity,
@@ -74,20 +75,27 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
             rt = auth.runtime()
             if rt is None:
                 return PlainTextResponse("the daemon is starting\n", status_code=503)
-            if not auth.ok(request):
+            viewer = auth.who(request)
+            if viewer is None:
                 return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+            if not viewer.everyone and request.url.path not in OWN_PAGES:
+                if request.url.path == "/":
+                    return RedirectResponse(OWN_PAGES[0], status_code=303)
+                return secure(HTMLResponse(own_only(viewer), status_code=403))
+            request.state.viewer = viewer
             w, hours = window_of(request)
             await rt.journal.flush()  # the journal batches telemetry: read everything emitted
             body = await fn(request, rt, w)
-            return secure(HTMLResponse(frame(request, rt, title, body, hours)))
+            return secure(HTMLResponse(frame(request, rt, title, body, hours, nav_of(viewer, rt))))
 
         return endpoint
 
     async def login_form(request: Request, error: str = "", status: int = 200) -> Response:
         rt = auth.runtime()
         token = request.query_params.get("token")
-        if token and rt is not None and hmac.compare_digest(token, auth.token() or ""):
-            return login_ok(auth, request.query_params.get("next", "/"))
+        viewer = auth.by_token(token) if token and rt is not None else None
+        if viewer is not None:
+            return login_ok(viewer, request.query_params.get("next", "/"))
         path = Path(rt.settings.state_dir) / TOKEN_FILE if rt else Path("<state>") / TOKEN_FILE
         html = template("login.html").substitute(
             token_path=e(path),
@@ -100,9 +108,9 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
         body = (await request.body())[:4096].decode(errors="replace")
         form = parse_qs(body)
         token = (form.get("token") or [""])[0].strip()
-        expected = auth.token()
-        if expected and token and hmac.compare_digest(token, expected):
-            return login_ok(auth, (form.get("next") or ["/"])[0])
+        viewer = auth.by_token(token)
+        if viewer is not None:
+            return login_ok(viewer, (form.get("next") or ["/"])[0])
         return await login_form(request, "That token is not right.", 401)
 
     async def logout(request: Request) -> Response:
@@ -116,7 +124,7 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
 
         rt = auth.runtime()
         token = auth.token()
-        if rt is None or token is None or not auth.ok(request):
+        if rt is None or token is None or not auth.full(request):
             return PlainTextResponse("log in first\n", status_code=401)
         form = parse_qs((await request.body())[:4096].decode(errors="replace"))
 
@@ -148,7 +156,7 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
 
     async def report_raw(request: Request) -> Response:
         rt = auth.runtime()
-        if rt is None or not auth.ok(request):
+        if rt is None or not auth.full(request):
             return PlainTextResponse("log in first\n", status_code=401)
         path = latest_report(rt.settings.state_dir)
         if path is None or path.suffix != ".html":
@@ -175,6 +183,7 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
     ]
     routes += [
         Route("/session", page("Session", page_session), methods=["GET"]),
+        Route("/facility", page("Facility", page_facility), methods=["GET"]),
         Route("/login", login_form, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["GET"]),
@@ -199,7 +208,7 @@ def metrics_route(runtime: RuntimeSource) -> Route:
     inner = metrics_endpoint(current)
 
     async def endpoint(request: Request) -> Response:
-        if not auth.ok(request):
+        if not auth.full(request):
             return PlainTextResponse(
                 "send Authorization: Bearer <token from <state>/http-token>\n", status_code=401
             )

@@ -46,7 +46,7 @@ import binascii
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from tenantry.core.errors import PilotProtocolError
@@ -222,47 +222,40 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _exit_fields(m: Exit) -> dict[str, Any]:
-    d: dict[str, Any] = {
-        "id": m.id,
-        "state": m.state,
-        "code": m.code,
-        "cpu_s": m.cpu_s,
-        "max_rss_kb": m.max_rss_kb,
-        "duration_s": m.duration_s,
-    }
-    if m.reason:
-        d["reason"] = m.reason
-    if m.stdout:
-        d["stdout"] = _b64(m.stdout)
-    if m.stderr:
-        d["stderr"] = _b64(m.stderr)
-    if m.truncated:
-        d["truncated"] = True
-    return d
+# fields a message leaves out while they are empty (an exit's output is sent apart)
+_SPARSE: dict[type, frozenset[str]] = {
+    Exit: frozenset({"reason", "stdout", "stderr", "truncated"}),
+}
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
-    """The JSON object of a message (without version and type)."""
-    if isinstance(msg, Exit):
-        return _exit_fields(msg)
+    """The JSON object of a message (without version and type): bytes in base64,
+    tuples as lists, a replay's results as exit objects."""
     if isinstance(msg, Replay):
-        return {"results": [_exit_fields(r) for r in msg.results]}
-    if isinstance(msg, Output):
-        return {"id": msg.id, "stream": msg.stream, "data": _b64(msg.data)}
+        return {"results": [to_dict(r) for r in msg.results]}
+    sparse = _SPARSE.get(type(msg), frozenset())
     d: dict[str, Any] = {}
-    for name in msg.__dataclass_fields__:
-        value = getattr(msg, name)
-        d[name] = list(value) if isinstance(value, tuple) else value
+    for f in fields(msg):
+        name, value = f.name, getattr(msg, f.name)
+        if name in sparse and not value:
+            continue
+        if isinstance(value, bytes):
+            value = _b64(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        d[name] = value
     return d
 
 
 def encode(msg: Message) -> bytes:
     """One message as one line of JSON, newline included."""
-    body = {"v": VERSION, "t": msg.t, **to_dict(msg)}
+    return _line(msg.t, {"v": VERSION, "t": msg.t, **to_dict(msg)})
+
+
+def _line(t: str, body: dict[str, Any]) -> bytes:
     line = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     if len(line) >= MAX_LINE:
-        raise PilotProtocolError(f"{msg.t} message of {len(line)} bytes exceeds {MAX_LINE}")
+        raise PilotProtocolError(f"{t} message of {len(line)} bytes exceeds {MAX_LINE}")
     return line + b"\n"
 
 
@@ -453,13 +446,17 @@ def decode(line: bytes) -> Message:
     """Parse and validate one line (with or without its newline)."""
     if len(line) > MAX_LINE:
         raise PilotProtocolError(f"message of {len(line)} bytes exceeds {MAX_LINE}")
+    return from_dict(_object(line))
+
+
+def _object(line: bytes) -> dict[str, Any]:
     try:
         d = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PilotProtocolError(f"pilot message is not JSON: {exc}") from exc
     if not isinstance(d, dict):
         raise PilotProtocolError("pilot message must be a JSON object")
-    return from_dict(d)
+    return d
 
 
 # -- sealed links (every message authenticated) ---------------------------------------
@@ -483,18 +480,10 @@ class Seal:
         self.send_n += 1
         body = {"v": VERSION, "t": msg.t, **to_dict(msg), "n": self.send_n}
         body["mac"] = self.mac(self.me, body)
-        line = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        if len(line) >= MAX_LINE:
-            raise PilotProtocolError(f"{msg.t} message of {len(line)} bytes exceeds {MAX_LINE}")
-        return line + b"\n"
+        return _line(msg.t, body)
 
     def open(self, line: bytes) -> Message:
-        try:
-            d = json.loads(line)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise PilotProtocolError(f"pilot message is not JSON: {exc}") from exc
-        if not isinstance(d, dict):
-            raise PilotProtocolError("pilot message must be a JSON object")
+        d = _object(line)
         given = d.pop("mac", None)
         if given is None and d.get("t") == "reject":
             return from_dict(d)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenantry.core.models import field_values
+from tenantry.core.models import FieldsDict
 
 GENESIS = "0" * 64
 LOG_NAME = "audit.jsonl"
@@ -252,16 +252,13 @@ class ChainWriter:
 
 
 @dataclass(slots=True)
-class Report:
+class Report(FieldsDict):
     ok: bool
     records: int
     alg: str
     head_seq: int | None
     problems: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return field_values(self)
 
 
 def verify(

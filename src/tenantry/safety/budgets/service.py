@@ -24,7 +24,7 @@ from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.models import JobState, Principal, Resources
 from tenantry.safety.budgets import config as cfgmod
 from tenantry.safety.budgets.config import CONSUMED, METRICS, BudgetConfig, Limit
-from tenantry.safety.budgets.store import SCHEMA, BudgetStore
+from tenantry.safety.budgets.store import SCHEMA, BudgetStore, UsageRow
 from tenantry.safety.budgets.windows import bounds, describe_reset
 from tenantry.service.runtime import Runtime
 from tenantry.store.engine import Conn
@@ -215,7 +215,8 @@ class BudgetService:
             for metric, amount in asked.items():
                 if metric in CONSUMED or metric == "leases":
                     continue
-                self.store.add_usage(conn, now, principal.user, key, metric, amount, action)
+                row = UsageRow(now, principal.user, key, metric, amount, action)
+                self.store.add_usage(conn, row)
             return usages
 
         try:
@@ -271,7 +272,9 @@ class BudgetService:
         if amount <= 0 or self._exempt(principal_key):
             return
         await self.store.record(
-            self.clock(), user_of(principal_key), principal_key, metric, amount, action, ref
+            UsageRow(
+                self.clock(), user_of(principal_key), principal_key, metric, amount, action, ref
+            )
         )
 
     # -- messages --------------------------------------------------------------------
@@ -379,16 +382,10 @@ class BudgetService:
             for metric, factor in (("core_hours", cpus), ("gpu_hours", gpus)):
                 amount = factor * elapsed / 3600.0
                 if amount > 0:
-                    self.store.add_usage(
-                        conn,
-                        now,
-                        row["user"],
-                        row["principal"],
-                        metric,
-                        amount,
-                        "job",
-                        event.subject,
+                    charge = UsageRow(
+                        now, row["user"], row["principal"], metric, amount, "job", event.subject
                     )
+                    self.store.add_usage(conn, charge)
 
         await self.store.db.write(finish)
 

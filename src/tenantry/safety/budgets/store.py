@@ -9,7 +9,7 @@ writer already serialises them).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from tenantry.store.engine import Conn, Schema
 from tenantry.store.repository import Repository
@@ -20,6 +20,18 @@ SCHEMA = Schema(
     legacy_file="budgets.sqlite3",
     renames={"leases": "budget_leases"},
 )
+
+
+class UsageRow(NamedTuple):
+    """One row of ``usage``: ``amount`` of ``metric`` charged at ``ts``."""
+
+    ts: float
+    user: str
+    principal: str
+    metric: str
+    amount: float
+    action: str = ""
+    ref: str = ""
 
 
 def _col(scope: str) -> str:
@@ -62,20 +74,11 @@ class BudgetStore(Repository):
         return float(row[0])
 
     @staticmethod
-    def add_usage(
-        conn: Conn,
-        ts: float,
-        user: str,
-        principal: str,
-        metric: str,
-        amount: float,
-        action: str = "",
-        ref: str = "",
-    ) -> None:
+    def add_usage(conn: Conn, row: UsageRow) -> None:
         conn.execute(
             'INSERT INTO usage (ts, "user", principal, metric, amount, action, ref)'
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (ts, user, principal, metric, amount, action, ref),
+            row,
         )
 
     @staticmethod
@@ -88,19 +91,8 @@ class BudgetStore(Repository):
         return dict(row)
 
     # -- one statement each -----------------------------------------------------------
-    async def record(
-        self,
-        ts: float,
-        user: str,
-        principal: str,
-        metric: str,
-        amount: float,
-        action: str = "",
-        ref: str = "",
-    ) -> None:
-        await self.db.write(
-            lambda c: self.add_usage(c, ts, user, principal, metric, amount, action, ref)
-        )
+    async def record(self, row: UsageRow) -> None:
+        await self.db.write(lambda c: self.add_usage(c, row))
 
     async def lease_held(self, lease_id: str, user: str, principal: str, ts: float) -> None:
         await self.db.execute(

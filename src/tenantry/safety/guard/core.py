@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tenantry.core.models import field_values
+from tenantry.core.models import FieldsDict
 from tenantry.safety.guard.injection import InjectionHit, find_injections
 from tenantry.safety.guard.secrets import find_secrets, redact
 
@@ -26,15 +26,12 @@ Mode = Literal["mark", "flag", "redact", "contain"]
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(FieldsDict):
     kind: str  # "secret" | "injection"
     rule: str
     line: int  # 1-based line in the original text (0 = inside decoded content)
     action: str  # "redacted" | "marked" | "flagged" | "withheld"
     excerpt: str = ""  # never contains a secret
-
-    def to_dict(self) -> dict[str, Any]:
-        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tenantry.core.errors import Conflict, NotFound, PermissionDenied, SessionStopped
 from tenantry.core.events import Event, EventType, Subscription
-from tenantry.core.models import AgentProduct, Principal, field_values
+from tenantry.core.models import AgentProduct, FieldsDict, Principal
 from tenantry.safety.kill.store import SCHEMA, StopStore
 from tenantry.service.runtime import Runtime
 
@@ -29,7 +29,7 @@ ANY_USER = "*"
 
 
 @dataclass(frozen=True, slots=True)
-class Stop:
+class Stop(FieldsDict):
     id: int
     kind: str
     target: str
@@ -46,9 +46,6 @@ class Stop:
         if self.owner != ANY_USER and p.user != self.owner:
             return False
         return self.target in (p.session, p.key)
-
-    def to_dict(self) -> dict[str, Any]:
-        return field_values(self)
 
 
 def principal_from_key(key: str, uid: int = -1) -> Principal | None:

@@ -11,6 +11,7 @@ first denial among them.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import time
@@ -273,7 +274,7 @@ class Builder:
         for v, d in values:
             if not v or len(v) > 4096:
                 continue
-            if not (self.cwd_secret or v in writes or _PATHLIKE.search(v)):
+            if not (self.cwd_secret or v in writes or _PATHLIKE.search(v) or self._links(v)):
                 continue  # a plain word in an ordinary directory names nothing protected
             info = classify(v, self.pctx, dynamic=d)
             target = v if v in writes else "of=" + v if ("of=" + v) in args else ""
@@ -281,6 +282,12 @@ class Builder:
                 self.path_info("write_path", info, ctx)
             elif info.credential or info.lookalike or info.other_home:
                 self.path_info("read_path", info, ctx)
+
+    def _links(self, word: str) -> bool:
+        """Does a plain word name a symbolic link in the command's cwd (``cat lnk``)?"""
+        if "\x00" in word or len(word) > 255:
+            return False
+        return look(os.path.islink, posixpath.join(self.cwd, word))
 
     def path(self, action: str, raw: str, ctx: dict[str, Any], *, dynamic: bool = False) -> None:
         self.path_info(action, classify(raw, self.pctx, dynamic=dynamic), ctx)

@@ -332,7 +332,7 @@ class _Unwrapper:
         env = {k: w.text for k, w in cmd.assigns.items()}
         if not cmd.words:
             if cmd.redirects:
-                self.emit([], [], env, via, cmd.redirects, source, None)
+                self.emit(Effective([], [], env, list(via), list(cmd.redirects), source))
             return
         stdin = cmd.stdin_text
         if stdin is None and cmd.piped_from is not None:
@@ -349,22 +349,12 @@ class _Unwrapper:
             cmd.stdin_dynamic and stdin is None,
         )
 
-    def emit(
-        self,
-        argv: list[str],
-        dyn: list[bool],
-        env: dict[str, str],
-        via: list[str],
-        redirects: list[tuple[str, Word]],
-        source: str,
-        stdin: str | None,
-    ) -> Effective:
+    def emit(self, eff: Effective) -> Effective:
+        """Record one program that would run (in this cwd, an alias resolved)."""
         if len(self.out.commands) >= MAX_COMMANDS:
             self.out.add_uncertain("depth", f"more than {MAX_COMMANDS} commands")
-        eff = Effective(list(argv), list(dyn), dict(env), list(via), list(redirects), source)
-        eff.stdin_text = stdin
         eff.cwd = self.cwd
-        if argv:
+        if eff.argv:
             alias = self.out.aliases.get(eff.program)
             if alias:
                 eff.via.append("alias:" + eff.program)
@@ -389,7 +379,9 @@ class _Unwrapper:
             return
         if not argv:
             return
-        eff = self.emit(argv, dyn, env, via, redirects, source, stdin)
+        eff = self.emit(
+            Effective(list(argv), list(dyn), dict(env), list(via), list(redirects), source, stdin)
+        )
         prog = eff.program
         args, adyn = argv[1:], dyn[1:]
         inner_via = [*via, prog]
@@ -729,7 +721,7 @@ class _Unwrapper:
         if i < len(args):
             self.unwrap(args[i:], adyn[i:], {**env, **extra}, via, [], source, d)
         elif extra:
-            self.emit([], [], {**env, **extra}, via, [], source, None)
+            self.emit(Effective([], [], {**env, **extra}, list(via), [], source))
 
     def find_exec(
         self, args: list[str], adyn: list[bool], env: dict[str, str], via: list[str], source: str,
