@@ -284,3 +284,16 @@ async def test_the_cluster_pollers_cache_answers_executors_by_slurm_id_per_user(
     assert set(alice) == {"101"} and alice["101"].state is JobState.RUNNING
     staff = await sched.query(["101", "102"], Viewer(3, "carol", is_staff=True))
     assert staff["102"].state is JobState.COMPLETED and staff["102"].exit_code == 0
+
+
+def test_the_cluster_poller_polls_every_second_unless_a_backoff_is_set(tmp_path: Path) -> None:
+    """Answers stay at most about a poll old by default (facility_rpc's staleness p99 <= 2 s);
+    a facility may trade that for fewer controller RPCs with ``facility_poll_slow_s``."""
+    from tenantry.core.settings import load
+    from tenantry.facility.service import CLUSTER_POLL_S, slow_poll_s
+
+    default = load(env={}, overrides={"state_dir": str(tmp_path)})
+    assert slow_poll_s(default.facility_poll_slow_s) is None
+    slow = load(env={"TENANTRY_STATE_DIR": str(tmp_path), "TENANTRY_FACILITY_POLL_SLOW_S": "5"})
+    assert slow_poll_s(slow.facility_poll_slow_s) == 5.0
+    assert slow_poll_s(CLUSTER_POLL_S) is None  # a ceiling at the interval is no backoff

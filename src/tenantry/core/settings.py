@@ -184,6 +184,13 @@ DECLARED: tuple[Setting, ...] = (
         " submission's claimed account must be one of the user's associations (0: no check).",
     ),
     Setting(
+        "facility_poll_slow_s",
+        0.0,
+        "The facility's cluster poller runs squeue every second; above 1, it backs off up to this"
+        " many seconds while no job changes (fewer controller RPCs, answers up to this old;"
+        " a job it does not know yet hurries it). 0: every second.",
+    ),
+    Setting(
         "facility_push",
         True,
         "An executor takes its jobs' state changes pushed by the facility service (a long-lived"
@@ -265,6 +272,7 @@ class Settings:
     facility_user: str
     facility_timeout_s: float
     facility_facts_refresh_s: float
+    facility_poll_slow_s: float
     facility_push: bool
     facility_tcp: str
     munge_socket: str

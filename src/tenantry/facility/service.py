@@ -56,8 +56,14 @@ CLUSTER_POLL_S = 1.0  # squeue --json for every user, once a second
 # Asleep after this long without a reader (``Poller.idle_after_s``): off (None) since
 # executors take pushed changes (``facility.job_changes``), which read no job by id
 CLUSTER_IDLE_S: float | None = None
-CLUSTER_SLOW_S = 5.0  # backing off to every 5 s while nothing changes (a new job: at once)
 FUTURE_SLACK_S = 60.0
+
+
+def slow_poll_s(setting: float) -> float | None:
+    """The poller's backoff ceiling from ``facility_poll_slow_s`` (None: every poll interval)."""
+    return float(setting) if float(setting) > CLUSTER_POLL_S else None
+
+
 ACCOUNT_GATE = "slurm-accounts"  # before "budgets" in GATE_ORDER: a refusal charges nothing
 
 
@@ -157,7 +163,7 @@ class FacilityService:
             LocalPublisher(cache),
             interval_s=CLUSTER_POLL_S,
             idle_after_s=CLUSTER_IDLE_S,
-            slow_s=CLUSTER_SLOW_S,
+            slow_s=slow_poll_s(self.runtime.settings.facility_poll_slow_s),
         )
         self.jobs = PolledJobView(views, cache)
         self.scheduler = PolledScheduler(cache)
@@ -355,5 +361,5 @@ def replicated_status(runtime: Runtime) -> ReplicatedStatus | None:
         name=name,
         interval_s=CLUSTER_POLL_S,
         idle_after_s=CLUSTER_IDLE_S,
-        slow_s=CLUSTER_SLOW_S,
+        slow_s=slow_poll_s(runtime.settings.facility_poll_slow_s),
     )
