@@ -131,6 +131,18 @@ def test_install_plan_modes_and_files() -> None:
     assert "setpriv --reuid=svc" in start_script(lay)
 
 
+def test_install_without_groupadd_on_path_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenantry.facility.install import Step, apply
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no groupadd, no useradd
+    group = Step("group", name="tt-no-such-group-i13", argv=["groupadd", "tt-no-such-group-i13"])
+    with pytest.raises(UsageError) as err:
+        apply([group])
+    assert "cannot run groupadd" in err.value.message and "--no-accounts" in (err.value.hint or "")
+
+
 class CannedLink(FacilityLink):
     """A link whose service answers ``facility.scheduler_status`` from a dict (or is down)."""
 

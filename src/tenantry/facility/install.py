@@ -191,7 +191,13 @@ def apply(steps: list[Step]) -> list[str]:
         if s.kind in ("account", "group"):
             if _exists(s.kind, s.name):
                 continue
-            proc = subprocess.run(s.argv, capture_output=True, text=True, check=False)
+            try:
+                proc = subprocess.run(s.argv, capture_output=True, text=True, check=False)
+            except OSError as exc:  # no groupadd/useradd on PATH (PATH without /usr/sbin)
+                raise UsageError(
+                    f"cannot run {s.argv[0]} to create the {s.kind} {s.name}: {exc.strerror}",
+                    hint="put /usr/sbin on PATH, or create it yourself and pass --no-accounts",
+                ) from exc
             if proc.returncode != 0:
                 raise UsageError(
                     f"{s.argv[0]} {s.name} failed: {proc.stderr.strip()}",
