@@ -8,8 +8,10 @@ FUSE mount that delays and counts every metadata operation
 
   bare      real find/grep/git, one ``srun`` job per test run, real
             sbatch/squeue/sacct (``bench/day_arms.py``)
-  tenantry  the same day through Tenantry in user mode: one daemon per agent
-            Unix user (slurm backend), the agent's pre-tool hook before every
+  tenantry  the same day through Tenantry: in facility mode (the default) one
+            ``tenantry facility serve`` on PostgreSQL with every agent user's
+            daemon as its executor, in user mode (``--mode user``) one daemon per
+            agent Unix user; either way the agent's pre-tool hook before every
             command, PATH shims for the Slurm clients, the index for find/grep,
             leases for test runs; humans unchanged
 
