@@ -126,6 +126,12 @@ class JobState(enum.StrEnum):
     def terminal(self) -> bool:
         return self not in _ACTIVE
 
+    @property
+    def reusable(self) -> bool:
+        """May a duplicate submission return a job in this state? Still going or
+        succeeded; never one that ended in failure (the fixed script must run)."""
+        return not self.terminal or self is JobState.COMPLETED
+
 
 _ACTIVE = frozenset(
     {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.REQUEUED, JobState.UNKNOWN}

@@ -372,9 +372,7 @@ class JobService:
             )
             # the cache may know the job failed before the journal's row says so
             known = self.cache.get(dup.id, dup) if dup is not None else None
-            if known is not None and (
-                not known.state.terminal or known.state is JobState.COMPLETED
-            ):
+            if known is not None and known.state.reusable:
                 await self.rt.emit(Event(EventType.JOB_DEDUPLICATED, p.key, known.id, "ok"))
                 note = (
                     f"existing job {known.id}: identical to the job submitted "

@@ -30,9 +30,7 @@ _JOB_COLS = (
 )
 
 
-# A duplicate submission may return a job still going or one that succeeded,
-# never one that ended in failure (the fixed script must run).
-_REUSABLE = ",".join(f"'{s.value}'" for s in JobState if not s.terminal or s is JobState.COMPLETED)
+_REUSABLE = ",".join(f"'{s.value}'" for s in JobState if s.reusable)  # JobState.reusable
 
 
 def _same(text: str) -> str:
