@@ -10,9 +10,9 @@ once goes by its digest afterwards (``wire.env_digest``).
 
 from __future__ import annotations
 
+import _socket  # not ``socket``: its enums and selectors cost a cold start (see wire)
 import json
 import os
-import socket
 import time
 
 from tenantry.client import wire
@@ -218,7 +218,7 @@ def _read_json(head: wire.Head, events: Iterator[wire.Head | bytes]) -> dict[str
 
 def socket_answers(path: str) -> bool:
     """True when something accepts connections on the Unix socket ``path``."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(1.0)
         sock.connect(path)
