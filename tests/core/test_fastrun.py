@@ -88,3 +88,37 @@ def test_every_run_option_is_known_to_the_fast_reader() -> None:
         s for a in run.choices["run"]._actions for s in a.option_strings if s.startswith("--")
     }
     assert options - {"--help"} == set(fastrun.FLAGS) | set(fastrun.VALUES)
+
+
+@pytest.mark.parametrize("command", [None, "run", "find", "submit", "index", "policy"])
+@pytest.mark.parametrize("width", ["", "57", "200"])
+def test_lean_parser_help_is_argparse_help(
+    command: str | None, width: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parser that skips ``shutil`` prints the help argparse prints, at any width."""
+    from tenantry.cli import parser as lean
+
+    monkeypatch.setattr(lean, "_COLUMNS", [])
+    if width:
+        monkeypatch.setenv("COLUMNS", width)
+    else:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(lean, "Parser", argparse.ArgumentParser)
+    plain = build_parser(command)
+    monkeypatch.undo()
+    monkeypatch.setattr(lean, "_COLUMNS", [])
+    if width:
+        monkeypatch.setenv("COLUMNS", width)
+    else:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    fast = build_parser(command)
+    assert type(fast) is lean.Parser and type(plain) is argparse.ArgumentParser
+
+    def helps(p: argparse.ArgumentParser) -> list[str]:
+        out = [p.format_help()]
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                out += [h for sub in action.choices.values() for h in helps(sub)]
+        return out
+
+    assert helps(fast) == helps(plain)

@@ -70,3 +70,6 @@ def test_client_commands_stay_lean(daemon: Daemon, tmp_path: Path, args: list[st
     if args[0] == "run":
         assert proc.stdout.strip() in ("", "hi") or json.loads(proc.stdout)["exit_code"] == 0
         assert not COLD_RUN_SKIPS & set(modules), (args, sorted(COLD_RUN_SKIPS & set(modules)))
+    if args[0] in ("find", "grep"):  # argparse, but not its terminal-width extras nor typing
+        skips = {"shutil", "bz2", "lzma", "socket", "selectors", "typing"}
+        assert not skips & set(modules), (args, sorted(skips & set(modules)))

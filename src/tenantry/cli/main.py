@@ -106,7 +106,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
-    parser = argparse.ArgumentParser(
+    from tenantry.cli.parser import Parser
+
+    parser = Parser(
         prog="tenantry",
         description=DESCRIPTION,
         epilog=EPILOG,
