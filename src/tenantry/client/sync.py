@@ -46,15 +46,20 @@ class HeldEnv:
 
     def __init__(self) -> None:
         self.env: dict[str, Any] | None = None
+        self._digest = ""  # of ``env``, computed at its first use (a one-shot CLI never needs it)
 
     def params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """``params`` with an environment the daemon holds replaced by its digest, and
         the environment they carry whole (to hold once the daemon accepts it), or None."""
-        return wire.held_env(params, self.env)
+        sent, whole = wire.held_env(params, self.env, self._digest)
+        if whole is None and wire.ENV_DIGEST in sent:
+            self._digest = sent[wire.ENV_DIGEST]
+        return sent, whole
 
     def accepted(self, whole: dict[str, Any] | None) -> None:
         if whole is not None:
             self.env = dict(whole)
+            self._digest = ""
 
     def answer(self, data: dict[str, Any], whole: dict[str, Any] | None) -> dict[str, Any] | None:
         """The last chunk of a stream the daemon answered with one JSON document, or None
@@ -62,7 +67,7 @@ class HeldEnv:
         if not data.get("ok"):
             err = errors.from_dict(data.get("error") or {})
             if isinstance(err, errors.EnvUnknown) and self.env is not None:
-                self.env = None
+                self.env, self._digest = None, ""
                 return None
             raise err
         self.accepted(whole)

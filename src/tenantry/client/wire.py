@@ -52,9 +52,10 @@ def env_digest(env: Mapping[str, object]) -> str:
 
 
 def held_env(
-    params: dict[str, Any], held: Mapping[str, object] | None
+    params: dict[str, Any], held: Mapping[str, object] | None, digest: str = ""
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """``params`` with an environment equal to ``held`` replaced by its digest.
+    """``params`` with an environment equal to ``held`` replaced by its digest
+    (``digest``: ``held``'s, when the caller knows it already).
 
     Returns the params to send and the environment they carry in full (to hold once
     the daemon has accepted it), or None.
@@ -65,7 +66,7 @@ def held_env(
     if env != held:  # a first send costs no digest (nor a hashlib import)
         return params, env
     out = {k: v for k, v in params.items() if k != "env"}
-    out[ENV_DIGEST] = env_digest(env)
+    out[ENV_DIGEST] = digest or env_digest(env)
     return out, None
 
 
