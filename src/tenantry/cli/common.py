@@ -6,7 +6,6 @@ Standard library only (the client path must start fast). Concept CLIs
 
 from __future__ import annotations
 
-import json
 import sys
 
 from tenantry.core import errors
@@ -122,6 +121,8 @@ def client_from(args: Args, **kw: Any) -> Any:
 def emit(args: Args, data: Any, human: Callable[[Any], str] | None = None) -> None:
     """Print ``data`` as JSON with ``--json``, else through ``human``."""
     if getattr(args, "json", False) or human is None:
+        import json  # indented: the json package (a plain `tenantry run` needs none)
+
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
     else:
@@ -133,6 +134,8 @@ def emit(args: Args, data: Any, human: Callable[[Any], str] | None = None) -> No
 def fail(args: Args, err: errors.TenantryError) -> int:
     """Render an error once: JSON envelope with ``--json``, else a message on stderr."""
     if getattr(args, "json", False):
+        import json
+
         json.dump({"ok": False, "error": err.to_dict()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:

@@ -9,7 +9,6 @@ import time
 
 from tenantry.cli.common import add_json, client_from, command, emit, settings_from, table
 from tenantry.core import errors
-from tenantry.core.units import format_duration, parse_mem_mb, parse_time_s
 
 TYPE_CHECKING = False  # the CLI client path avoids importing typing (and argparse: fastrun)
 
@@ -91,10 +90,13 @@ def _resources(args: argparse.Namespace | RunArgs) -> dict[str, Any]:
     res: dict[str, Any] = {}
     if args.cpus is not None:
         res["cpus"] = args.cpus
-    if args.mem:
-        res["mem_mb"] = parse_mem_mb(args.mem)
-    if args.time:
-        res["time_s"] = parse_time_s(args.time)
+    if args.mem or args.time:  # (units imports ``re``: a plain `tenantry run` does not)
+        from tenantry.core.units import parse_mem_mb, parse_time_s
+
+        if args.mem:
+            res["mem_mb"] = parse_mem_mb(args.mem)
+        if args.time:
+            res["time_s"] = parse_time_s(args.time)
     if getattr(args, "gpus", 0):
         res["gpus"] = args.gpus
     for name in ("partition", "account"):  # `submit`'s only
@@ -278,6 +280,8 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _job_rows(jobs: list[dict[str, Any]]) -> str:
+    from tenantry.core.units import format_duration
+
     rows = []
     for j in jobs:
         elapsed = None

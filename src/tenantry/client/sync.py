@@ -11,11 +11,10 @@ once goes by its digest afterwards (``wire.env_digest``).
 from __future__ import annotations
 
 import _socket  # not ``socket``: its enums and selectors cost a cold start (see wire)
-import json
 import os
 import time
 
-from tenantry.client import wire
+from tenantry.client import fastjson, wire
 from tenantry.client.principal import client_claims
 from tenantry.client.wire import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER
 from tenantry.core import errors
@@ -107,9 +106,9 @@ class Client:
         timeout: float | None = None,
         request_id: str = "",
     ) -> tuple[wire.Head, Iterator[wire.Head | bytes]]:
-        payload = json.dumps(body).encode() if body is not None else b""
+        payload = fastjson.dumps(body).encode() if body is not None else b""
         headers = {
-            PRINCIPAL_HEADER: json.dumps(self.claims),
+            PRINCIPAL_HEADER: fastjson.dumps(self.claims),
             REQUEST_ID_HEADER: request_id or new_request_id(),
         }
         data = wire.encode_request(method, path, payload, headers)
@@ -191,14 +190,14 @@ class Client:
             for event in events:
                 if isinstance(event, bytes):
                     for line in lines.feed(event):
-                        chunk = json.loads(line)
+                        chunk = fastjson.loads(line)
                         if "error" in chunk:
                             raise errors.from_dict(chunk["error"])
                         yield chunk
         except (OSError, wire.WireError) as exc:
             raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
         for line in lines.close():
-            yield json.loads(line)
+            yield fastjson.loads(line)
 
     def health(self) -> dict[str, Any]:
         head, events = self._request("GET", f"{API}/health")
@@ -211,7 +210,7 @@ def _read_json(head: wire.Head, events: Iterator[wire.Head | bytes]) -> dict[str
     except (OSError, wire.WireError) as exc:
         raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
     try:
-        data = json.loads(raw)
+        data = fastjson.loads(raw)
     except ValueError as exc:
         raise errors.DaemonUnavailable(
             f"the daemon sent a response that is not JSON (HTTP {head.status})"

@@ -19,7 +19,6 @@ lines. ``env_digest`` names an environment the daemon already holds.
 from __future__ import annotations
 
 import _socket  # the C socket type: ``socket`` (its enums, selectors) costs a cold start ~1.5 ms
-import json
 
 TYPE_CHECKING = False  # the client path avoids importing typing
 if TYPE_CHECKING:
@@ -46,6 +45,7 @@ class WireError(Exception):
 def env_digest(env: Mapping[str, object]) -> str:
     """The digest a request sends instead of an environment the daemon already holds."""
     import hashlib  # only clients that forward an environment pay for it
+    import json  # sort_keys and compact separators: the daemon hashes the same text
 
     raw = json.dumps(dict(env), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(raw.encode()).hexdigest()
