@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from typing import Any
 import pytest
 
 from tenantry.core.models import Job, JobState, Principal
+
+from .slurm_probe import slurm_up
 
 
 def new_job(who: Principal, **fields: Any) -> Job:
@@ -53,22 +54,6 @@ def run_tenantry(
         env=env,
         cwd=cwd,
         timeout=timeout,
-    )
-
-
-def slurm_up() -> bool:
-    """True when a Slurm controller answers and a node is usable."""
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(
-            ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=15
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and any(
-        s.strip().rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "plnd", "comp"}
-        for s in out.stdout.split()
     )
 
 
