@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,29 +114,29 @@ async def test_real_probe_marks_a_stale_limit(slurm: None, runtime) -> None:  # 
 
 # -- SlurmProber against stand-in executables on PATH (real subprocesses) -----------
 
+
+def _number(n: int) -> dict[str, Any]:
+    """A number as ``sinfo --json`` prints it from Slurm 23.11 on."""
+    return {"set": True, "infinite": False, "number": n}
+
+
+INFINITE = {"set": True, "infinite": True, "number": 0}
+UNSET = {"set": False, "infinite": False, "number": 0}
+
+
+def _partition(name: str, **limits: dict[str, Any]) -> dict[str, Any]:
+    """One partition of ``sinfo --json`` (23.11+), up, with its ``maximums``/``defaults``."""
+    return {"partition": {"name": name, "partition": {"state": ["UP"]}, **limits}}
+
+
 SINFO_2311 = {
     "sinfo": [
-        {
-            "partition": {
-                "name": "gpu",
-                "partition": {"state": ["UP"]},
-                "maximums": {
-                    "time": {"set": True, "infinite": False, "number": 1440},
-                    "nodes": {"set": True, "infinite": False, "number": 4},
-                },
-                "defaults": {"time": {"set": True, "infinite": False, "number": 60}},
-            }
-        },
-        {
-            "partition": {
-                "name": "long",
-                "partition": {"state": ["UP"]},
-                "maximums": {
-                    "time": {"set": True, "infinite": True, "number": 0},
-                    "nodes": {"set": False, "infinite": False, "number": 0},
-                },
-            }
-        },
+        _partition(
+            "gpu",
+            maximums={"time": _number(1440), "nodes": _number(4)},
+            defaults={"time": _number(60)},
+        ),
+        _partition("long", maximums={"time": INFINITE, "nodes": UNSET}),
     ]
 }
 
