@@ -57,6 +57,16 @@ def run_tenantry(
     )
 
 
+def stand_in(bindir: Path, name: str, body: str) -> Path:
+    """An executable ``#!/bin/sh`` program ``name`` in ``bindir`` (made if missing) that
+    runs ``body``: a stand-in for a real tool, found first on a test's PATH."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    path = bindir / name
+    path.write_text("#!/bin/sh\n" + body + ("" if body.endswith("\n") else "\n"))
+    path.chmod(0o755)
+    return path
+
+
 @pytest.fixture(scope="session")
 def slurm() -> Iterator[None]:
     """Require a real Slurm (started by scripts/dev-slurm).

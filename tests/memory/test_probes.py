@@ -19,6 +19,7 @@ from tenantry.memory.probes import (
 )
 from tenantry.memory.verify import check
 
+from ..conftest import stand_in
 from .conftest import principal, remember_limit
 
 DATA = Path(__file__).parent / "data"
@@ -141,12 +142,6 @@ SINFO_2311 = {
 }
 
 
-def _tool(bindir: Path, name: str, script: str) -> None:
-    path = bindir / name
-    path.write_text("#!/bin/sh\n" + script)
-    path.chmod(0o755)
-
-
 def test_sinfo_newer_layout_is_parsed() -> None:
     # the shape of `sinfo --json` from Slurm 23.11+ (abbreviated, hand-written)
     parts = parse_sinfo_json(SINFO_2311)
@@ -157,7 +152,7 @@ def test_sinfo_newer_layout_is_parsed() -> None:
 
 async def test_prober_uses_sinfo_json_then_scontrol(tmp_path: Path) -> None:
     (tmp_path / "sinfo.json").write_text(json.dumps(SINFO_2311))
-    _tool(tmp_path, "sinfo", f'cat "{tmp_path}/sinfo.json"\n')
+    stand_in(tmp_path, "sinfo", f'cat "{tmp_path}/sinfo.json"\n')
     prober = SlurmProber(env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     info = await prober.partition("gpu")
     assert info is not None and info.max_time_s == 86400
@@ -166,7 +161,7 @@ async def test_prober_uses_sinfo_json_then_scontrol(tmp_path: Path) -> None:
     # 22.05: sinfo --json has no partitions -> scontrol
     (tmp_path / "sinfo.json").write_text((DATA / "sinfo_22.05.json").read_text())
     recorded = DATA / "scontrol_partition_debug.txt"
-    _tool(
+    stand_in(
         tmp_path,
         "scontrol",
         f'if [ "$3" = debug ]; then cat "{recorded}"; '
@@ -178,11 +173,11 @@ async def test_prober_uses_sinfo_json_then_scontrol(tmp_path: Path) -> None:
 
 
 async def test_prober_timeouts_and_lmod(tmp_path: Path) -> None:
-    _tool(tmp_path, "sinfo", "sleep 30\n")
+    stand_in(tmp_path, "sinfo", "sleep 30\n")
     prober = SlurmProber(timeout_s=0.3, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     with pytest.raises(ProbeUnavailable, match="timed out"):
         await prober.partition("debug")
-    _tool(
+    stand_in(
         tmp_path,
         "lmod",
         'case "$4" in gcc/12.2.0) echo "gcc/12.2.0" >&2;;'
@@ -193,7 +188,7 @@ async def test_prober_timeouts_and_lmod(tmp_path: Path) -> None:
     )
     assert await lmod.module_exists("gcc/12.2.0") is True
     assert await lmod.module_exists("gcc/99") is False
-    _tool(
+    stand_in(
         tmp_path,
         "sbatch",
         'cat >/dev/null; echo "sbatch: error: Invalid qos specification" >&2; exit 1\n',
