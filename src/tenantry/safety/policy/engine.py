@@ -69,6 +69,8 @@ class _Raw:
 
 
 CACHE_SIZE = 8192  # decisions are pure in (principal, action, resource, context)
+SETS_SIZE = 256  # policy subsets by the set of actions one decision asks about
+BASES_SIZE = 4096  # parsed principal entities, like the judge's principals
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,11 +163,19 @@ class Engine:
         # resource attributes some policy reads; the rest is not sent to Cedar
         # (a policy can only read what it names, so pruning cannot change a decision)
         full = self.policies.to_pst()
-        self.used_attrs = frozenset(re.findall(r"attr='(\w+)'", repr(full)))
+        names: set[str] = set()
+        whole_context = _reads(full, names)
+        self.used_attrs = frozenset(names)
         # one policy set per action with only the policies whose scope can match it:
         # same decisions (a policy whose action scope excludes the request never
         # applies), a third of the evaluation work; policy ids are kept
         self.by_action = {action: _subset(full, action) for action in ACTIONS}
+        self._pst = full
+        self._by_actions: dict[frozenset[str], Any] = {}  # see ``policies_for``
+        self._bases: dict[str, Any] = {}  # principal entities JSON -> parsed handle
+        # context keys no policy names are not sent either (same argument as the
+        # attributes), unless some policy reads ``context`` as a whole
+        self._ctx_used: frozenset[str] | None = None if whole_context else self.used_attrs
         if len(self.rules) != offset or len(self.policies) != offset:
             raise PolicyInvalid("policy ids did not line up after parsing; refusing to run")
 
@@ -195,7 +205,11 @@ class Engine:
         """Decide several requests of one principal in one Cedar call.
 
         ``entities_json`` is the principal's entities as JSON list *items*
-        (no brackets), serialized once per principal by the caller.
+        (no brackets), serialized once per principal by the caller. The
+        requests Cedar must answer go in one batch, against the policies of
+        their actions (``policies_for``), with the principal's entities parsed
+        once per principal (``_base``) and only the resource entities parsed
+        per call. ``decide_reference`` is the same decision the plain way.
         """
         import cedarpy
 
@@ -203,12 +217,14 @@ class Engine:
             return []
         raw: list[_Raw | None] = []
         keys: list[str] = []
-        # action -> [(index, resource entity JSON)] of the requests Cedar must answer
-        misses: dict[str, list[tuple[int, str]]] = {}
+        # the requests Cedar must answer: (index, resource entity JSON, context JSON)
+        misses: list[tuple[int, str, str]] = []
         used = self.used_attrs
+        ctx_used = self._ctx_used
         for i, r in enumerate(reqs):
             attrs = json.dumps({k: v for k, v in r.attrs.items() if k in used}, sort_keys=True)
-            ctx = json.dumps(r.context, sort_keys=True)
+            context = r.context if ctx_used is None else _pick(r.context, ctx_used)
+            ctx = json.dumps(context, sort_keys=True)
             key = f"{entities_json}\x00{r.action}\x00{r.rtype}\x00{attrs}\x00{ctx}"
             keys.append(key)
             hit = self._cache.get(key)
@@ -217,38 +233,91 @@ class Engine:
                 ent = (
                     f'{{"uid":{{"type":"{r.rtype}","id":"{r.rid}"}},"attrs":{attrs},"parents":[]}}'
                 )
-                misses.setdefault(r.action, []).append((i, ent))
+                misses.append((i, ent, ctx))
         if len(self._cache) > CACHE_SIZE:
             self._cache.clear()
-        for action, group in misses.items():
+        if misses:
             requests = [
                 {
                     "principal": principal,
-                    "action": {"type": "Action", "id": action},
+                    "action": {"type": "Action", "id": reqs[i].action},
                     "resource": {"type": reqs[i].rtype, "id": reqs[i].rid},
-                    "context": reqs[i].context,
+                    "context": ctx,  # already JSON: Cedar parses it, no second dump
                 }
-                for i, _ in group
+                for i, _, ctx in misses
             ]
-            entities = f"[{entities_json},{','.join(ent for _, ent in group)}]"
             try:
-                policies = self.by_action.get(action, self.policies)
+                policies = self.policies_for(frozenset(reqs[i].action for i, _, _ in misses))
+                entities = self._base(entities_json).with_added_json_str(
+                    f"[{','.join(ent for _, ent, _ in misses)}]"
+                )
                 results = cedarpy.is_authorized_batch(requests, policies, entities)
-                if len(results) != len(group):
+                if len(results) != len(misses):
                     raise RuntimeError("engine returned a short batch")
             except Exception as exc:  # any engine failure denies
                 fail = Outcome(
                     False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
                 )
                 return [fail for _ in reqs]
-            for (i, _), result in zip(group, results, strict=True):
-                diag = result.diagnostics
-                reasons = sorted(diag.reasons, key=lambda r: int(r[6:]) if r[6:].isdigit() else 0)
-                entry = _Raw(result.allowed, tuple(reasons), tuple(diag.errors))
+            for (i, _, _), result in zip(misses, results, strict=True):
+                entry = _raw(result)
                 raw[i] = entry
                 if not entry.errors:
                     self._cache[keys[i]] = entry
         return [self._outcome(e, req) for e, req in zip(raw, reqs, strict=True)]
+
+    def decide_reference(
+        self, principal: dict[str, Any], entities: list[dict[str, Any]], req: Request
+    ) -> Outcome:
+        """One request alone, the plain way: every policy, every attribute, no cache.
+
+        The tests hold ``decide_all`` to this on the corpus and on generated
+        requests, so the fast path cannot drift from what Cedar says.
+        """
+        import cedarpy
+
+        resource = {"uid": {"type": req.rtype, "id": req.rid}, "attrs": req.attrs, "parents": []}
+        request = {
+            "principal": principal,
+            "action": {"type": "Action", "id": req.action},
+            "resource": {"type": req.rtype, "id": req.rid},
+            "context": req.context,
+        }
+        try:
+            result = cedarpy.is_authorized(request, self.policies, [*entities, resource])
+        except Exception as exc:  # any engine failure denies
+            return Outcome(
+                False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
+            )
+        return self._outcome(_raw(result), req)
+
+    def policies_for(self, actions: frozenset[str]) -> Any:
+        """The policies whose action scope can match one of ``actions`` (built once per set)."""
+        got = self._by_actions.get(actions)
+        if got is None:
+            if not all(a in self.by_action for a in actions):  # an action no schema names
+                return self.policies
+            if len(actions) == 1:
+                (action,) = actions
+                got = self.by_action[action]
+            else:
+                got = _subset(self._pst, actions)
+            if len(self._by_actions) >= SETS_SIZE:
+                self._by_actions.clear()
+            self._by_actions[actions] = got
+        return got
+
+    def _base(self, entities_json: str) -> Any:
+        """The principal's entities parsed once (a request adds its resources to a copy)."""
+        import cedarpy
+
+        got = self._bases.get(entities_json)
+        if got is None:
+            got = cedarpy.Entities.from_json_str(f"[{entities_json}]")
+            if len(self._bases) >= BASES_SIZE:
+                self._bases.clear()
+            self._bases[entities_json] = got
+        return got
 
     def _outcome(self, raw: _Raw | None, req: Request) -> Outcome:
         if raw is None:
@@ -280,16 +349,54 @@ class Engine:
         return Outcome(False, "default-deny", fill(default, req), "tenantry")
 
 
-def _subset(full: Any, action: str) -> Any:
+def _raw(result: Any) -> _Raw:
+    diag = result.diagnostics
+    reasons = sorted(diag.reasons, key=lambda r: int(r[6:]) if r[6:].isdigit() else 0)
+    return _Raw(result.allowed, tuple(reasons), tuple(diag.errors))
+
+
+def _pick(context: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in context.items() if k in keys}
+
+
+def _reads(node: Any, out: set[str]) -> bool:
+    """Add every attribute name a policy reads to ``out``; True if it uses ``context`` whole."""
+    from dataclasses import fields, is_dataclass
+
+    from cedarpy import pst
+
+    if isinstance(node, pst.Var):
+        return bool(node.name == "context")
+    if isinstance(node, pst.GetAttr | pst.HasAttr):
+        out.update((node.attr,) if isinstance(node, pst.GetAttr) else node.attrs)
+        if isinstance(node.base, pst.Var):  # ``var.attr`` / ``var has attr``: that attribute
+            return False
+        return _reads(node.base, out)
+    whole = False
+    if is_dataclass(node):
+        for f in fields(node):
+            whole = _reads(getattr(node, f.name), out) or whole
+    elif isinstance(node, dict):
+        for v in node.values():
+            whole = _reads(v, out) or whole
+    elif isinstance(node, list | tuple):
+        for v in node:
+            whole = _reads(v, out) or whole
+    return whole
+
+
+def _subset(full: Any, actions: str | frozenset[str]) -> Any:
     import cedarpy
     from cedarpy import pst
+
+    wanted = {actions} if isinstance(actions, str) else actions
 
     def applies(t: Any) -> bool:
         a = t.action
         if isinstance(a, pst.ActionEq):
-            return bool(a.entity.id == action)
+            return bool(a.entity.id in wanted)
         if isinstance(a, pst.ActionIn):
-            return any(e.id == action for e in a.entities)
+            return any(e.id in wanted for e in a.entities)
         return True  # any action, or a scope form this code does not know
 
     keep = {pid: t for pid, t in full.static_policies.items() if applies(t)}

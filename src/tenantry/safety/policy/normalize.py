@@ -111,9 +111,16 @@ class Builder:
         }
         self.vars = {"HOME": self.user.home, "USER": principal.user, "PWD": self.cwd}
         self._computed: set[str] = set()
-        self.cwd_secret = classify(self.cwd, self.pctx).credential
+        self._cwd_secret: bool | None = None  # see ``cwd_secret``
         self.unsafe_path: tuple[str, ...] = ()
         self.search_path = ""
+
+    @property
+    def cwd_secret(self) -> bool:
+        """Is the working directory itself a credential place? (resolved on first use)"""
+        if self._cwd_secret is None:
+            self._cwd_secret = classify(self.cwd, self.pctx).credential
+        return self._cwd_secret
 
     def ctx(self, **kw: Any) -> dict[str, Any]:
         c = dict(self.base_ctx)

@@ -233,6 +233,36 @@ def _glob_covers(glob: str, probe: str) -> bool:
     return True
 
 
+_Trie = dict[str, "_Trie"]
+
+
+@lru_cache(maxsize=256)
+def _probes(home: str, homes_root: str) -> _Trie:
+    """The credential patterns as probe paths (``*`` -> ``x``), a trie of their components."""
+    root: _Trie = {}
+    for pat in _compiled(home, homes_root)[1]:
+        node = root
+        for part in pat.replace("*", "x").split("/"):
+            node = node.setdefault(part, {})
+    return root
+
+
+def _glob_covers_any(glob: str, probes: _Trie) -> bool:
+    """``_glob_covers(glob, probe)`` for some probe in the trie, walking shared prefixes once."""
+    frontier = [probes]
+    for gc in glob.split("/"):
+        hidden_ok = gc.startswith(".")
+        frontier = [
+            child
+            for node in frontier
+            for qc, child in node.items()
+            if (hidden_ok or not qc.startswith(".") or gc == qc) and fnmatch.fnmatchcase(qc, gc)
+        ]
+        if not frontier:
+            return False
+    return True
+
+
 def _patterns(ctx: PathContext) -> list[str]:
     pats = [p for p in SYSTEM_SECRETS if not (p.startswith("/root") and ctx.home == "/root")]
     for home in (ctx.home, posixpath.join(ctx.homes_root, "*")):
@@ -259,10 +289,10 @@ def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
         and any(fnmatch.fnmatchcase(n, base) for n in ("id_rsa", "id_ed25519"))
     ):
         return True
-    regex, pats = _compiled(ctx.home, ctx.homes_root)
+    regex = _compiled(ctx.home, ctx.homes_root)[0]
     if regex.match(path):
         return True
-    if glob and any(_glob_covers(path, pat.replace("*", "x")) for pat in pats):
+    if glob and _glob_covers_any(path, _probes(ctx.home, ctx.homes_root)):
         return True
     # a secret directory anywhere below a home (e.g. a copied ~/.ssh) keeps its class
     return "/.ssh/" in path + "/" or "/.gnupg/" in path + "/" or "/.aws/" in path + "/"
