@@ -194,6 +194,10 @@ class Engine:
 
         return cls(facility=read(facility_path), user=read(user_path))
 
+    def clear_cache(self) -> None:
+        """Forget every cached Cedar outcome (the next requests are evaluated again)."""
+        self._cache.clear()
+
     def decide(
         self, principal: dict[str, Any], entities: list[dict[str, Any]], req: Request
     ) -> Outcome:
