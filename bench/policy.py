@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
+    load_before = list(os.getloadavg())
     t0 = time.perf_counter()
     engine = Engine()
     load_ms = (time.perf_counter() - t0) * 1e3
@@ -90,7 +91,7 @@ def main() -> None:
     cold: list[float] = []
     cold_cpu: list[float] = []
     for p, a, params in mix:
-        engine._cache.clear()  # every Cedar call a miss: the worst case
+        engine.clear_cache()  # every Cedar request a miss: the worst case
         judge.clear_cache()  # and every request normalized again
         c = time.thread_time()
         t = time.perf_counter()
@@ -107,7 +108,7 @@ def main() -> None:
         for req in build(p, a, params, judge.env).requests:
             prepared.append((uid, ents, req))
     for uid, ents, req in prepared:
-        engine._cache.clear()
+        engine.clear_cache()
         t = time.perf_counter()
         engine.decide(uid, ents, req)
         cedar.append((time.perf_counter() - t) * 1e6)
@@ -126,6 +127,7 @@ def main() -> None:
         "decision_cpu_us": _quantiles(whole_cpu),
         "decision_cold_cpu_us": _quantiles(cold_cpu),
         "load_average": list(os.getloadavg()),
+        "load_average_before": load_before,
         "decision_cold_us": _quantiles(cold, mean=True),
         "normalize_us": _quantiles(normalize),
         "cedar_us": {**_quantiles(cedar), "calls": len(cedar)},
@@ -140,7 +142,7 @@ def main() -> None:
         return
     print(f"{out['requests']} requests from {out['distinct_cases']} corpus cases, "
           f"{out['policies']} policies (load {out['load_ms']} ms)")  # fmt: skip
-    print(f"load average {out['load_average']}")
+    print(f"load average before {out['load_average_before']}, after {out['load_average']}")
     for label, key in (("decision (warm cache)", "decision_us"),
                        ("  cpu time", "decision_cpu_us"),
                        ("decision (cold cache)", "decision_cold_us"),
@@ -149,7 +151,7 @@ def main() -> None:
                        ("cedar only, 1 request", "cedar_us")):  # fmt: skip
         s = out[key]
         print(f"{label:22} p50 {s['p50']:8.1f} us   p99 {s['p99']:8.1f} us")
-    print(f"cedar calls per decision: {out['cedar_calls_per_decision']}")
+    print(f"Cedar requests per decision: {out['cedar_calls_per_decision']}")
     for a, s in out["by_action_us"].items():
         print(f"  {a:16} n={s['n']:5}  p50 {s['p50']:8.1f} us  p99 {s['p99']:8.1f} us")
 

@@ -69,17 +69,27 @@ class _Raw:
 
 
 CACHE_SIZE = 8192  # decisions are pure in (principal, action, resource, context)
-SETS_SIZE = 256  # policy subsets by the set of actions one decision asks about
 BASES_SIZE = 4096  # parsed principal entities, like the judge's principals
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """What one request got; ``message`` is filled from the request when first read.
+
+    A decision shows the message of one request only (its first denial, else
+    its first allow), so the others are never filled.
+    """
+
     allowed: bool
     rule: str
-    message: str
+    template: str  # the rule's ``@message``, or the whole message when ``request`` is None
     source: str
     errors: tuple[str, ...] = ()
+    request: Request | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def message(self) -> str:
+        return self.template if self.request is None else fill(self.template, self.request)
 
 
 def baseline_text() -> str:
@@ -160,22 +170,19 @@ class Engine:
             self.sources.append(source)
         self.policies = cedarpy.PolicySet.from_str(text)
         self._cache: dict[str, _Raw] = {}
-        # resource attributes some policy reads; the rest is not sent to Cedar
-        # (a policy can only read what it names, so pruning cannot change a decision)
         full = self.policies.to_pst()
-        names: set[str] = set()
-        whole_context = _reads(full, names)
-        self.used_attrs = frozenset(names)
         # one policy set per action with only the policies whose scope can match it:
         # same decisions (a policy whose action scope excludes the request never
         # applies), a third of the evaluation work; policy ids are kept
         self.by_action = {action: _subset(full, action) for action in ACTIONS}
-        self._pst = full
-        self._by_actions: dict[frozenset[str], Any] = {}  # see ``policies_for``
         self._bases: dict[str, Any] = {}  # principal entities JSON -> parsed handle
-        # context keys no policy names are not sent either (same argument as the
-        # attributes), unless some policy reads ``context`` as a whole
-        self._ctx_used: frozenset[str] | None = None if whole_context else self.used_attrs
+        # the resource attributes and context keys some policy that can apply to
+        # the action names; the rest is not sent to Cedar (a policy reads only
+        # what it names, so pruning cannot change a decision). A policy that uses
+        # ``context`` as a whole gets all of it.
+        self._everything = _sent(full)
+        self.used_attrs = self._everything[0]
+        self._sent = {action: _sent(self.by_action[action].to_pst()) for action in ACTIONS}
         if len(self.rules) != offset or len(self.policies) != offset:
             raise PolicyInvalid("policy ids did not line up after parsing; refusing to run")
 
@@ -206,14 +213,14 @@ class Engine:
     def decide_all(
         self, principal: dict[str, Any], entities_json: str, reqs: list[Request]
     ) -> list[Outcome]:
-        """Decide several requests of one principal in one Cedar call.
+        """Decide several requests of one principal: one Cedar batch per action.
 
         ``entities_json`` is the principal's entities as JSON list *items*
-        (no brackets), serialized once per principal by the caller. The
-        requests Cedar must answer go in one batch, against the policies of
-        their actions (``policies_for``), with the principal's entities parsed
-        once per principal (``_base``) and only the resource entities parsed
-        per call. ``decide_reference`` is the same decision the plain way.
+        (no brackets), serialized once per principal by the caller and parsed
+        once per principal (``_base``); the resource entities of all requests
+        are parsed once per call and shared by the batches. Each batch runs
+        against the policies of its action only. ``decide_reference`` is the
+        same decision the plain way.
         """
         import cedarpy
 
@@ -223,17 +230,23 @@ class Engine:
         keys: list[str] = []
         # the requests Cedar must answer: (index, resource entity JSON, context JSON)
         misses: list[tuple[int, str, str]] = []
-        used = self.used_attrs
-        ctx_used = self._ctx_used
+        asked: set[str] = set()  # keys in ``misses``: the same question is asked once
+        dumps = json.dumps
+        contexts: dict[tuple[int, int], str] = {}  # requests of one command share a context
         for i, r in enumerate(reqs):
-            attrs = json.dumps({k: v for k, v in r.attrs.items() if k in used}, sort_keys=True)
-            context = r.context if ctx_used is None else _pick(r.context, ctx_used)
-            ctx = json.dumps(context, sort_keys=True)
+            used, ctx_used = self._sent.get(r.action, self._everything)
+            attrs = dumps({k: v for k, v in r.attrs.items() if k in used}, sort_keys=True)
+            seen = (id(r.context), id(ctx_used))
+            ctx = contexts.get(seen)
+            if ctx is None:
+                context = r.context if ctx_used is None else _pick(r.context, ctx_used)
+                ctx = contexts[seen] = dumps(context, sort_keys=True)
             key = f"{entities_json}\x00{r.action}\x00{r.rtype}\x00{attrs}\x00{ctx}"
             keys.append(key)
             hit = self._cache.get(key)
             raw.append(hit)
-            if hit is None:
+            if hit is None and key not in asked:
+                asked.add(key)
                 ent = (
                     f'{{"uid":{{"type":"{r.rtype}","id":"{r.rid}"}},"attrs":{attrs},"parents":[]}}'
                 )
@@ -241,33 +254,40 @@ class Engine:
         if len(self._cache) > CACHE_SIZE:
             self._cache.clear()
         if misses:
-            requests = [
-                {
-                    "principal": principal,
-                    "action": {"type": "Action", "id": reqs[i].action},
-                    "resource": {"type": reqs[i].rtype, "id": reqs[i].rid},
-                    "context": ctx,  # already JSON: Cedar parses it, no second dump
-                }
-                for i, _, ctx in misses
-            ]
             try:
-                policies = self.policies_for(frozenset(reqs[i].action for i, _, _ in misses))
                 entities = self._base(entities_json).with_added_json_str(
                     f"[{','.join(ent for _, ent, _ in misses)}]"
                 )
-                results = cedarpy.is_authorized_batch(requests, policies, entities)
-                if len(results) != len(misses):
-                    raise RuntimeError("engine returned a short batch")
+                groups: dict[str, list[tuple[int, str, str]]] = {}
+                for miss in misses:
+                    groups.setdefault(reqs[miss[0]].action, []).append(miss)
+                results: list[tuple[int, Any]] = []
+                for action, group in groups.items():
+                    requests = [
+                        {
+                            "principal": principal,
+                            "action": {"type": "Action", "id": action},
+                            "resource": {"type": reqs[i].rtype, "id": reqs[i].rid},
+                            "context": ctx,  # already JSON: Cedar parses it, no second dump
+                        }
+                        for i, _, ctx in group
+                    ]
+                    policies = self.by_action.get(action, self.policies)
+                    got = cedarpy.is_authorized_batch(requests, policies, entities)
+                    if len(got) != len(group):
+                        raise RuntimeError("engine returned a short batch")
+                    results.extend((m[0], res) for m, res in zip(group, got, strict=True))
             except Exception as exc:  # any engine failure denies
                 fail = Outcome(
                     False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
                 )
                 return [fail for _ in reqs]
-            for (i, _, _), result in zip(misses, results, strict=True):
-                entry = _raw(result)
-                raw[i] = entry
+            answers: dict[str, _Raw] = {}
+            for i, result in results:
+                entry = answers[keys[i]] = _raw(result)
                 if not entry.errors:
                     self._cache[keys[i]] = entry
+            raw = [answers[keys[i]] if e is None else e for i, e in enumerate(raw)]
         return [self._outcome(e, req) for e, req in zip(raw, reqs, strict=True)]
 
     def decide_reference(
@@ -294,22 +314,6 @@ class Engine:
                 False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
             )
         return self._outcome(_raw(result), req)
-
-    def policies_for(self, actions: frozenset[str]) -> Any:
-        """The policies whose action scope can match one of ``actions`` (built once per set)."""
-        got = self._by_actions.get(actions)
-        if got is None:
-            if not all(a in self.by_action for a in actions):  # an action no schema names
-                return self.policies
-            if len(actions) == 1:
-                (action,) = actions
-                got = self.by_action[action]
-            else:
-                got = _subset(self._pst, actions)
-            if len(self._by_actions) >= SETS_SIZE:
-                self._by_actions.clear()
-            self._by_actions[actions] = got
-        return got
 
     def _base(self, entities_json: str) -> Any:
         """The principal's entities parsed once (a request adds its resources to a copy)."""
@@ -340,27 +344,37 @@ class Engine:
             rule = self.rules.get(reasons[0]) if reasons else None
             if rule is None:
                 return Outcome(False, "evaluation-error", "allow without a rule", "tenantry")
-            return Outcome(True, rule.id, fill(rule.message, req), rule.source)
+            return Outcome(True, rule.id, rule.message, rule.source, request=req)
         if reasons:
             rule = self.rules[reasons[0]]
-            return Outcome(False, rule.id, fill(rule.message, req), rule.source)
+            return Outcome(False, rule.id, rule.message, rule.source, request=req)
         fallback = (
             "no policy rule permits {action} here"
             if req.action in ACTIONS
             else (DEFAULT_DENY["unknown"])
         )
         default = DEFAULT_DENY.get(req.action, fallback)
-        return Outcome(False, "default-deny", fill(default, req), "tenantry")
+        return Outcome(False, "default-deny", default, "tenantry", request=req)
 
 
 def _raw(result: Any) -> _Raw:
     diag = result.diagnostics
-    reasons = sorted(diag.reasons, key=lambda r: int(r[6:]) if r[6:].isdigit() else 0)
+    reasons = diag.reasons
+    if len(reasons) > 1:  # policy order: the first policy that decided names the rule
+        reasons = sorted(reasons, key=lambda r: int(r[6:]) if r[6:].isdigit() else 0)
     return _Raw(result.allowed, tuple(reasons), tuple(diag.errors))
 
 
 def _pick(context: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
     return {k: v for k, v in context.items() if k in keys}
+
+
+def _sent(policies: Any) -> tuple[frozenset[str], frozenset[str] | None]:
+    """What to send for requests these policies judge: (attributes, context keys or None=all)."""
+    names: set[str] = set()
+    whole_context = _reads(policies, names)
+    attrs = frozenset(names)
+    return attrs, None if whole_context else attrs
 
 
 def _reads(node: Any, out: set[str]) -> bool:
@@ -389,18 +403,16 @@ def _reads(node: Any, out: set[str]) -> bool:
     return whole
 
 
-def _subset(full: Any, actions: str | frozenset[str]) -> Any:
+def _subset(full: Any, action: str) -> Any:
     import cedarpy
     from cedarpy import pst
-
-    wanted = {actions} if isinstance(actions, str) else actions
 
     def applies(t: Any) -> bool:
         a = t.action
         if isinstance(a, pst.ActionEq):
-            return bool(a.entity.id in wanted)
+            return bool(a.entity.id == action)
         if isinstance(a, pst.ActionIn):
-            return any(e.id in wanted for e in a.entities)
+            return any(e.id == action for e in a.entities)
         return True  # any action, or a scope form this code does not know
 
     keep = {pid: t for pid, t in full.static_policies.items() if applies(t)}
