@@ -281,7 +281,7 @@ class Builder:
         for v, d in values:
             if not v or len(v) > 4096:
                 continue
-            if not (self.cwd_secret or v in writes or _PATHLIKE.search(v) or self._links(v)):
+            if not (v in writes or _PATHLIKE.search(v) or self.cwd_secret or self._links(v)):
                 continue  # a plain word in an ordinary directory names nothing protected
             info = classify(v, self.pctx, dynamic=d)
             target = v if v in writes else "of=" + v if ("of=" + v) in args else ""
