@@ -69,6 +69,7 @@ class _Raw:
 
 
 CACHE_SIZE = 8192  # decisions are pure in (principal, action, resource, context)
+_Key = tuple[str, str, str, str, str]  # principal entities, action, resource type, attrs, context
 BASES_SIZE = 4096  # parsed principal entities, like the judge's principals
 
 
@@ -169,7 +170,7 @@ class Engine:
             text += body + "\n"
             self.sources.append(source)
         self.policies = cedarpy.PolicySet.from_str(text)
-        self._cache: dict[str, _Raw] = {}
+        self._cache: dict[_Key, _Raw] = {}
         full = self.policies.to_pst()
         # one policy set per action with only the policies whose scope can match it:
         # same decisions (a policy whose action scope excludes the request never
@@ -227,10 +228,10 @@ class Engine:
         if not reqs:
             return []
         raw: list[_Raw | None] = []
-        keys: list[str] = []
+        keys: list[_Key] = []
         # the requests Cedar must answer: (index, resource entity JSON, context JSON)
         misses: list[tuple[int, str, str]] = []
-        asked: set[str] = set()  # keys in ``misses``: the same question is asked once
+        asked: set[_Key] = set()  # keys in ``misses``: the same question is asked once
         dumps = json.dumps
         contexts: dict[tuple[int, int], str] = {}  # requests of one command share a context
         for i, r in enumerate(reqs):
@@ -241,7 +242,7 @@ class Engine:
             if ctx is None:
                 context = r.context if ctx_used is None else _pick(r.context, ctx_used)
                 ctx = contexts[seen] = dumps(context, sort_keys=True)
-            key = f"{entities_json}\x00{r.action}\x00{r.rtype}\x00{attrs}\x00{ctx}"
+            key = (entities_json, r.action, r.rtype, attrs, ctx)
             keys.append(key)
             hit = self._cache.get(key)
             raw.append(hit)
@@ -282,7 +283,7 @@ class Engine:
                     False, "evaluation-error", f"policy evaluation failed: {exc}", "tenantry"
                 )
                 return [fail for _ in reqs]
-            answers: dict[str, _Raw] = {}
+            answers: dict[_Key, _Raw] = {}
             for i, result in results:
                 entry = answers[keys[i]] = _raw(result)
                 if not entry.errors:
