@@ -28,10 +28,13 @@ from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.judge import Decision, Judge
 from tenantry.safety.policy.paths import (
     HOME_SECRETS,
+    PathContext,
     _compiled,
     _glob_covers,
     _glob_covers_any,
     _probes,
+    classify,
+    credential,
 )
 
 from .conftest import CASES, CWD
@@ -255,3 +258,12 @@ def test_the_trie_covers_exactly_what_the_patterns_cover(glob: str, home: str) -
     pats = _compiled(home, "/home")[1]
     expected = any(_glob_covers(glob, pat.replace("*", "x")) for pat in pats)
     assert _glob_covers_any(glob, _probes(home, "/home")) == expected, glob
+
+
+@settings(max_examples=EXAMPLES * 4, deadline=None)
+@given(
+    raw=st.one_of(globs, st.sampled_from(ARGS)), cwd=st.sampled_from([*HOMES, "/home/alice/.ssh"])
+)
+def test_the_credential_check_alone_agrees_with_classify(raw: str, cwd: str) -> None:
+    ctx = PathContext(cwd=cwd, home="/home/alice", user="alice", homes_root="/home")
+    assert credential(raw, ctx) == classify(raw, ctx).credential, raw

@@ -25,7 +25,7 @@ from tenantry.safety.policy import slurmcmds
 from tenantry.safety.policy.engine import Request
 from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.observed import look
-from tenantry.safety.policy.paths import PathContext, PathInfo, classify
+from tenantry.safety.policy.paths import PathContext, PathInfo, classify, credential
 from tenantry.safety.policy.schema import ACTIONS
 from tenantry.safety.policy.unwrap import Analysis, Effective, analyze_argv, analyze_shell
 
@@ -119,7 +119,7 @@ class Builder:
     def cwd_secret(self) -> bool:
         """Is the working directory itself a credential place? (resolved on first use)"""
         if self._cwd_secret is None:
-            self._cwd_secret = classify(self.cwd, self.pctx).credential
+            self._cwd_secret = credential(self.cwd, self.pctx)
         return self._cwd_secret
 
     def ctx(self, **kw: Any) -> dict[str, Any]:

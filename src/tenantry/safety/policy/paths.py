@@ -302,6 +302,12 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def credential(raw: str, ctx: PathContext) -> bool:
+    """``classify(raw, ctx).credential`` without the other classes."""
+    glob = bool(_GLOBCH.search(raw))
+    return any(_credential(p, ctx, glob) for p in resolve(raw, ctx))
+
+
 def classify(raw: str, ctx: PathContext, *, dynamic: bool = False) -> PathInfo:
     """Resolve ``raw`` and classify every form; the most sensitive class wins."""
     forms = resolve(raw, ctx)
