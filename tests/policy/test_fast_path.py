@@ -229,7 +229,7 @@ def pairs(facts: Facts) -> dict[bool, tuple[Judge, Judge]]:
     return {False: _judges(facts, None, hour=3), True: _judges(facts, FACILITY, hour=3)}
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None, database=None)
 @given(p=principals, request=requests, facility=st.booleans())
 def test_fast_path_decides_like_the_reference_on_generated_requests(
     pairs: dict[bool, tuple[Judge, Judge]],
@@ -252,7 +252,7 @@ globs = st.builds(
 )
 
 
-@settings(max_examples=EXAMPLES * 4, deadline=None)
+@settings(max_examples=EXAMPLES * 4, deadline=None, database=None)
 @given(glob=globs, home=st.sampled_from(["/home/alice", "/root"]))
 def test_the_trie_covers_exactly_what_the_patterns_cover(glob: str, home: str) -> None:
     pats = _compiled(home, "/home")[1]
@@ -260,7 +260,7 @@ def test_the_trie_covers_exactly_what_the_patterns_cover(glob: str, home: str) -
     assert _glob_covers_any(glob, _probes(home, "/home")) == expected, glob
 
 
-@settings(max_examples=EXAMPLES * 4, deadline=None)
+@settings(max_examples=EXAMPLES * 4, deadline=None, database=None)
 @given(
     raw=st.one_of(globs, st.sampled_from(ARGS)), cwd=st.sampled_from([*HOMES, "/home/alice/.ssh"])
 )
