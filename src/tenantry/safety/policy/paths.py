@@ -221,7 +221,11 @@ def resolve(raw: str, ctx: PathContext) -> list[str]:
 
 
 def _glob_covers(glob: str, probe: str) -> bool:
-    """Could shell glob ``glob`` name ``probe`` or a directory above it (no dotglob)?"""
+    """Could shell glob ``glob`` name ``probe`` or a directory above it (no dotglob)?
+
+    One probe at a time; ``_glob_covers_any`` answers the same for all of them
+    at once (the tests hold it to this).
+    """
     g, q = glob.split("/"), probe.split("/")
     if len(g) > len(q):
         return False
