@@ -47,7 +47,8 @@ if _json is not None:
     _encode = _json.make_encoder(
         None, _unencodable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
     )
-    _scan = _json.make_scanner(_Context())
+    _context: Any = _Context()  # what the C scanner reads: attributes, not a type
+    _scan = _json.make_scanner(_context)
 
 
 def dumps(obj: Any) -> str:
