@@ -62,7 +62,8 @@ def to_lesson(d: dict[str, Any]) -> Lesson:
     trust = Trust.lowest(Trust(d.get("trust", "untrusted")), source.ceiling)
     subject = {str(k): str(v) for k, v in (d.get("subject") or {}).items()}
     findings = scanner.scan(d["title"], d["body"], " ".join(subject.values()))
-    if findings:
+    blocking = scanner.quarantining(findings, staff_written=source is Source.STAFF)
+    if blocking:
         trust = Trust.UNTRUSTED
     sig = signature.normalize(d.get("error_signature") or "")
     return Lesson(
@@ -82,7 +83,7 @@ def to_lesson(d: dict[str, Any]) -> Lesson:
         sources=[source],
         trust=trust,
         status=Status(d.get("status", "active")),
-        quarantined=bool(findings),
+        quarantined=bool(blocking),
         findings=findings,
         classes=content.classes(d["title"], d["body"], " ".join(subject.values())),
         superseded_by=d.get("superseded_by") or "",
