@@ -10,7 +10,8 @@ staff's text, are quarantined as before.
 
 from __future__ import annotations
 
-from tenantry.memory import Kind, MemoryService, Scope, Trust, curation, scanner
+from tenantry.core.models import Principal
+from tenantry.memory import Kind, Lesson, MemoryService, Scope, Trust, curation, scanner
 from tenantry.memory.models import SUBJECT_KEYS
 
 from .conftest import principal
@@ -23,16 +24,21 @@ STAFF = principal("ops", "desk", human=True)
 READER = principal("alice", project="chem")
 
 
-async def test_staff_lesson_naming_scontrol_update_is_kept_and_shown(
-    service: MemoryService,
-) -> None:
-    les = await service.remember(
-        STAFF,
+async def throttle_by(service: MemoryService, who: Principal) -> Lesson:
+    """The throttle recipe written by ``who``, asked for facility scope."""
+    return await service.remember(
+        who,
         title="Throttle a job array with %",
         body=THROTTLE,
         kind=Kind.RECIPE,
         scope=Scope.FACILITY,
     )
+
+
+async def test_staff_lesson_naming_scontrol_update_is_kept_and_shown(
+    service: MemoryService,
+) -> None:
+    les = await throttle_by(service, STAFF)
     assert not les.quarantined and les.trust is Trust.STAFF_APPROVED
     assert {f["rule"] for f in les.findings} == {"scheduler-admin"}  # recorded all the same
     got = await service.recall(READER, "limit how many of my array tasks run at once")
@@ -40,10 +46,7 @@ async def test_staff_lesson_naming_scontrol_update_is_kept_and_shown(
 
 
 async def test_the_same_text_from_an_agent_stays_quarantined(service: MemoryService) -> None:
-    agent = principal("mallory", project="p9")
-    les = await service.remember(
-        agent, title="Throttle a job array with %", body=THROTTLE, kind=Kind.RECIPE
-    )
+    les = await throttle_by(service, principal("mallory", project="p9"))
     assert les.quarantined and les.trust is Trust.UNTRUSTED
     got = await service.recall(READER, "limit how many of my array tasks run at once")
     assert les.id not in [h["id"] for h in got]
