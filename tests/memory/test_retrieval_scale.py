@@ -130,36 +130,3 @@ async def test_warm_up_fills_the_frequent_terms_only(tmp_path: Path) -> None:
         assert warmed == len(store.top_postings) > 0
         assert "scratch" in store.top_postings and "gpu" not in store.top_postings
         assert len(store.top_postings["scratch"][2]) == 6
-
-
-async def test_the_two_reads_at_once_give_the_same_ranking_as_one_after_the_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The query's text and the trusted tier with the direct matches are read side by side."""
-    monkeypatch.setattr(retrieval, "POSTINGS_BUDGET", 40)  # starved: the tier is read too
-    rng = random.Random(11)
-    words = ("gpu", "partition", "walltime", "quota", "scratch")
-    crowd = [
-        lesson(
-            f"{word} note {i}",
-            f"{word} {text}",
-            Trust.PROBE_VERIFIED if i % 3 else Trust.AGENT_OBSERVED,
-        )
-        for i, word, text in one_word_each(rng, words, 200, 8)
-    ]
-    queries = [
-        "gpu partition walltime on cn0417",
-        "scratch quota exceeded, where do I put the cache",
-        "Disk quota exceeded",
-        "node config thread gpu",
-    ]
-    async with LessonStore(tmp_path / "m.sqlite3") as store:
-        await store.add_many(crowd, "test")
-        answers = {}
-        for parallel in (True, False):
-            monkeypatch.setattr(retrieval, "PARALLEL_READS", parallel)
-            answers[parallel] = [
-                [(h.lesson.id, h.score) for h in await retrieval.search(store, VIEWER, q, limit=10)]
-                for q in queries
-            ]
-        assert answers[True] == answers[False] and all(answers[True])

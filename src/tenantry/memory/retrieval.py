@@ -28,7 +28,6 @@ and then they always rank below every live lesson.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +57,6 @@ TIER_TERMS = 32  # query terms asked of the trusted tier
 TOP_PER_TERM = 400  # best postings kept per query term the budget leaves out (0 = off)
 TOP_TERMS_CACHED = 2048  # terms whose best postings stay in memory (oldest dropped first)
 SIG_POOL = 12  # lessons taken per exact signature match
-PARALLEL_READS = True  # a recall's two reads at once (False: one after the other; same result)
 
 W_SIG_EXACT = 0.9
 W_SIG_TRUST = 0.1  # extra per trust rank on an exact signature match
@@ -333,14 +331,12 @@ async def search(
             conn, terms.fts_query(ws), cond, args, table, dense, prefetch, common_postings, seen
         )
 
-    def run_text(conn: Conn) -> list[tuple[Lesson, float]]:
+    def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
         ranked = lexical(conn, words, common)
         if expanded and expanded != words:
             ranked = fuse(ranked, lexical(conn, expanded, expanded_common), W_EXPANDED)
-        return ranked
-
-    def run_direct(conn: Conn) -> tuple[list[tuple[Lesson, float]] | None, list[Lesson]]:
-        tier = lexical(conn, tier_words, table="trusted_fts") if tier_words and starved else None
+        if tier_words and starved:
+            ranked = fuse(ranked, lexical(conn, tier_words, table="trusted_fts"), W_TIER)
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
@@ -356,19 +352,9 @@ async def search(
                 (key, value.lower(), *args, POOL),
             )
             extra += [row_to_lesson(r) for r in rows]
-        return tier, extra
+        return ranked, extra
 
-    # two reads on two of the store's reader connections: the query's own text (the
-    # larger part) and the trusted tier with the direct matches run side by side
-    if PARALLEL_READS:
-        ranked, (tier, extra) = await asyncio.gather(
-            store.db.read(run_text), store.db.read(run_direct)
-        )
-    else:
-        ranked = await store.db.read(run_text)
-        tier, extra = await store.db.read(run_direct)
-    if tier is not None:
-        ranked = fuse(ranked, tier, W_TIER)
+    ranked, extra = await store.db.read(run)
     hits = rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), None)
     if vectors is not None and qvec is not None and len(hits) > 1:
         hits = rerank_dense(hits, vectors.similarities(qvec, [h.lesson.id for h in hits]))
