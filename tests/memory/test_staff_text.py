@@ -46,10 +46,12 @@ async def test_staff_lesson_naming_scontrol_update_is_kept_and_shown(
 
 
 async def test_the_same_text_from_an_agent_stays_quarantined(service: MemoryService) -> None:
-    les = await throttle_by(service, principal("mallory", project="p9"))
-    assert les.quarantined and les.trust is Trust.UNTRUSTED
-    got = await service.recall(READER, "limit how many of my array tasks run at once")
-    assert les.id not in [h["id"] for h in got]
+    # another user's agent, and an agent session of a staff user: neither is staff
+    for writer in (principal("mallory", project="p9"), principal("ops", "agent-session")):
+        les = await throttle_by(service, writer)
+        assert les.quarantined and les.trust is Trust.UNTRUSTED
+        got = await service.recall(READER, "limit how many of my array tasks run at once")
+        assert les.id not in [h["id"] for h in got]
 
 
 async def test_an_attack_in_staff_text_is_still_quarantined(service: MemoryService) -> None:
