@@ -491,6 +491,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "embed_s": round(time.perf_counter() - t0, 1),
                 }
                 out["eval_at_scale"] = await evaluate(store, queries, planted, vectors)
+                out["eval_at_scale_dev"] = await evaluate(
+                    store, [q for q in queries if not held_out(q)], planted, vectors
+                )
                 out["eval_at_scale_heldout"] = await evaluate(
                     store, [q for q in queries if held_out(q)], planted, vectors
                 )
@@ -525,13 +528,15 @@ def report(res: dict[str, Any]) -> str:
         "eval_dev": "labelled set, development queries (used for tuning)",
         "eval_heldout": "labelled set, held-out queries (split heldout or sha256(id) % 4 == 0)",
     }
-    for name in ("eval", "eval_dev", "eval_heldout", "eval_at_scale", "eval_at_scale_heldout"):
+    scaled = ("eval_at_scale", "eval_at_scale_dev", "eval_at_scale_heldout")
+    for name in ("eval", "eval_dev", "eval_heldout", *scaled):
         ev = res.get(name)
         if not ev:
             continue
+        part = {"dev": ", development queries only", "heldout": ", held-out queries only"}
         label = labels.get(name) or (
             f"labelled set among {res['scale']['synthetic_lessons']:,} synthetic lessons"
-            + (", held-out queries only" if name.endswith("heldout") else "")
+            + part.get(name.rsplit("_", 1)[-1], "")
         )
         lines += [
             f"\n{label}: {ev['queries']} queries",
