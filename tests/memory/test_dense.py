@@ -9,11 +9,13 @@ import pytest
 
 from tenantry.memory import (
     Kind,
+    Lesson,
     LessonStore,
     Status,
     embedding,
     retrieval,
     vectors,
+    vocab,
 )
 from tenantry.memory.vectors import VectorIndex
 
@@ -116,6 +118,28 @@ async def test_a_torn_or_foreign_vector_file_is_repaired(tmp_path: Path) -> None
         assert await foreign.sync(store) == 20
 
 
+async def test_lessons_are_embedded_with_the_vocabulary_words_and_a_new_table_rebuilds(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.vectors"
+    table = vocab.Expander()
+    index = VectorIndex(path, model(), table)
+    text = index.lesson_text("Charged core hours", "", "Each job is billed per core hour.")
+    assert text.startswith("Charged core hours. . Each job") and "allocation" in text
+    async with LessonStore(tmp_path / "m.sqlite3") as store:
+        await store.add_many(fixture_lessons(), "test")
+        assert await index.sync(store) == 20
+        same = VectorIndex(path, model(), vocab.Expander())
+        same.open()
+        assert len(same) == 20  # the same table: the file is reused
+        rule = (r"\bhours\b", "allocation")
+        assert vocab.Expander(iter([rule])).fingerprint == vocab.Expander([rule]).fingerprint
+        other = VectorIndex(path, model(), vocab.Expander([rule]))
+        other.open()
+        assert len(other) == 0  # vectors of another table are never mixed in
+        assert await other.sync(store) == 20
+
+
 PARAPHRASES = [
     # (query in everyday words, the lesson that answers it); lexical ranking alone puts
     # another lesson first for all but the second
@@ -196,3 +220,49 @@ async def test_the_service_runs_lexical_only_when_dense_is_off(state_dir: str) -
         assert not (Path(state_dir) / "memory.vectors").exists()
     finally:
         await svc.aclose()
+
+
+async def test_among_exact_error_line_matches_the_trusted_answer_comes_first(
+    tmp_path: Path,
+) -> None:
+    """Many agent lessons share a pasted Slurm error line with one staff-approved answer.
+
+    The agents' lessons repeat the error's words (BM25 and the dense model both
+    like them better); the staff answer talks about the fix. The dense order
+    must not put an agent observation above the trusted exact match.
+    """
+    from tenantry.memory import Trust, signature
+
+    line = (
+        "sbatch: error: Batch job submission failed:"
+        " Invalid account or account/partition combination specified"
+    )
+    sig = signature.normalize(line)
+
+    def with_sig(les: Lesson) -> Lesson:
+        les.error_signature, les.sig_hash = sig, signature.signature_hash(sig)
+        return les
+
+    crowd = [
+        with_sig(
+            new_lesson(
+                f"Invalid account or partition combination specified ({i})",
+                f"sbatch failed: invalid account or account/partition combination ({i}).",
+                owner_key=f"u{i}/claude-code/s{i}",
+            )
+        )
+        for i in range(20)
+    ]
+    staff = with_sig(
+        new_lesson(
+            "Pass -A with one of your Slurm accounts",
+            "List them with sacctmgr show assoc user=$USER; set -A in the script.",
+            trust=Trust.STAFF_APPROVED,
+        )
+    )
+    async with LessonStore(tmp_path / "m.sqlite3") as store:
+        await store.add_many([*crowd, staff], "test")
+        index = VectorIndex(tmp_path / "m.vectors", model())
+        await index.sync(store)
+        hits = await retrieval.search(store, VIEWER, line, limit=5, vectors=index)
+        assert hits[0].lesson.id == staff.id

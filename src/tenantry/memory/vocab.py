@@ -15,6 +15,7 @@ partitions, file systems) through the ``memory_synonyms`` setting, a file of
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -263,10 +264,13 @@ class Expander:
     def __init__(
         self, entries: Iterable[tuple[str, str]] = (*_DEFAULT, *_GLOSSARY, *_DOCS)
     ) -> None:
+        entries = list(entries)
         self._rules = [
             (re.compile(p, re.IGNORECASE), _literal_heads(p), terms.terms(t), t) for p, t in entries
         ]
         self._last: tuple[str, list[int]] = ("", [])
+        table = "\n".join(f"{p}\t{t}" for p, t in entries)
+        self.fingerprint = hashlib.sha256(table.encode()).hexdigest()[:16]
 
     @classmethod
     def with_file(cls, path: str | Path | None) -> Expander:
@@ -280,9 +284,14 @@ class Expander:
         return cls(entries)
 
     def _matching(self, text: str) -> list[int]:
-        """Indexes of the rules ``text`` matches (the last text's answer is kept)."""
-        if self._last[0] == text and text:
-            return self._last[1]
+        """Indexes of the rules ``text`` matches (the last text's answer is kept).
+
+        Lessons are expanded in a worker thread while queries are on the event
+        loop, so the kept answer is read once, as one (text, answer) pair.
+        """
+        last = self._last
+        if last[0] == text and text:
+            return last[1]
         low = text.lower()
         hits = [
             i
@@ -305,6 +314,17 @@ class Expander:
     def phrases(self, text: str) -> list[str]:
         """The table's words (as written, unprocessed) for the entries ``text`` matches."""
         return [self._rules[i][3] for i in self._matching(text)]
+
+    def with_phrases(self, text: str) -> str:
+        """``text`` followed by the table's words for it (what a vector embeds, both sides).
+
+        A short question in everyday words ("compute hours") and a lesson in the
+        facility's words (allocation, sshare) sit far apart in a static model; the
+        table's words appended to both the query's and each lesson's text pull
+        them together (see bench/memory.md).
+        """
+        added = self.phrases(text)
+        return text + " " + " ".join(added) if added else text
 
 
 DEFAULT = Expander()
