@@ -4,10 +4,10 @@ Each lesson's text (title, error signature, body, and the facility
 vocabulary's words for it, as the query's: ``vocab.Expander.with_phrases``)
 is embedded once with the bundled static model (``embedding``) and appended
 to ``<store>.vectors`` as a fixed-size record (store sequence number, lesson
-id, 256 half-precision floats). The file is a cache of what the store holds:
-it is memory-mapped, so opening it reads only the ids, and it is rebuilt from
-the store whenever it is missing, belongs to another model or vocabulary
-table, or ends in a torn record.
+id, 256 half-precision floats). The file is a cache of what the store holds: it is memory-mapped, so
+opening it reads only the ids, and it is rebuilt from the store whenever it
+is missing, belongs to another model or vocabulary table, or ends in a torn
+record.
 
 Retrieval uses it to re-rank the lexical candidates (see ``retrieval``): it
 looks up the candidates' rows by id and compares them with the query's
@@ -129,15 +129,12 @@ class VectorIndex:
                 rows = await store.texts_since(self.last_seq, step)
                 if not rows:
                     break
-                # the texts too are made in the worker thread: the vocabulary's rules
-                # over a batch of lessons would hold up the event loop
-                vecs = await asyncio.to_thread(self._embed, rows)
+                vecs = await asyncio.to_thread(
+                    self.embedder.embed, [self.lesson_text(t, s, b) for _, _, t, s, b in rows]
+                )
                 self._append(rows, vecs)
                 added += len(rows)
         return added
-
-    def _embed(self, rows: list[tuple[int, str, str, str, str]]) -> npt.NDArray[Any]:
-        return self.embedder.embed([self.lesson_text(t, s, b) for _, _, t, s, b in rows])
 
     def lesson_text(self, title: str, signature: str, body: str) -> str:
         """What a lesson's vector embeds: its text, and the vocabulary's words for it."""

@@ -264,7 +264,6 @@ class Expander:
     def __init__(
         self, entries: Iterable[tuple[str, str]] = (*_DEFAULT, *_GLOSSARY, *_DOCS)
     ) -> None:
-        entries = list(entries)
         self._rules = [
             (re.compile(p, re.IGNORECASE), _literal_heads(p), terms.terms(t), t) for p, t in entries
         ]
@@ -284,14 +283,9 @@ class Expander:
         return cls(entries)
 
     def _matching(self, text: str) -> list[int]:
-        """Indexes of the rules ``text`` matches (the last text's answer is kept).
-
-        Lessons are expanded in a worker thread while queries are on the event
-        loop, so the kept answer is read once, as one (text, answer) pair.
-        """
-        last = self._last
-        if last[0] == text and text:
-            return last[1]
+        """Indexes of the rules ``text`` matches (the last text's answer is kept)."""
+        if self._last[0] == text and text:
+            return self._last[1]
         low = text.lower()
         hits = [
             i
