@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.memory import content, embedding, retrieval, scanner, signature, vocab
+from tenantry.memory import content, embedding, retrieval, scanner, signature
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore
 from tenantry.memory.vectors import VectorIndex
@@ -458,9 +458,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         model = None if args.no_dense else embedding.bundled()
         out["dense"] = model.model if model else None
         async with LessonStore(db) as store:
-            vectors = (
-                VectorIndex(db.with_suffix(".vectors"), model, vocab.DEFAULT) if model else None
-            )
+            vectors = VectorIndex(db.with_suffix(".vectors"), model) if model else None
             if vectors is not None:
                 vectors.open()
             if not reuse:

@@ -15,7 +15,6 @@ from tenantry.memory import (
     embedding,
     retrieval,
     vectors,
-    vocab,
 )
 from tenantry.memory.vectors import VectorIndex
 
@@ -116,26 +115,6 @@ async def test_a_torn_or_foreign_vector_file_is_repaired(tmp_path: Path) -> None
         foreign.open()
         assert len(foreign) == 0  # rebuilt from the store, never read as this model's
         assert await foreign.sync(store) == 20
-
-
-async def test_lessons_are_embedded_with_the_vocabulary_words_and_a_new_table_rebuilds(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "m.vectors"
-    table = vocab.Expander()
-    index = VectorIndex(path, model(), table)
-    text = index.lesson_text("Charged core hours", "", "Each job is billed per core hour.")
-    assert text.startswith("Charged core hours. . Each job") and "allocation" in text
-    async with LessonStore(tmp_path / "m.sqlite3") as store:
-        await store.add_many(fixture_lessons(), "test")
-        assert await index.sync(store) == 20
-        same = VectorIndex(path, model(), vocab.Expander())
-        same.open()
-        assert len(same) == 20  # the same table: the file is reused
-        other = VectorIndex(path, model(), vocab.Expander([(r"\bhours\b", "allocation")]))
-        other.open()
-        assert len(other) == 0  # vectors of another table are never mixed in
-        assert await other.sync(store) == 20
 
 
 PARAPHRASES = [

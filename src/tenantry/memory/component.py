@@ -105,9 +105,7 @@ class MemoryService:
             self.expander = vocab.Expander.with_file(self.settings.memory_synonyms)
         model = await asyncio.to_thread(embedding.bundled) if self.settings.memory_dense else None
         if model is not None:
-            self.vectors = VectorIndex(
-                self.settings.state_path / "memory.vectors", model, self.expander
-            )
+            self.vectors = VectorIndex(self.settings.state_path / "memory.vectors", model)
             await asyncio.to_thread(self.vectors.open)
             # lessons stored before (or by another process) are embedded in the background;
             # until then recall re-ranks with the vectors there are

@@ -134,9 +134,13 @@ def fuse(
 def dense_text(text: str, expander: vocab.Expander) -> str:
     """The text whose vector stands for the query: its words and the vocabulary's words for them.
 
-    Lessons are embedded the same way (``VectorIndex`` with the same expander).
+    A short question in everyday words ("compute hours") and a lesson in the
+    facility's words (allocation, sshare) sit far apart in a static model; the
+    expansion table's words for the query's own, appended as written, pull the
+    query's vector towards the lessons that use them (see bench/memory.md).
     """
-    return expander.with_phrases(text)
+    added = expander.phrases(text)
+    return text + " " + " ".join(added) if added else text
 
 
 def choose_words(store: LessonStore, candidates: list[str]) -> list[str]:

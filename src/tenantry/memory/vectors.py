@@ -1,13 +1,11 @@
 """Lesson vectors: a derived, append-only file beside the lesson store.
 
-Each lesson's text (title, error signature, body, and the facility
-vocabulary's words for it, as the query's: ``vocab.Expander.with_phrases``)
-is embedded once with the bundled static model (``embedding``) and appended
-to ``<store>.vectors`` as a fixed-size record (store sequence number, lesson
-id, 256 half-precision floats). The file is a cache of what the store holds: it is memory-mapped, so
+Each lesson's text (title, error signature, body) is embedded once with the
+bundled static model (``embedding``) and appended to ``<store>.vectors`` as a
+fixed-size record (store sequence number, lesson id, 256 half-precision
+floats). The file is a cache of what the store holds: it is memory-mapped, so
 opening it reads only the ids, and it is rebuilt from the store whenever it
-is missing, belongs to another model or vocabulary table, or ends in a torn
-record.
+is missing, belongs to another model, or ends in a torn record.
 
 Retrieval uses it to re-rank the lexical candidates (see ``retrieval``): it
 looks up the candidates' rows by id and compares them with the query's
@@ -24,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenantry.memory.embedding import Embedder
-from tenantry.memory.vocab import Expander
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,20 +40,14 @@ K = TypeVar("K", int, str)
 class VectorIndex:
     """The memory-mapped vectors of every lesson, looked up by lesson id."""
 
-    def __init__(
-        self, path: str | Path, embedder: Embedder, expander: Expander | None = None
-    ) -> None:
+    def __init__(self, path: str | Path, embedder: Embedder) -> None:
         import numpy as np
 
         self.path = Path(path)
         self.embedder = embedder
-        self.expander = expander
         self._np = np
         self._dtype = np.dtype([("seq", "<i8"), ("id", f"S{_ID}"), ("vec", "<f2", (embedder.dim,))])
-        head: dict[str, Any] = {"model": embedder.model, "dim": embedder.dim}
-        if expander is not None:  # another table means other vectors: the file is rebuilt
-            head["vocab"] = expander.fingerprint
-        self._header = json.dumps(head).encode()
+        self._header = json.dumps({"model": embedder.model, "dim": embedder.dim}).encode()
         self._rows: Any = None  # np.memmap of records, or None when empty
         self._row_of: dict[str, int] = {}
         self._row_of_seq: dict[int, int] = {}
@@ -130,16 +121,11 @@ class VectorIndex:
                 if not rows:
                     break
                 vecs = await asyncio.to_thread(
-                    self.embedder.embed, [self.lesson_text(t, s, b) for _, _, t, s, b in rows]
+                    self.embedder.embed, [f"{t}. {s}. {b}" for _, _, t, s, b in rows]
                 )
                 self._append(rows, vecs)
                 added += len(rows)
         return added
-
-    def lesson_text(self, title: str, signature: str, body: str) -> str:
-        """What a lesson's vector embeds: its text, and the vocabulary's words for it."""
-        text = f"{title}. {signature}. {body}"
-        return self.expander.with_phrases(text) if self.expander is not None else text
 
     def _append(self, rows: list[tuple[int, str, str, str, str]], vecs: npt.NDArray[Any]) -> None:
         np = self._np

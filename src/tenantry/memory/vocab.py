@@ -15,7 +15,6 @@ partitions, file systems) through the ``memory_synonyms`` setting, a file of
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -268,8 +267,6 @@ class Expander:
             (re.compile(p, re.IGNORECASE), _literal_heads(p), terms.terms(t), t) for p, t in entries
         ]
         self._last: tuple[str, list[int]] = ("", [])
-        table = "\n".join(f"{p}\t{t}" for p, t in entries)
-        self.fingerprint = hashlib.sha256(table.encode()).hexdigest()[:16]
 
     @classmethod
     def with_file(cls, path: str | Path | None) -> Expander:
@@ -308,17 +305,6 @@ class Expander:
     def phrases(self, text: str) -> list[str]:
         """The table's words (as written, unprocessed) for the entries ``text`` matches."""
         return [self._rules[i][3] for i in self._matching(text)]
-
-    def with_phrases(self, text: str) -> str:
-        """``text`` followed by the table's words for it (what a vector embeds, both sides).
-
-        A short question in everyday words ("compute hours") and a lesson in the
-        facility's words (allocation, sshare) sit far apart in a static model; the
-        table's words appended to both the query's and each lesson's text pull
-        them together (see bench/memory.md).
-        """
-        added = self.phrases(text)
-        return text + " " + " ".join(added) if added else text
 
 
 DEFAULT = Expander()
