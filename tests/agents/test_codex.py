@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
+import tomlkit
 from tests.agents.fake_model import FakeModel, Step, session_script
 from tests.agents.harness import Sandbox, cli_path
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
+SLOW_MCP = Path(__file__).with_name("slow_mcp.py")
 SCRIPT = session_script("exec_command", {"cmd": "squeue -u me"}, {"cmd": "shutdown -h now"})
 
 
@@ -95,3 +99,28 @@ def test_execpolicy_rules_refuse_squeue_before_the_hooks_are_trusted(sandbox: Sa
         results = list(fm.script.tool_results)
     assert "squeue goes through Tenantry" in " ".join(results) + r.stderr, (results, r.stderr)
     assert "JOBID" not in " ".join(results), "squeue ran"
+
+
+def test_tools_are_in_the_first_turn_when_the_server_lists_them_late(sandbox: Sandbox) -> None:
+    """Codex starts a turn without an optional MCP server that has not listed its tools yet."""
+    codex = cli_path("codex")
+    home = sandbox.home / ".codex"
+    home.mkdir()
+    with FakeModel([Step(text="all done")]) as fm:
+        config = home / "config.toml"
+        config.write_text(user_config(fm.url))
+        sandbox.tenantry("install", "--agent", "codex", "--user", "--yes")
+        # the entry as installed, its server answering tools/list 4 s late (a loaded node)
+        doc = tomlkit.parse(config.read_text())
+        server = doc["mcp_servers"]["tenantry"]
+        server["args"] = [str(SLOW_MCP), "4", server["command"], *server["args"]]
+        server["command"] = sys.executable
+        config.write_text(tomlkit.dumps(doc))
+        r = sandbox.run(
+            [codex, "exec", "--skip-git-repo-check", "--json", "check the facility"],
+            CODEX_HOME=str(home),
+            FAKE_API_KEY="sk-fake",
+        )
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        first_tools = json.dumps(fm.script.requests[0]["body"].get("tools"))
+    assert "facility_info" in first_tools, "Tenantry's tools missing from the first turn"

@@ -192,6 +192,9 @@ def test_codex(tgt: Any, scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert server["env"] == {"TENANTRY_AGENT": "codex", **(pinned if scope == "user" else {})}
     # a loaded login node may take longer than Codex's 10 s default to start the server
     assert server["startup_timeout_sec"] >= 30
+    # Codex waits only for required servers: an optional one still listing its tools
+    # when the first turn starts is left out of it
+    assert server["required"] is True
     assert cfg["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     hooks = js(d / "hooks.json")["hooks"]
     assert ours(hooks["PreToolUse"], "codex")[0]["matcher"] == "Bash"

@@ -21,6 +21,12 @@
   the session id comes from the hook's record (``agent_session``). Codex
   ignores new hooks until they are trusted in its ``/hooks`` screen: the
   installer says so (``TRUST_NOTE``).
+- The entry is ``required``: Codex starts a turn without waiting for an
+  optional MCP server, and leaves out every server whose tools it has not
+  listed yet, so a shim slower to answer ``tools/list`` than Codex is to start
+  (a loaded login node) gave the agent no Tenantry tools. A required server is
+  waited for (up to ``startup_timeout_sec``); one that fails to start stops
+  Codex with an error naming it rather than running without Tenantry.
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ def server_entry(t: Target) -> dict[str, Any]:
         "env_vars": list(FORWARD),
         # Codex gives an MCP server 10 s to start; a loaded login node can take longer
         "startup_timeout_sec": STARTUP_TIMEOUT_S,
+        # else a turn that starts before tools/list is answered has no Tenantry tools
+        "required": True,
     }
 
 
