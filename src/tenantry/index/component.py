@@ -31,7 +31,8 @@ from tenantry.core.errors import Conflict, IndexError_, NotFound, UsageError
 from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.tasks import TaskGroup
 from tenantry.index import crawl, query, store
-from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource
+from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource, parse_backing
+from tenantry.index.gitstatus import GitRun, GitStatus
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
 from tenantry.service.runtime import Runtime
 from tenantry.store.engine import Schema
@@ -85,8 +86,9 @@ class IndexService:
         self.sweep_s = float(s.index_sweep_s)
         self.max_bytes = int(s.index_max_file_bytes)
         self.source: ChangeSource = source or (
-            WatchdogSource() if s.index_watch else ManualSource()
+            WatchdogSource(parse_backing(s.index_watch_backing)) if s.index_watch else ManualSource()
         )
+        self.git = GitStatus(str(s.state_path))
         self.counters = Counters()
         self.workspaces: dict[int, Workspace] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -186,6 +188,7 @@ class IndexService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await ws.crawl
         self.source.unwatch(ws.root)
+        self.git.forget(ws.id)
         del self.workspaces[ws.id]
         await self.db.write(lambda c: store.remove_workspace(c, ws.id))
         return {"root": ws.root, "removed": True}
@@ -421,6 +424,7 @@ class IndexService:
         scope = self._match(os.path.normpath(path))
         if scope is None or not scope.rel:
             return
+        self.git.record(scope.ws, scope.rel)
         ws = self.workspaces[scope.ws]
         target = self._dir_to_sync(ws, scope.rel)
         if target is None:
@@ -556,6 +560,29 @@ class IndexService:
             *(self.sync(scope.ws, p, force=frozenset(n)) for p, n in syncs.items())
         )
         return len(stale)
+
+    # --- git status from the change feed --------------------------------
+
+    def git_offload(self, path: str) -> tuple[Workspace | None, str]:
+        """The workspace whose ``git status`` Tenantry may answer at ``path``, or why not."""
+        scope = self._match(_absolute(path))
+        if scope is None:
+            return None, "not in an indexed workspace"
+        ws = self.workspaces[scope.ws]
+        complete = getattr(self.source, "complete", None)
+        if scope.rel:
+            return None, "not the workspace root"
+        if complete is None or not complete(ws.root):
+            return None, "the change source does not see every change here"
+        return ws, ""
+
+    async def git_status(self, ws: Workspace, args: list[str]) -> tuple[GitRun, bool]:
+        """``git status ARGS`` at ``ws``'s root through the change feed; (run, synced)."""
+        repo = self.git.repo(ws.id)
+        async with repo.lock:
+            cookie_dir = getattr(self.source, "cookie_dir", None)
+            synced = bool(cookie_dir) and await self.git.barrier(cookie_dir(ws.root))
+            return await self.git.run(repo, ws.root, args, synced), synced
 
     def status(self) -> dict[str, Any]:
         c = self.counters
