@@ -86,7 +86,9 @@ class IndexService:
         self.sweep_s = float(s.index_sweep_s)
         self.max_bytes = int(s.index_max_file_bytes)
         self.source: ChangeSource = source or (
-            WatchdogSource(parse_backing(s.index_watch_backing)) if s.index_watch else ManualSource()
+            WatchdogSource(parse_backing(s.index_watch_backing))
+            if s.index_watch
+            else ManualSource()
         )
         self.git = GitStatus(str(s.state_path))
         self.counters = Counters()
@@ -581,7 +583,9 @@ class IndexService:
         repo = self.git.repo(ws.id)
         async with repo.lock:
             cookie_dir = getattr(self.source, "cookie_dir", None)
-            synced = bool(cookie_dir) and await self.git.barrier(cookie_dir(ws.root))
+            synced = False
+            if cookie_dir is not None:
+                synced = await self.git.barrier(cookie_dir(ws.root))
             return await self.git.run(repo, ws.root, args, synced), synced
 
     def status(self) -> dict[str, Any]:

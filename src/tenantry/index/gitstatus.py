@@ -206,7 +206,7 @@ class GitStatus:
         return base
 
     async def run(self, r: Repo, root: str, args: list[str], synced: bool) -> GitRun:
-        """Run ``git status ARGS`` in ``root`` through the private index (the caller holds r.lock)."""
+        """``git status ARGS`` in ``root`` through the private index (caller holds r.lock)."""
         loop = asyncio.get_running_loop()
         self.prepare()
         index = await loop.run_in_executor(None, self.private_index, r, root)
