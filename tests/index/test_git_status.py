@@ -227,3 +227,48 @@ def test_fs_type_takes_the_longest_mount_point(tmp_path: Path) -> None:
     mounts.write_text("/dev/a / ext4 rw 0 0\nfuse /mnt/ws fuse.x rw 0 0\n")
     assert fs_type("/mnt/ws/p", str(mounts)) == "fuse.x"
     assert fs_type("/home", str(mounts)) == "ext4"
+
+
+async def test_a_kernel_queue_overflow_makes_every_token_unknown(
+    service: IndexService, ctx: OpContext, tmp_path: Path
+) -> None:
+    import logging
+
+    root = tmp_path / "repo"
+    make_repo(root)
+    await service.add(str(root), wait=True)
+    if not service.git_offload(str(root))[0]:
+        pytest.skip("inotify is not complete here")
+    assert (await served(ctx, root))[1] == ""
+    repo = service.git.repo(service.resolve(str(root)).ws)
+    trivial = repo.trivial
+    # what watchdog does when the kernel drops events: it only logs
+    logging.getLogger("watchdog.observers.inotify_c").warning(
+        "Inotify queue overflowed; filesystem events were lost"
+    )
+    edit(root / "src" / "m1.py", "q = 1\n")
+    assert (await served(ctx, root))[1] == " M src/m1.py\n"
+    assert repo.trivial == trivial + 1
+
+
+async def test_a_completely_watched_root_is_swept_a_tenth_as_often(tmp_path: Path) -> None:
+    from .conftest import runtime, wait_until
+
+    root = tmp_path / "repo"
+    make_repo(root)
+    svc = IndexService(runtime(tmp_path, index_sweep_s=0.01))
+    svc.runtime.components["index"] = svc
+    await svc.start()
+    try:
+        await svc.add(str(root), wait=True)
+        if not svc.git_offload(str(root))[0]:
+            pytest.skip("inotify is not complete here")
+        start = svc.counters.sweep_rounds
+
+        async def rounds() -> bool:
+            return svc.counters.sweep_rounds >= start + 30
+
+        assert await wait_until(rounds)
+        assert 2 <= svc.counters.sweeps <= 5, svc.counters.sweeps  # every round: 30
+    finally:
+        await svc.aclose()

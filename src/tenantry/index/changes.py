@@ -154,6 +154,15 @@ class WatchdogSource:
         self.failed: dict[str, str] = {}
         self.backing = dict(backing or {})
         self._complete: dict[str, bool] = {}
+        # called with each watched root when the kernel dropped events (inotify queue
+        # overflow, which watchdog only logs): what was not reported must be assumed
+        self.on_lost: Callable[[str], None] | None = None
+        self._overflow = _OverflowHandler(self)
+
+    def lost(self) -> None:
+        for root in list(self._watches):
+            if self.on_lost is not None:
+                self.on_lost(root)
 
     def watched_path(self, root: str) -> tuple[str, bool]:
         """Where ``root`` is followed, and whether that is a backing directory."""
@@ -182,6 +191,7 @@ class WatchdogSource:
         # inotify watch; that is expected under churn and harmless
         warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
         self._notify = notify
+        logging.getLogger(_WATCHDOG_LOGGER).addHandler(self._overflow)
         self._observer = Observer()
         self._observer.daemon = True
         self._observer.start()
@@ -229,12 +239,28 @@ class WatchdogSource:
             self._notify(path)
 
     async def aclose(self) -> None:
+        logging.getLogger(_WATCHDOG_LOGGER).removeHandler(self._overflow)
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)
             self._observer = None
         self._watches.clear()
         self._notify = None
+
+
+_WATCHDOG_LOGGER = "watchdog.observers.inotify_c"
+
+
+class _OverflowHandler(logging.Handler):
+    """watchdog reports a kernel queue overflow only as a log record: turn it into a signal."""
+
+    def __init__(self, source: WatchdogSource) -> None:
+        super().__init__(logging.WARNING)
+        self._source = source
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self._source.lost()
 
 
 def _text(path: str | bytes) -> str:

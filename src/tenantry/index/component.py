@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import itertools
 import logging
 import os
 import stat as stat_mod
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEBOUNCE_S = 0.05
+COMPLETE_SWEEP_EVERY = 10  # sweeps of a root whose change source is complete: 1 in 10
 WORKERS = 8
 
 
@@ -68,6 +70,7 @@ class Counters:
     fs_ops: int = 0
     syncs: int = 0
     sweeps: int = 0
+    sweep_rounds: int = 0
     notifications: int = 0
 
 
@@ -91,6 +94,8 @@ class IndexService:
             else ManualSource()
         )
         self.git = GitStatus(str(s.state_path))
+        if isinstance(self.source, WatchdogSource):
+            self.source.on_lost = self._lost_threadsafe
         self.counters = Counters()
         self.workspaces: dict[int, Workspace] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -420,6 +425,19 @@ class IndexService:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self.notify, path)
 
+    def _lost_threadsafe(self, root: str) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self.lost, root)
+
+    def lost(self, root: str) -> None:
+        """The change source dropped events under ``root``: git status checks everything."""
+        scope = self._match(root)
+        if scope is not None:
+            self.git.repo(scope.ws).journal.lose()
+
     def notify(self, path: str) -> None:
         """``path`` (absolute) may have changed: re-list its parent soon (coalesced)."""
         self.counters.notifications += 1
@@ -497,11 +515,18 @@ class IndexService:
         await self.sync(scope.ws, rel, deep=True)
 
     async def _sweep_loop(self) -> None:
-        while True:
+        complete = getattr(self.source, "complete", None)
+        for n in itertools.count(1):
             await asyncio.sleep(self.sweep_s)
+            self.counters.sweep_rounds = n
             for ws in list(self.workspaces.values()):
-                if ws.state != "crawling":
-                    await self._quiet(self.sweep(ws.id))
+                if ws.state == "crawling":
+                    continue
+                # where the change source sees every change the sweep is only a safety
+                # net (events lost unnoticed): run it a tenth as often there
+                if complete is not None and complete(ws.root) and n % COMPLETE_SWEEP_EVERY:
+                    continue
+                await self._quiet(self.sweep(ws.id))
 
     async def sweep(self, ws_id: int) -> int:
         """Stat every indexed directory; re-list those whose mtime moved. Returns how many."""

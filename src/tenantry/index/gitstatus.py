@@ -67,15 +67,21 @@ class Journal:
     """The paths (workspace-relative) the change feed reported, in order, numbered."""
 
     seq: int = 0
+    floor: int = 0  # tokens older than this cannot be answered (events were lost)
     entries: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=JOURNAL_MAX))
 
     def record(self, rel: str) -> None:
         self.seq += 1
         self.entries.append((self.seq, rel))
 
+    def lose(self) -> None:
+        """The feed dropped events (a kernel queue overflow): no older token is answerable."""
+        self.seq += 1
+        self.floor = self.seq
+
     def since(self, seq: int) -> list[str] | None:
         """Paths reported after ``seq``; None when the journal no longer reaches back."""
-        if self.entries and self.entries[0][0] > seq + 1:  # the deque dropped some
+        if seq < self.floor or (self.entries and self.entries[0][0] > seq + 1):
             return None
         return sorted({rel for s, rel in self.entries if s > seq})
 
