@@ -227,6 +227,8 @@ class WatchdogSource:
     def deliver(self, event: Any, mapping: tuple[str, str] | None = None) -> None:
         if event.event_type in _IGNORED_EVENTS or self._notify is None:
             return
+        if event.event_type == "modified" and getattr(event, "is_directory", False):
+            return  # its entries changed: they come as their own events
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             if not raw:
                 continue

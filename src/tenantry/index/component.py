@@ -307,6 +307,14 @@ class IndexService:
         ws.crawled_at = time.time()
         ts = ws.crawled_at
         await self.db.execute("UPDATE workspaces SET crawled_at = ? WHERE id = ?", (ts, ws.id))
+        await self._quiet(self._prime_git(ws))
+
+    async def _prime_git(self, ws: Workspace) -> None:
+        """A repository's first ``git status`` checks every file: do it with the crawl."""
+        if self.git_offload(ws.root)[0] is None:
+            return
+        if await self._io(os.path.isdir, os.path.join(ws.root, ".git")):
+            await self.git_status(ws, ["--porcelain"])
 
     async def wait_ready(self, path: str) -> None:
         ws = self.workspaces[self.resolve(path).ws]
