@@ -59,6 +59,17 @@ def make_repo(root: Path) -> None:
     git(root, "commit", "-q", "-m", "init")
 
 
+@pytest.fixture
+async def repo_root(service: IndexService, tmp_path: Path) -> Path:
+    """A committed repository, indexed and offloaded (its status primed: clean)."""
+    root = tmp_path / "repo"
+    make_repo(root)
+    await service.add(str(root), wait=True)
+    if not service.git_offload(str(root))[0]:
+        pytest.skip(f"inotify is not complete on {fs_type(str(root))!r}")
+    return root
+
+
 async def served(ctx: OpContext, root: Path, *args: str) -> tuple[bool, str]:
     res: dict[str, Any] = await index_ops.git_status(
         ctx, {"path": str(root), "args": list(args) or ["--porcelain"]}
@@ -116,13 +127,9 @@ def _file_to_dir(r: Path) -> None:
 
 
 async def test_identical_to_git_after_every_kind_of_change(
-    service: IndexService, ctx: OpContext, tmp_path: Path
+    service: IndexService, ctx: OpContext, repo_root: Path
 ) -> None:
-    root = tmp_path / "repo"
-    make_repo(root)
-    await service.add(str(root), wait=True)
-    if not service.git_offload(str(root))[0]:
-        pytest.skip(f"inotify is not complete on {fs_type(str(root))!r}")
+    root = repo_root
     repo = service.git.repo(service.resolve(str(root)).ws)
     assert repo.runs == 1 and repo.trivial == 1  # primed by the crawl
     ok, first = await served(ctx, root)
@@ -141,17 +148,27 @@ async def test_identical_to_git_after_every_kind_of_change(
     assert not (root / ".git" / "index.lock").exists()
 
 
-async def test_a_stale_token_gets_the_trivial_answer(
-    service: IndexService, ctx: OpContext, tmp_path: Path
+def _restart(service: IndexService) -> None:
+    service.git.boot = "restarted"  # as if another daemon had written the private index
+
+
+def _overflow(service: IndexService) -> None:
+    import logging
+
+    # what watchdog does when the kernel drops events: it only logs
+    logging.getLogger("watchdog.observers.inotify_c").warning(
+        "Inotify queue overflowed; filesystem events were lost"
+    )
+
+
+@pytest.mark.parametrize("lose", [_restart, _overflow], ids=["restarted", "overflow"])
+async def test_an_unanswerable_token_gets_the_trivial_answer(
+    service: IndexService, ctx: OpContext, repo_root: Path, lose: Any
 ) -> None:
-    root = tmp_path / "repo"
-    make_repo(root)
-    await service.add(str(root), wait=True)
-    if not service.git_offload(str(root))[0]:
-        pytest.skip("inotify is not complete here")
+    root = repo_root
     assert (await served(ctx, root))[1] == ""
     repo = service.git.repo(service.resolve(str(root)).ws)
-    service.git.boot = "restarted"  # as if another daemon had written the private index
+    lose(service)
     edit(root / "src" / "m1.py", "q = 1\n")
     trivial = repo.trivial
     assert (await served(ctx, root))[1] == real(root) == " M src/m1.py\n"
@@ -228,28 +245,6 @@ def test_fs_type_takes_the_longest_mount_point(tmp_path: Path) -> None:
     mounts.write_text("/dev/a / ext4 rw 0 0\nfuse /mnt/ws fuse.x rw 0 0\n")
     assert fs_type("/mnt/ws/p", str(mounts)) == "fuse.x"
     assert fs_type("/home", str(mounts)) == "ext4"
-
-
-async def test_a_kernel_queue_overflow_makes_every_token_unknown(
-    service: IndexService, ctx: OpContext, tmp_path: Path
-) -> None:
-    import logging
-
-    root = tmp_path / "repo"
-    make_repo(root)
-    await service.add(str(root), wait=True)
-    if not service.git_offload(str(root))[0]:
-        pytest.skip("inotify is not complete here")
-    assert (await served(ctx, root))[1] == ""
-    repo = service.git.repo(service.resolve(str(root)).ws)
-    trivial = repo.trivial
-    # what watchdog does when the kernel drops events: it only logs
-    logging.getLogger("watchdog.observers.inotify_c").warning(
-        "Inotify queue overflowed; filesystem events were lost"
-    )
-    edit(root / "src" / "m1.py", "q = 1\n")
-    assert (await served(ctx, root))[1] == " M src/m1.py\n"
-    assert repo.trivial == trivial + 1
 
 
 async def test_a_completely_watched_root_is_swept_a_tenth_as_often(tmp_path: Path) -> None:

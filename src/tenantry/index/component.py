@@ -427,18 +427,18 @@ class IndexService:
     # --- freshness signals ----------------------------------------------
 
     def _notify_threadsafe(self, path: str) -> None:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self.notify, path)
+        self._on_loop(self.notify, path)
 
     def _lost_threadsafe(self, root: str) -> None:
+        self._on_loop(self.lost, root)
+
+    def _on_loop(self, fn: Callable[[str], None], path: str) -> None:
+        """Call ``fn(path)`` on the event loop (from the change source's thread)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self.lost, root)
+            loop.call_soon_threadsafe(fn, path)
 
     def lost(self, root: str) -> None:
         """The change source dropped events under ``root``: git status checks everything."""
