@@ -268,3 +268,17 @@ async def test_a_completely_watched_root_is_swept_a_tenth_as_often(tmp_path: Pat
         assert 2 <= svc.counters.sweeps <= 5, svc.counters.sweeps  # every round: 30
     finally:
         await svc.aclose()
+
+
+async def test_the_repository_config_cannot_redirect_or_write(
+    service: IndexService, ctx: OpContext, repo_root: Path
+) -> None:
+    root = repo_root
+    git(root, "config", "core.fsmonitor", "/bin/false")  # would answer "everything"
+    git(root, "config", "core.splitIndex", "true")  # would write sharedindex files
+    before = sorted(p.name for p in (root / ".git").iterdir())
+    index_bytes = (root / ".git" / "index").read_bytes()
+    edit(root / "src" / "m1.py", "y = 2\n")
+    assert (await served(ctx, root))[1] == real(root) == " M src/m1.py\n"
+    assert sorted(p.name for p in (root / ".git").iterdir()) == before
+    assert (root / ".git" / "index").read_bytes() == index_bytes

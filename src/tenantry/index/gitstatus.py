@@ -230,7 +230,11 @@ class GitStatus:
             "-c",
             f"core.fsmonitor={self.hook}",
             "-c",
+            "core.fsmonitorHookVersion=2",
+            "-c",
             "core.untrackedCache=true",
+            "-c",
+            "core.splitIndex=false",  # a split index would write sharedindex files in .git
             "status",
             *args,
             stdin=asyncio.subprocess.DEVNULL,
