@@ -65,6 +65,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.slurm_probe import slurm_up  # a controller answers and a node is usable
+
 WINDOW = 2
 TICK = os.sysconf("SC_CLK_TCK")
 # a real interpreter, not a version-manager shim (those cost a bash script per call)
@@ -199,18 +203,6 @@ def slurm_daemon_cpu() -> float:
             st = _proc_stat(int(entry))
             total += st[1] if st else 0.0
     return total
-
-
-def slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(
-            ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=15
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and bool(out.stdout.strip())
 
 
 def sdiag_rpcs() -> int | None:

@@ -62,7 +62,8 @@ def to_lesson(d: dict[str, Any]) -> Lesson:
     trust = Trust.lowest(Trust(d.get("trust", "untrusted")), source.ceiling)
     subject = {str(k): str(v) for k, v in (d.get("subject") or {}).items()}
     findings = scanner.scan(d["title"], d["body"], " ".join(subject.values()))
-    if findings:
+    blocking = scanner.quarantining(findings, staff_written=source is Source.STAFF)
+    if blocking:
         trust = Trust.UNTRUSTED
     sig = signature.normalize(d.get("error_signature") or "")
     return Lesson(
@@ -82,7 +83,7 @@ def to_lesson(d: dict[str, Any]) -> Lesson:
         sources=[source],
         trust=trust,
         status=Status(d.get("status", "active")),
-        quarantined=bool(findings),
+        quarantined=bool(blocking),
         findings=findings,
         classes=content.classes(d["title"], d["body"], " ".join(subject.values())),
         superseded_by=d.get("superseded_by") or "",
@@ -488,6 +489,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "embed_s": round(time.perf_counter() - t0, 1),
                 }
                 out["eval_at_scale"] = await evaluate(store, queries, planted, vectors)
+                out["eval_at_scale_dev"] = await evaluate(
+                    store, [q for q in queries if not held_out(q)], planted, vectors
+                )
                 out["eval_at_scale_heldout"] = await evaluate(
                     store, [q for q in queries if held_out(q)], planted, vectors
                 )
@@ -522,13 +526,15 @@ def report(res: dict[str, Any]) -> str:
         "eval_dev": "labelled set, development queries (used for tuning)",
         "eval_heldout": "labelled set, held-out queries (split heldout or sha256(id) % 4 == 0)",
     }
-    for name in ("eval", "eval_dev", "eval_heldout", "eval_at_scale", "eval_at_scale_heldout"):
+    scaled = ("eval_at_scale", "eval_at_scale_dev", "eval_at_scale_heldout")
+    for name in ("eval", "eval_dev", "eval_heldout", *scaled):
         ev = res.get(name)
         if not ev:
             continue
+        part = {"dev": ", development queries only", "heldout": ", held-out queries only"}
         label = labels.get(name) or (
             f"labelled set among {res['scale']['synthetic_lessons']:,} synthetic lessons"
-            + (", held-out queries only" if name.endswith("heldout") else "")
+            + part.get(name.rsplit("_", 1)[-1], "")
         )
         lines += [
             f"\n{label}: {ev['queries']} queries",

@@ -13,9 +13,12 @@ shuffled with a fixed seed. Three numbers per request:
   request is normalized and every Cedar call evaluated;
 - ``normalize only``: shell/Slurm/path normalization without Cedar;
 - ``cedar only``: one uncached Cedar authorization of a normalized request;
-- per action, the cold decision.
+- per action, the cold decision;
+- with ``--split``: where a cold decision's thread CPU goes (Cedar calls, the
+  resource entities' parsing, normalization, the rest), over all corpus cases
+  and over the slowest tenth of them.
 
-Usage: PYTHONPATH=src python bench/policy.py [--n 10000] [--json]
+Usage: PYTHONPATH=src python bench/policy.py [--n 10000] [--json] [--split]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from tenantry.safety.policy.cases import case_params, case_principal, load_cases
 from tenantry.safety.policy.engine import Engine
@@ -57,8 +61,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--split", action="store_true", help="where the cold time goes")
     args = ap.parse_args()
 
+    load_before = list(os.getloadavg())
     t0 = time.perf_counter()
     engine = Engine()
     load_ms = (time.perf_counter() - t0) * 1e3
@@ -90,7 +96,7 @@ def main() -> None:
     cold: list[float] = []
     cold_cpu: list[float] = []
     for p, a, params in mix:
-        engine._cache.clear()  # every Cedar call a miss: the worst case
+        engine.clear_cache()  # every Cedar request a miss: the worst case
         judge.clear_cache()  # and every request normalized again
         c = time.thread_time()
         t = time.perf_counter()
@@ -107,7 +113,7 @@ def main() -> None:
         for req in build(p, a, params, judge.env).requests:
             prepared.append((uid, ents, req))
     for uid, ents, req in prepared:
-        engine._cache.clear()
+        engine.clear_cache()
         t = time.perf_counter()
         engine.decide(uid, ents, req)
         cedar.append((time.perf_counter() - t) * 1e6)
@@ -117,7 +123,7 @@ def main() -> None:
         build(p, a, params, judge.env)
         normalize.append((time.perf_counter() - t) * 1e6)
 
-    out = {
+    out: dict[str, Any] = {
         "requests": len(mix),
         "distinct_cases": len(work),
         "policies": len(engine.rules),
@@ -126,6 +132,7 @@ def main() -> None:
         "decision_cpu_us": _quantiles(whole_cpu),
         "decision_cold_cpu_us": _quantiles(cold_cpu),
         "load_average": list(os.getloadavg()),
+        "load_average_before": load_before,
         "decision_cold_us": _quantiles(cold, mean=True),
         "normalize_us": _quantiles(normalize),
         "cedar_us": {**_quantiles(cedar), "calls": len(cedar)},
@@ -135,12 +142,14 @@ def main() -> None:
             for a, xs in sorted(by_action.items())
         },
     }
+    if args.split:
+        out["cold_split_us"] = split(engine, judge, work)
     if args.json:
         print(json.dumps(out, indent=2))
         return
     print(f"{out['requests']} requests from {out['distinct_cases']} corpus cases, "
           f"{out['policies']} policies (load {out['load_ms']} ms)")  # fmt: skip
-    print(f"load average {out['load_average']}")
+    print(f"load average before {out['load_average_before']}, after {out['load_average']}")
     for label, key in (("decision (warm cache)", "decision_us"),
                        ("  cpu time", "decision_cpu_us"),
                        ("decision (cold cache)", "decision_cold_us"),
@@ -149,9 +158,69 @@ def main() -> None:
                        ("cedar only, 1 request", "cedar_us")):  # fmt: skip
         s = out[key]
         print(f"{label:22} p50 {s['p50']:8.1f} us   p99 {s['p99']:8.1f} us")
-    print(f"cedar calls per decision: {out['cedar_calls_per_decision']}")
+    print(f"Cedar requests per decision: {out['cedar_calls_per_decision']}")
     for a, s in out["by_action_us"].items():
         print(f"  {a:16} n={s['n']:5}  p50 {s['p50']:8.1f} us  p99 {s['p99']:8.1f} us")
+    for label, parts in out.get("cold_split_us", {}).items():
+        print(f"cold cpu, {label}: " + ", ".join(f"{k} {v:.0f} us" for k, v in parts.items()))
+
+
+def split(engine: Engine, judge: Judge, work: list[Any]) -> dict[str, dict[str, float]]:
+    """Mean thread CPU per cold decision by part, over all cases and the slowest tenth."""
+    import cedarpy
+
+    from tenantry.safety.policy import judge as judge_mod
+
+    spent: dict[str, float] = defaultdict(float)
+
+    def timed(name: str, fn: Any) -> Any:
+        def run(*a: Any, **kw: Any) -> Any:
+            c = time.thread_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[name] += time.thread_time() - c
+
+        return run
+
+    patches: list[tuple[Any, str]] = [(cedarpy, "is_authorized_batch"), (judge_mod, "build")]
+    if hasattr(cedarpy, "Entities"):
+        patches.append((cedarpy.Entities, "with_added_json_str"))
+    saved = [(obj, name, getattr(obj, name)) for obj, name in patches]
+    names = {
+        "is_authorized_batch": "cedar",
+        "build": "normalize",
+        "with_added_json_str": "entities",
+    }
+    for obj, name, fn in saved:
+        setattr(obj, name, timed(names[name], fn))
+
+    def cold(w: Any) -> dict[str, float]:
+        spent.clear()
+        engine.clear_cache()
+        judge.clear_cache()
+        c = time.thread_time()
+        judge.evaluate(*w)
+        total = time.thread_time() - c
+        return {"total": total, **spent}
+
+    try:
+        runs = [[cold(w) for w in work] for _ in range(3)]
+    finally:
+        for obj, name, fn in saved:
+            setattr(obj, name, fn)
+    per_case = [
+        {k: statistics.median(r[i].get(k, 0.0) for r in runs) * 1e6 for k in runs[0][i]}
+        for i in range(len(work))
+    ]
+    for parts in per_case:
+        parts["rest"] = parts["total"] - sum(v for k, v in parts.items() if k != "total")
+    slow = sorted(per_case, key=lambda x: x["total"], reverse=True)[: max(1, len(work) // 10)]
+    keys = ["total", "normalize", "cedar", "entities", "rest"]
+    return {
+        label: {k: round(statistics.fmean(x.get(k, 0.0) for x in xs), 1) for k in keys}
+        for label, xs in (("all cases", per_case), ("slowest tenth", slow))
+    }
 
 
 if __name__ == "__main__":

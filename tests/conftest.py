@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from typing import Any
 import pytest
 
 from tenantry.core.models import Job, JobState, Principal
+
+from .slurm_probe import slurm_up
 
 
 def new_job(who: Principal, **fields: Any) -> Job:
@@ -56,20 +57,14 @@ def run_tenantry(
     )
 
 
-def slurm_up() -> bool:
-    """True when a Slurm controller answers and a node is usable."""
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(
-            ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=15
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and any(
-        s.strip().rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "plnd", "comp"}
-        for s in out.stdout.split()
-    )
+def stand_in(bindir: Path, name: str, body: str) -> Path:
+    """An executable ``#!/bin/sh`` program ``name`` in ``bindir`` (made if missing) that
+    runs ``body``: a stand-in for a real tool, found first on a test's PATH."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    path = bindir / name
+    path.write_text("#!/bin/sh\n" + body + ("" if body.endswith("\n") else "\n"))
+    path.chmod(0o755)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,6 @@ CLI client starts fast.
 
 from __future__ import annotations
 
-import importlib
-
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the client path avoids importing typing
 if TYPE_CHECKING:
     from tenantry.core.errors import TenantryError
@@ -55,4 +53,6 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tenantry' has no attribute {name!r}")
+    import importlib  # here, not at the top: every cold CLI start imports this package
+
     return getattr(importlib.import_module(module), name)

@@ -14,7 +14,7 @@ import pytest
 
 from tenantry.client.sync import socket_answers
 
-from ..conftest import run_tenantry
+from ..conftest import run_tenantry, stand_in
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -162,10 +162,7 @@ def test_bash_completion_completes_commands_and_options(tmp_path: Path) -> None:
     script = cli("completion", "bash", env=env, cwd=tmp_path)
     assert script.returncode == 0, script.stderr
     bindir = tmp_path / "bin"
-    bindir.mkdir()
-    shim = bindir / "tenantry"
-    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m tenantry "$@"\n')
-    shim.chmod(0o755)
+    stand_in(bindir, "tenantry", f'exec {sys.executable} -m tenantry "$@"')
     env["PATH"] = f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}"
     probe = (
         script.stdout

@@ -187,6 +187,7 @@ def test_dashboard_staff_see_every_user_and_a_user_only_their_own(facility: Faci
     assert status == 200 and _facility_rows(page) == {"tt-alice", "tt-bob"}
     assert "every user" in page and PROJECT in page and "claude-code" in page
     assert 'href="/sessions?' in page and 'href="/facility?' in page  # the whole menu
+    assert "sqlite://" in page  # staff see where the service keeps its data
     assert staff.get("/sessions")[0] == 200  # staff open the whole facility's pages
 
     own = Browser(facility)
@@ -197,6 +198,7 @@ def test_dashboard_staff_see_every_user_and_a_user_only_their_own(facility: Faci
     assert (status, where) == (200, "/facility")  # a user lands on their own view
     assert _facility_rows(page) == {"tt-alice"} and "tt-bob" not in page
     assert "your own rows (tt-alice)" in page
+    assert "sqlite://" not in page and str(facility.state) not in page  # nor where its store is
     assert 'href="/sessions?' not in page and 'href="/facility?' in page  # her menu: this page
     for path in ("/sessions", "/activity", "/policy", "/report"):
         status, _, page = own.get(path)

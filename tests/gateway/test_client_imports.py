@@ -16,19 +16,29 @@ import pytest
 from .conftest import Daemon
 
 PROBE = """
-import json, sys
+import sys
 sys.argv = ["tenantry", *sys.argv[1:]]
 from tenantry.cli.main import main
 try:
     main()
 except SystemExit:
     pass
-sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+modules = sorted(sys.modules)
+import json
+sys.stderr.write("\\nMODULES " + json.dumps(modules) + "\\n")
 """
 FORBIDDEN_TOP = {
     *("http", "email", "ssl", "starlette", "uvicorn", "httpx", "anyio", "mcp", "pydantic"),
     *("cedarpy", "tree_sitter", "polars", "sqlite3", "watchdog", "rich"),
 }
+# what a plain cold `tenantry run` and the hook no longer pay for: argparse (with gettext,
+# locale, and shutil for the terminal width), the `socket` module (its enums, selectors)
+COLD_RUN_SKIPS = {
+    *("argparse", "gettext", "locale", "shutil", "bz2", "lzma", "socket", "selectors"),
+    *("typing", "dataclasses", "subprocess", "pathlib", "importlib.util", "contextlib"),
+}
+# the client's JSON drives _json directly; `--json` output (indented) takes the json package
+JSON_PACKAGE = {"json", "re", "enum", "collections"}
 DAEMON_SIDE = (
     *("tenantry.gateway", "tenantry.store", "tenantry.service"),
     *("tenantry.index.component", "tenantry.index.store", "tenantry.index.query"),
@@ -63,3 +73,8 @@ def test_client_commands_stay_lean(daemon: Daemon, tmp_path: Path, args: list[st
     assert not bad, (args, bad)
     if args[0] == "run":
         assert proc.stdout.strip() in ("", "hi") or json.loads(proc.stdout)["exit_code"] == 0
+        skips = COLD_RUN_SKIPS if "--json" in args else COLD_RUN_SKIPS | JSON_PACKAGE
+        assert not skips & set(modules), (args, sorted(skips & set(modules)))
+    if args[0] in ("find", "grep"):  # argparse, but not its terminal-width extras nor typing
+        skips = {"shutil", "bz2", "lzma", "socket", "selectors", "typing"}
+        assert not skips & set(modules), (args, sorted(skips & set(modules)))

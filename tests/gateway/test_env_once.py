@@ -89,3 +89,29 @@ async def test_after_a_daemon_restart_the_environment_is_sent_again(
     finally:
         await client.aclose()
     assert out[-1]["result"]["stdout_tail"] == "again\n"
+
+
+def test_the_held_digest_is_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An MCP shim sends its environment by digest on every call: hashed once, not per call."""
+    from tenantry.client import wire
+    from tenantry.client.sync import HeldEnv
+
+    calls: list[int] = []
+
+    def counting(env: dict[str, object]) -> str:
+        calls.append(1)
+        return env_digest(env)
+
+    monkeypatch.setattr(wire, "env_digest", counting)
+    held = HeldEnv()
+    env = {"PATH": "/usr/bin", "TT_ONCE": "x"}
+    sent, whole = held.params({"argv": ["true"], "env": dict(env)})
+    assert sent["env"] == env and whole == env and not calls  # a first send hashes nothing
+    held.accepted(whole)
+    digests = [held.params({"argv": ["true"], "env": dict(env)})[0][ENV_DIGEST] for _ in range(5)]
+    assert digests == [env_digest(env)] * 5 and len(calls) == 1
+    changed = {**env, "TT_ONCE": "y"}
+    sent, whole = held.params({"argv": ["true"], "env": changed})
+    assert sent["env"] == changed and whole == changed
+    held.accepted(whole)
+    assert held.params({"argv": ["true"], "env": changed})[0][ENV_DIGEST] == env_digest(changed)

@@ -11,13 +11,12 @@ import pytest
 from tenantry.agents.wrapper import MARKER, write_wrappers
 from tenantry.core.errors import UsageError
 
+from ..conftest import stand_in
+
 
 def test_wrapper_execs_tenantry_agent_with_the_real_program(tmp_path: Path) -> None:
     real_dir, wrap_dir = tmp_path / "real", tmp_path / "wrap"
-    real_dir.mkdir()
-    real = real_dir / "codex"
-    real.write_text('#!/bin/sh\necho real codex "$@"\n')
-    real.chmod(0o755)
+    real = stand_in(real_dir, "codex", 'echo real codex "$@"')
     path = f"{wrap_dir}:{real_dir}:/usr/bin:/bin"
     (w,) = write_wrappers(["codex"], str(wrap_dir), path=path)
     text = Path(w["wrapper"]).read_text()

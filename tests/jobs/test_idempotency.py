@@ -102,30 +102,21 @@ async def test_request_id_replays_the_first_result(tmp_path: Path) -> None:
         assert again.id == first.id and existing
 
 
-async def test_dedup_never_returns_a_failed_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal_lags", [False, True], ids=["journal-ended", "journal-lags"])
+async def test_dedup_never_returns_a_failed_job(tmp_path: Path, journal_lags: bool) -> None:
+    """A resubmission of a failed job runs the script again, also when the poller's
+    cache knew the job failed before the journal's row said so (``journal-lags``)."""
     async with open_runtime(_settings(tmp_path)) as rt:
         svc = rt.component("jobs", JobService)
         text = "#!/bin/sh\nexit 3\n"
         spec = JobSpec(script=str(tmp_path / "f.sh"), script_text=text, cwd=str(tmp_path))
         failed, _, _ = await svc.submit(ALICE, spec)
         assert await _wait_terminal(svc, failed.id) is JobState.FAILED
-        fresh, existing, note = await svc.submit(ALICE, spec)
-        assert fresh.id != failed.id and not existing and note == ""
-
-
-async def test_dedup_believes_the_status_cache_over_a_lagging_journal_row(tmp_path: Path) -> None:
-    """The poller's cache knew the job failed before the journal's row said so: a
-    resubmission at that moment must run the script again, not get the failed job."""
-    async with open_runtime(_settings(tmp_path)) as rt:
-        svc = rt.component("jobs", JobService)
-        text = "#!/bin/sh\nexit 3\n"
-        spec = JobSpec(script=str(tmp_path / "f.sh"), script_text=text, cwd=str(tmp_path))
-        failed, _, _ = await svc.submit(ALICE, spec)
-        assert await _wait_terminal(svc, failed.id) is JobState.FAILED
-        # the row as it stands while the journal's write of the end is still queued
-        await rt.journal.db.execute(
-            "UPDATE jobs SET state=? WHERE id=?", (JobState.RUNNING.value, failed.id)
-        )
+        if journal_lags:
+            # the row as it stands while the journal's write of the end is still queued
+            await rt.journal.db.execute(
+                "UPDATE jobs SET state=? WHERE id=?", (JobState.RUNNING.value, failed.id)
+            )
         fresh, existing, note = await svc.submit(ALICE, spec)
         assert fresh.id != failed.id and not existing and note == ""
 

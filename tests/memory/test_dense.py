@@ -9,6 +9,7 @@ import pytest
 
 from tenantry.memory import (
     Kind,
+    Lesson,
     LessonStore,
     Status,
     embedding,
@@ -196,3 +197,49 @@ async def test_the_service_runs_lexical_only_when_dense_is_off(state_dir: str) -
         assert not (Path(state_dir) / "memory.vectors").exists()
     finally:
         await svc.aclose()
+
+
+async def test_among_exact_error_line_matches_the_trusted_answer_comes_first(
+    tmp_path: Path,
+) -> None:
+    """Many agent lessons share a pasted Slurm error line with one staff-approved answer.
+
+    The agents' lessons repeat the error's words (BM25 and the dense model both
+    like them better); the staff answer talks about the fix. The dense order
+    must not put an agent observation above the trusted exact match.
+    """
+    from tenantry.memory import Trust, signature
+
+    line = (
+        "sbatch: error: Batch job submission failed:"
+        " Invalid account or account/partition combination specified"
+    )
+    sig = signature.normalize(line)
+
+    def with_sig(les: Lesson) -> Lesson:
+        les.error_signature, les.sig_hash = sig, signature.signature_hash(sig)
+        return les
+
+    crowd = [
+        with_sig(
+            new_lesson(
+                f"Invalid account or partition combination specified ({i})",
+                f"sbatch failed: invalid account or account/partition combination ({i}).",
+                owner_key=f"u{i}/claude-code/s{i}",
+            )
+        )
+        for i in range(20)
+    ]
+    staff = with_sig(
+        new_lesson(
+            "Pass -A with one of your Slurm accounts",
+            "List them with sacctmgr show assoc user=$USER; set -A in the script.",
+            trust=Trust.STAFF_APPROVED,
+        )
+    )
+    async with LessonStore(tmp_path / "m.sqlite3") as store:
+        await store.add_many([*crowd, staff], "test")
+        index = VectorIndex(tmp_path / "m.vectors", model())
+        await index.sync(store)
+        hits = await retrieval.search(store, VIEWER, line, limit=5, vectors=index)
+        assert hits[0].lesson.id == staff.id

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from tenantry.memory.probes import (
 )
 from tenantry.memory.verify import check
 
+from ..conftest import stand_in
 from .conftest import principal, remember_limit
 
 DATA = Path(__file__).parent / "data"
@@ -113,37 +115,31 @@ async def test_real_probe_marks_a_stale_limit(slurm: None, runtime) -> None:  # 
 
 # -- SlurmProber against stand-in executables on PATH (real subprocesses) -----------
 
+
+def _number(n: int) -> dict[str, Any]:
+    """A number as ``sinfo --json`` prints it from Slurm 23.11 on."""
+    return {"set": True, "infinite": False, "number": n}
+
+
+INFINITE = {"set": True, "infinite": True, "number": 0}
+UNSET = {"set": False, "infinite": False, "number": 0}
+
+
+def _partition(name: str, **limits: dict[str, Any]) -> dict[str, Any]:
+    """One partition of ``sinfo --json`` (23.11+), up, with its ``maximums``/``defaults``."""
+    return {"partition": {"name": name, "partition": {"state": ["UP"]}, **limits}}
+
+
 SINFO_2311 = {
     "sinfo": [
-        {
-            "partition": {
-                "name": "gpu",
-                "partition": {"state": ["UP"]},
-                "maximums": {
-                    "time": {"set": True, "infinite": False, "number": 1440},
-                    "nodes": {"set": True, "infinite": False, "number": 4},
-                },
-                "defaults": {"time": {"set": True, "infinite": False, "number": 60}},
-            }
-        },
-        {
-            "partition": {
-                "name": "long",
-                "partition": {"state": ["UP"]},
-                "maximums": {
-                    "time": {"set": True, "infinite": True, "number": 0},
-                    "nodes": {"set": False, "infinite": False, "number": 0},
-                },
-            }
-        },
+        _partition(
+            "gpu",
+            maximums={"time": _number(1440), "nodes": _number(4)},
+            defaults={"time": _number(60)},
+        ),
+        _partition("long", maximums={"time": INFINITE, "nodes": UNSET}),
     ]
 }
-
-
-def _tool(bindir: Path, name: str, script: str) -> None:
-    path = bindir / name
-    path.write_text("#!/bin/sh\n" + script)
-    path.chmod(0o755)
 
 
 def test_sinfo_newer_layout_is_parsed() -> None:
@@ -156,7 +152,7 @@ def test_sinfo_newer_layout_is_parsed() -> None:
 
 async def test_prober_uses_sinfo_json_then_scontrol(tmp_path: Path) -> None:
     (tmp_path / "sinfo.json").write_text(json.dumps(SINFO_2311))
-    _tool(tmp_path, "sinfo", f'cat "{tmp_path}/sinfo.json"\n')
+    stand_in(tmp_path, "sinfo", f'cat "{tmp_path}/sinfo.json"\n')
     prober = SlurmProber(env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     info = await prober.partition("gpu")
     assert info is not None and info.max_time_s == 86400
@@ -165,7 +161,7 @@ async def test_prober_uses_sinfo_json_then_scontrol(tmp_path: Path) -> None:
     # 22.05: sinfo --json has no partitions -> scontrol
     (tmp_path / "sinfo.json").write_text((DATA / "sinfo_22.05.json").read_text())
     recorded = DATA / "scontrol_partition_debug.txt"
-    _tool(
+    stand_in(
         tmp_path,
         "scontrol",
         f'if [ "$3" = debug ]; then cat "{recorded}"; '
@@ -177,11 +173,11 @@ async def test_prober_uses_sinfo_json_then_scontrol(tmp_path: Path) -> None:
 
 
 async def test_prober_timeouts_and_lmod(tmp_path: Path) -> None:
-    _tool(tmp_path, "sinfo", "sleep 30\n")
+    stand_in(tmp_path, "sinfo", "sleep 30\n")
     prober = SlurmProber(timeout_s=0.3, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     with pytest.raises(ProbeUnavailable, match="timed out"):
         await prober.partition("debug")
-    _tool(
+    stand_in(
         tmp_path,
         "lmod",
         'case "$4" in gcc/12.2.0) echo "gcc/12.2.0" >&2;;'
@@ -192,7 +188,7 @@ async def test_prober_timeouts_and_lmod(tmp_path: Path) -> None:
     )
     assert await lmod.module_exists("gcc/12.2.0") is True
     assert await lmod.module_exists("gcc/99") is False
-    _tool(
+    stand_in(
         tmp_path,
         "sbatch",
         'cat >/dev/null; echo "sbatch: error: Invalid qos specification" >&2; exit 1\n',

@@ -6,11 +6,12 @@ would really be found in an entry anyone can plant into.
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 from tenantry.core.models import Principal
 from tenantry.safety.policy.judge import Judge
+
+from ..conftest import stand_in
 
 CWD = "/home/alice/proj"
 
@@ -33,11 +34,7 @@ def test_agent_set_path_still_denied(judge: Judge, agent: Principal) -> None:
 def test_program_found_in_planted_entry_denied(
     judge: Judge, agent: Principal, tmp_path: Path
 ) -> None:
-    planted = tmp_path / "bin"
-    planted.mkdir()
-    fake = planted / "squeue"
-    fake.write_text("#!/bin/sh\nexit 0\n")
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    stand_in(tmp_path / "bin", "squeue", "exit 0")
     # a relative entry resolved from the command's cwd counts as unsafe
     env = {"PATH": "bin:/usr/bin:/bin"}
     d = judge.evaluate(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,8 @@ import pytest
 
 from tenantry.core.errors import PermissionDenied
 from tenantry.safety.sandbox import profile
+
+from ..conftest import stand_in
 
 
 def test_claimed_agent_is_an_agent_and_cannot_register_or_resume(start_daemon: Any) -> None:
@@ -65,11 +66,8 @@ def test_syslog_shipping_calls_logger_with_the_anchor(
     from tenantry.safety.audit.component import ship_anchor
 
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     out = tmp_path / "logged"
-    fake = bin_dir / "logger"
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {out}\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    stand_in(bin_dir, "logger", f'echo "$@" >> {out}')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     w = ChainWriter(tmp_path / "audit", b"k" * 32)
     w.open()

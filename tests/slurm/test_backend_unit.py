@@ -16,16 +16,14 @@ from tenantry.backends.slurm import SlurmBackend
 from tenantry.core import attribution, errors
 from tenantry.core.models import JobSpec, JobState, Resources
 
+from ..conftest import stand_in
 from .conftest import PRINCIPAL, settings
 
 V22 = Path(__file__).parent.parent / "fixtures" / "slurm" / "22.05"
 
 
 def fake(tmp: Path, name: str, body: str) -> str:
-    path = tmp / name
-    path.write_text("#!/bin/sh\n" + body + "\n")
-    path.chmod(0o755)
-    return str(path)
+    return str(stand_in(tmp, name, body))
 
 
 def replay(tmp: Path, name: str, fixture: str, rc: int = 0) -> str:

@@ -27,11 +27,11 @@ Standard library only: this runs on every tool call.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from tenantry.agents import steer
+from tenantry.client import fastjson  # json's text without the json package's imports
 
 TYPE_CHECKING = False  # the hook's path avoids importing typing (and dataclasses)
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def parse(agent: str, payload: Mapping[str, Any]) -> HookInput:
             args = payload.get("tool_input") or payload.get("args") or {}
             if isinstance(args, str):
                 try:
-                    args = json.loads(args)
+                    args = fastjson.loads(args)
                 except ValueError:
                     args = {"command": args}
             if isinstance(args, dict):
@@ -309,22 +309,22 @@ def render(inp: HookInput, verdict: Verdict, context: str = "") -> tuple[str, in
                 "permissionDecisionReason": reason,
             }
         }
-        return json.dumps(out), 0
+        return fastjson.dumps(out), 0
     if agent == "gemini-cli":
         if inp.event == "pre_tool" and d in {"deny", "ask"}:
             # Gemini CLI hooks cannot ask; the reason goes to the model
-            return json.dumps({"decision": "deny", "reason": verdict.message}), 0
+            return fastjson.dumps({"decision": "deny", "reason": verdict.message}), 0
         return "{}", 0
     if agent == "cursor":
         if inp.event != "pre_tool":
             return "{}", 0
         if d in {"deny", "ask"}:
-            return json.dumps(
+            return fastjson.dumps(
                 {"permission": d, "user_message": verdict.message, "agent_message": verdict.message}
             ), 0
-        return json.dumps({"permission": "allow"}), 0
+        return fastjson.dumps({"permission": "allow"}), 0
     # opencode: the plugin Tenantry installs reads this and throws on deny/ask
-    return json.dumps({"decision": d, "message": verdict.message}), 0
+    return fastjson.dumps({"decision": d, "message": verdict.message}), 0
 
 
 def _render_context(inp: HookInput, context: str) -> str:
@@ -333,10 +333,10 @@ def _render_context(inp: HookInput, context: str) -> str:
         if not context:
             return "{}" if inp.agent == "gemini-cli" else ""
         name = inp.native_event or "PostToolUse"
-        return json.dumps(
+        return fastjson.dumps(
             {"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}
         )
-    return json.dumps({"additionalContext": context}) if context else ""
+    return fastjson.dumps({"additionalContext": context}) if context else ""
 
 
 LESSON_BODY_CHARS = 600
@@ -406,8 +406,8 @@ def call_op(
     data = wire.encode_request(
         "POST",
         f"{wire.API}/op/{op}",
-        json.dumps(params).encode(),
-        {wire.PRINCIPAL_HEADER: json.dumps(claims)},  # ASCII JSON: no CR/LF inside
+        fastjson.dumps(params).encode(),
+        {wire.PRINCIPAL_HEADER: fastjson.dumps(claims)},  # ASCII JSON: no CR/LF inside
     )
     conn = wire.Connection(path, timeout_s)
     try:
@@ -417,7 +417,7 @@ def call_op(
     finally:
         conn.close()
     try:
-        reply = json.loads(raw)
+        reply = fastjson.loads(raw)
     except ValueError as exc:
         raise errors.DaemonUnavailable("the daemon sent a response that is not JSON") from exc
     if not isinstance(reply, dict):
@@ -442,7 +442,7 @@ def run(
     env = os.environ if env is None else env
     raw = stdin.read()
     try:
-        payload = json.loads(raw) if raw.strip() else {}
+        payload = fastjson.loads(raw) if raw.strip() else {}
     except ValueError:
         stderr.write("tenantry hook: the payload on stdin is not JSON; no decision\n")
         return 0
@@ -568,7 +568,7 @@ def main(agent: str) -> int:
 def crash_exit(agent: str, raw: str) -> int:
     """Exit code after an internal error: 2 (block, every agent's convention) if dangerous."""
     try:
-        inp = parse(agent, json.loads(raw))
+        inp = parse(agent, fastjson.loads(raw))
     except Exception:
         return 0
     if inp.event == "pre_tool" and inp.command and steer.dangerous(inp.command):

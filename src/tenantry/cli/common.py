@@ -6,20 +6,23 @@ Standard library only (the client path must start fast). Concept CLIs
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from collections.abc import Callable
 
 from tenantry.core import errors
 from tenantry.core.settings import Settings, load
 
-TYPE_CHECKING = False  # the CLI client path avoids importing typing
+TYPE_CHECKING = False  # the CLI client path avoids importing typing (nor argparse: fastrun)
 
 if TYPE_CHECKING:
-    from typing import Any
+    import argparse
+    from collections.abc import Callable
+    from typing import Any, TypeAlias
 
-Handler = Callable[[argparse.Namespace], int]
+    from tenantry.cli.fastrun import RunArgs
+
+    Handler = Callable[[argparse.Namespace], int]
+    # a parsed command line: argparse's, or ``tenantry run``'s read without it
+    Args: TypeAlias = argparse.Namespace | RunArgs
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -52,6 +55,8 @@ def command(
     then its arguments in the block; ``--json`` (unless ``json=False``) comes after them.
     An ``epilog`` (examples) is printed as written."""
     if "epilog" in kw:
+        import argparse
+
         kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
     p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kw)
     if handler is not None:
@@ -66,6 +71,8 @@ def group(
     (``dest`` default ``<name>_command``). Without a verb it prints its help (exit 2),
     unless a handler of its own is set."""
     if "epilog" in kw:
+        import argparse
+
         kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
     metavar = kw.pop("metavar", "VERB")
     extra = {"required": kw.pop("required")} if "required" in kw else {}
@@ -85,7 +92,7 @@ def print_help_of(p: argparse.ArgumentParser) -> Handler:
     return show
 
 
-def settings_from(args: argparse.Namespace, **flags: str) -> Settings:
+def settings_from(args: Args, **flags: str) -> Settings:
     """The settings, with the global options and each of ``flags`` (setting name =
     the option's attribute in ``args``) that the command line gives."""
     return load(
@@ -103,7 +110,7 @@ def _print_warnings(warnings: list[str]) -> None:
         sys.stderr.write(f"tenantry: warning: {w}\n")
 
 
-def client_from(args: argparse.Namespace, **kw: Any) -> Any:
+def client_from(args: Args, **kw: Any) -> Any:
     """A daemon client; warnings that come with results go to stderr."""
     from tenantry.client.sync import Client
 
@@ -111,9 +118,11 @@ def client_from(args: argparse.Namespace, **kw: Any) -> Any:
     return Client(settings_from(args), **kw)
 
 
-def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str] | None = None) -> None:
+def emit(args: Args, data: Any, human: Callable[[Any], str] | None = None) -> None:
     """Print ``data`` as JSON with ``--json``, else through ``human``."""
     if getattr(args, "json", False) or human is None:
+        import json  # indented: the json package (a plain `tenantry run` needs none)
+
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
     else:
@@ -122,9 +131,11 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str] | None
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-def fail(args: argparse.Namespace, err: errors.TenantryError) -> int:
+def fail(args: Args, err: errors.TenantryError) -> int:
     """Render an error once: JSON envelope with ``--json``, else a message on stderr."""
     if getattr(args, "json", False):
+        import json
+
         json.dump({"ok": False, "error": err.to_dict()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:

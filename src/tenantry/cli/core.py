@@ -3,24 +3,25 @@ settings, serve, mcp, version. Standard library only at import time."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 from tenantry.cli.common import add_json, client_from, command, emit, settings_from, table
 from tenantry.core import errors
-from tenantry.core.units import format_duration, parse_mem_mb, parse_time_s
 
-TYPE_CHECKING = False  # the CLI client path avoids importing typing
+TYPE_CHECKING = False  # the CLI client path avoids importing typing (and argparse: fastrun)
 
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
-_FMT = argparse.RawDescriptionHelpFormatter
+    from tenantry.cli.fastrun import RunArgs
 
 
 def register(sub: Any) -> None:
+    import argparse
+
     _register_run(sub)
     _register_jobs(sub)
     with command(sub, "sessions", _sessions, "principals (agents and humans) and their activity"):
@@ -45,7 +46,7 @@ def register(sub: Any) -> None:
         _serve,
         "run the daemon in the foreground",
         json=False,
-        formatter_class=_FMT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the Tenantry daemon on a private Unix socket. The CLI and the MCP"
         " shim start one on demand, so you rarely need this yourself.",
     ) as p:
@@ -84,25 +85,30 @@ def register_only(sub: Any, command: str) -> None:
 
 
 # -- run ----------------------------------------------------------------------------------
-def _resources(args: argparse.Namespace) -> dict[str, Any]:
+def _resources(args: argparse.Namespace | RunArgs) -> dict[str, Any]:
     """Only what was given: the script's #SBATCH lines fill the rest."""
     res: dict[str, Any] = {}
     if args.cpus is not None:
         res["cpus"] = args.cpus
-    if args.mem:
-        res["mem_mb"] = parse_mem_mb(args.mem)
-    if args.time:
-        res["time_s"] = parse_time_s(args.time)
+    if args.mem or args.time:  # (units imports ``re``: a plain `tenantry run` does not)
+        from tenantry.core.units import parse_mem_mb, parse_time_s
+
+        if args.mem:
+            res["mem_mb"] = parse_mem_mb(args.mem)
+        if args.time:
+            res["time_s"] = parse_time_s(args.time)
     if getattr(args, "gpus", 0):
         res["gpus"] = args.gpus
-    if getattr(args, "partition", None):
-        res["partition"] = args.partition
-    if getattr(args, "account", None):
-        res["account"] = args.account
+    for name in ("partition", "account"):  # `submit`'s only
+        value = getattr(args, name, None)
+        if value:
+            res[name] = value
     return res
 
 
 def _register_run(sub: Any) -> None:
+    import argparse
+
     with command(
         sub,
         "run",
@@ -125,7 +131,7 @@ def _register_run(sub: Any) -> None:
         p.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace | RunArgs) -> int:
     argv = list(args.argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -168,6 +174,8 @@ def _run(args: argparse.Namespace) -> int:
 
 # -- jobs ---------------------------------------------------------------------------------
 def _register_jobs(sub: Any) -> None:
+    import argparse
+
     with command(
         sub,
         "submit",
@@ -272,6 +280,8 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _job_rows(jobs: list[dict[str, Any]]) -> str:
+    from tenantry.core.units import format_duration
+
     rows = []
     for j in jobs:
         elapsed = None

@@ -14,9 +14,12 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from typing import TypeVar
 
-    from tenantry.cli.common import Handler
+    from tenantry.cli.common import Args, Handler
+
+    A = TypeVar("A", bound=Args)  # argparse's namespace, or fastrun's RunArgs
 
 # Which module adds each subcommand. A module defines ``register(sub) -> None``
 # and sets ``handler=`` on its parsers with ``set_defaults``. Only the module of
@@ -104,7 +107,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
-    parser = argparse.ArgumentParser(
+    from tenantry.cli.parser import Parser
+
+    parser = Parser(
         prog="tenantry",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -173,14 +178,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         opts = fast[1]
         return mcp_main(opts.get("state-dir"), opts.get("socket"))
-    from tenantry.core import errors
+    command = command_of(argv)
+    if command == "run":  # started cold for every agent command: no argparse when plain
+        from tenantry.cli.fastrun import parse
 
-    parser = build_parser(command_of(argv))
+        plain = parse(argv)
+        if plain is not None:
+            from tenantry.cli.core import _run
+
+            return _handle(_run, plain)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return 2
+    return _handle(handler, args)
+
+
+def _handle(handler: Callable[[A], int], args: A) -> int:
+    """Run a command's handler; its TenantryError becomes a message and an exit code."""
+    from tenantry.core import errors
+
     try:
         return handler(args)
     except errors.TenantryError as err:

@@ -7,7 +7,10 @@ from the socket and never trusts a uid from the client. Standard library only.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+
+TYPE_CHECKING = False  # the client path avoids importing typing (and collections)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # (marker, product, session-id variable) in priority order. A marker ending in
 # "*" matches any variable with that prefix.

@@ -10,12 +10,11 @@ once goes by its digest afterwards (``wire.env_digest``).
 
 from __future__ import annotations
 
-import json
+import _socket  # not ``socket``: its enums and selectors cost a cold start (see wire)
 import os
-import socket
 import time
 
-from tenantry.client import wire
+from tenantry.client import fastjson, wire
 from tenantry.client.principal import client_claims
 from tenantry.client.wire import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER
 from tenantry.core import errors
@@ -46,15 +45,20 @@ class HeldEnv:
 
     def __init__(self) -> None:
         self.env: dict[str, Any] | None = None
+        self._digest = ""  # of ``env``, computed at its first use (a one-shot CLI never needs it)
 
     def params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """``params`` with an environment the daemon holds replaced by its digest, and
         the environment they carry whole (to hold once the daemon accepts it), or None."""
-        return wire.held_env(params, self.env)
+        sent, whole = wire.held_env(params, self.env, self._digest)
+        if whole is None and wire.ENV_DIGEST in sent:
+            self._digest = sent[wire.ENV_DIGEST]
+        return sent, whole
 
     def accepted(self, whole: dict[str, Any] | None) -> None:
         if whole is not None:
             self.env = dict(whole)
+            self._digest = ""
 
     def answer(self, data: dict[str, Any], whole: dict[str, Any] | None) -> dict[str, Any] | None:
         """The last chunk of a stream the daemon answered with one JSON document, or None
@@ -62,7 +66,7 @@ class HeldEnv:
         if not data.get("ok"):
             err = errors.from_dict(data.get("error") or {})
             if isinstance(err, errors.EnvUnknown) and self.env is not None:
-                self.env = None
+                self.env, self._digest = None, ""
                 return None
             raise err
         self.accepted(whole)
@@ -102,9 +106,9 @@ class Client:
         timeout: float | None = None,
         request_id: str = "",
     ) -> tuple[wire.Head, Iterator[wire.Head | bytes]]:
-        payload = json.dumps(body).encode() if body is not None else b""
+        payload = fastjson.dumps(body).encode() if body is not None else b""
         headers = {
-            PRINCIPAL_HEADER: json.dumps(self.claims),
+            PRINCIPAL_HEADER: fastjson.dumps(self.claims),
             REQUEST_ID_HEADER: request_id or new_request_id(),
         }
         data = wire.encode_request(method, path, payload, headers)
@@ -186,14 +190,14 @@ class Client:
             for event in events:
                 if isinstance(event, bytes):
                     for line in lines.feed(event):
-                        chunk = json.loads(line)
+                        chunk = fastjson.loads(line)
                         if "error" in chunk:
                             raise errors.from_dict(chunk["error"])
                         yield chunk
         except (OSError, wire.WireError) as exc:
             raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
         for line in lines.close():
-            yield json.loads(line)
+            yield fastjson.loads(line)
 
     def health(self) -> dict[str, Any]:
         head, events = self._request("GET", f"{API}/health")
@@ -206,7 +210,7 @@ def _read_json(head: wire.Head, events: Iterator[wire.Head | bytes]) -> dict[str
     except (OSError, wire.WireError) as exc:
         raise errors.DaemonUnavailable(f"lost the connection to the daemon: {exc}") from exc
     try:
-        data = json.loads(raw)
+        data = fastjson.loads(raw)
     except ValueError as exc:
         raise errors.DaemonUnavailable(
             f"the daemon sent a response that is not JSON (HTTP {head.status})"
@@ -218,7 +222,7 @@ def _read_json(head: wire.Head, events: Iterator[wire.Head | bytes]) -> dict[str
 
 def socket_answers(path: str) -> bool:
     """True when something accepts connections on the Unix socket ``path``."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(1.0)
         sock.connect(path)

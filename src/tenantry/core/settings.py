@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import os.path
-from collections.abc import Mapping
 
 from tenantry.core.errors import UsageError
 
-TYPE_CHECKING = False  # the CLI client path avoids importing typing
+TYPE_CHECKING = False  # the CLI client path avoids importing typing (and collections)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from tenantry.core.errors import PermissionDenied, UsageError
 from tenantry.core.models import AgentProduct, Principal
-from tenantry.facility.seams import Authenticator, Peer, Viewer
+from tenantry.facility.seams import CLAIMS, Authenticator, Peer, Viewer
 
 PEER_KEY = "tenantry.peer"  # as gateway.peercred sets it (a surface this layer cannot import)
 CLAIM_MAX = 200
@@ -68,7 +68,7 @@ def parse_claims(raw: str) -> dict[str, str]:
     if not isinstance(data, dict):
         raise UsageError("the principal header must be a JSON object")
     out: dict[str, str] = {}
-    for key in ("agent", "session", "host", "project", "origin", "tier"):
+    for key in CLAIMS:
         value = data.get(key, "")
         if not isinstance(value, str) or len(value) > CLAIM_MAX or "\n" in value:
             raise UsageError(f"principal field {key!r} must be one line of <= {CLAIM_MAX} chars")

@@ -17,7 +17,7 @@ import httpx
 
 from tenantry.core import errors
 from tenantry.core.models import Principal
-from tenantry.facility.seams import FacilityChannel, FacilityRequest
+from tenantry.facility.seams import CLAIMS, FacilityChannel, FacilityRequest
 
 API = "/v1/op/"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
@@ -26,14 +26,8 @@ REQUEST_ID_HEADER = "X-Tenantry-Request-Id"
 
 def claims_of(p: Principal) -> dict[str, str]:
     """What the executor verified about a principal (the service adds the uid)."""
-    return {
-        "agent": p.agent.value,
-        "session": p.session,
-        "host": p.host,
-        "project": p.project,
-        "origin": p.origin,
-        "tier": p.tier,
-    }
+    wire = p.to_dict()
+    return {key: wire[key] for key in CLAIMS}
 
 
 class FacilityLink(FacilityChannel):

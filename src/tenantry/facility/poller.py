@@ -79,6 +79,12 @@ class ViewerLike(Protocol):
     def is_staff(self) -> bool: ...
 
 
+# the fields of a JobStatus that are the SlurmJob's as Slurm reported them
+_AS_SLURM_REPORTS = (
+    "job_id", "user", "state", "raw_state", "account", "partition", "name", "nodes", "comment"
+)  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class JobStatus:
     """One observed status of one Slurm job; ``seq`` orders every change cluster-wide."""
@@ -141,17 +147,9 @@ class JobStatus:
     def from_slurm(cls, job: sp.SlurmJob, observed_at: float) -> JobStatus:
         reason = job.reason if job.reason not in {"", "None"} else ""
         return cls(
-            job_id=job.job_id,
-            user=job.user,
-            state=job.state,
-            raw_state=job.raw_state,
-            account=job.account,
-            partition=job.partition,
-            name=job.name,
+            **{name: getattr(job, name) for name in _AS_SLURM_REPORTS},
             reason=reason,
             exit_code=job.exit_code if job.state.terminal else None,
-            nodes=job.nodes,
-            comment=job.comment,
             observed_at=observed_at,
         )
 

@@ -39,6 +39,7 @@ from tenantry.core.models import Principal
 from tenantry.service.seams import OpForwarder, PrincipalResolver
 
 __all__ = [
+    "CLAIMS",
     "Authenticator",
     "FacilityChannel",
     "FacilityRequest",
@@ -49,6 +50,11 @@ __all__ = [
     "SchedulerStatus",
     "Viewer",
 ]
+
+
+# What a caller says of itself beside what its connection proves (uid, and so the
+# user): a Principal's wire fields but those two. Executors send them, the service checks them.
+CLAIMS = ("agent", "session", "host", "project", "origin", "tier")
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,6 +116,68 @@ class _FilterOut:
         await self.out.flush()
 
 
+class _PipeIn:
+    """Stdin as an asyncio stream: a line costs no worker-thread hop (anyio's file does)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    async def readline(self) -> str:
+        return (await self.reader.readline()).decode("utf-8", errors="replace")
+
+
+class _PipeOut:
+    """Stdout as an asyncio stream: written without a thread, flushed by ``drain``."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+
+    async def write(self, text: str) -> None:
+        self.writer.write(text.encode())
+
+    async def flush(self) -> None:
+        await self.writer.drain()
+
+
+LINE_LIMIT = 1 << 26  # one JSON-RPC message per line; the SDK's own reader has no limit
+
+
+async def _stdio() -> tuple[Any, Any]:
+    """Stdin and stdout for the loop: asyncio pipes when both are pipes or sockets.
+
+    Anything else (a terminal, a file) gets anyio's thread-backed files: an
+    asyncio pipe sets its descriptor non-blocking, which a terminal shares with
+    the shell that started us.
+    """
+    import os
+    import stat
+    import sys
+
+    import anyio
+
+    def streamable(fd: int) -> bool:
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return False
+        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    if streamable(0) and streamable(1):
+        loop = asyncio.get_running_loop()
+        try:
+            reader = asyncio.StreamReader(limit=LINE_LIMIT)
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+            transport, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, sys.stdout
+            )
+        except (OSError, ValueError):
+            pass
+        else:
+            writer = asyncio.StreamWriter(transport, protocol, None, loop)
+            return _PipeIn(reader), _PipeOut(writer)
+    return anyio.wrap_file(sys.stdin), anyio.wrap_file(sys.stdout)
+
+
 def run_stdio(
     settings: Settings,
     replay: str = "",
@@ -124,9 +186,7 @@ def run_stdio(
 ) -> int:
     """Serve MCP on stdin/stdout; ``replay`` holds what was read already (fast start)."""
     import logging
-    import sys
 
-    import anyio
     from mcp.server.stdio import stdio_server
 
     # request lines of the HTTP client would clutter the agent's MCP log
@@ -136,13 +196,14 @@ def run_stdio(
     server = build_server(settings, fwd)
 
     async def serve() -> None:
-        out = _FilterOut(anyio.wrap_file(sys.stdout), drop_ids or [], tools_cache)
+        stdin_file, stdout_file = await _stdio()
+        out = _FilterOut(stdout_file, drop_ids or [], tools_cache)
 
         async def answer(text: str) -> None:
             await out.write(text)
             await out.flush()
 
-        stdin = _ReplayIn(replay, anyio.wrap_file(sys.stdin), out, FastRunCommand(fwd, answer))
+        stdin = _ReplayIn(replay, stdin_file, out, FastRunCommand(fwd, answer))
         async with stdio_server(stdin=stdin, stdout=out) as (read, write):  # type: ignore[arg-type]
             low = server._lowlevel_server
             await low.run(read, write, low.create_initialization_options())

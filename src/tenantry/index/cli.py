@@ -9,9 +9,12 @@ import argparse
 import os
 import sys
 import time
-from typing import Any
 
 from tenantry.cli.common import add_json, client_from, command, emit, group, table
+
+TYPE_CHECKING = False  # `tenantry find` starts cold: no typing import
+if TYPE_CHECKING:
+    from typing import Any
 
 RAW = argparse.RawDescriptionHelpFormatter
 PAGES_MAX = 1000
@@ -89,7 +92,23 @@ def register(sub: Any) -> None:
         pass
     with command(isub, "status", _index_status, "state, counters and footprint of the index") as st:
         st.add_argument("path", nargs="?", help="only the workspace holding PATH")
+    _register_find(sub)
+    _register_grep(sub)
+    _register_git(sub)
+    _register_listings(sub)
 
+
+def register_only(sub: Any, name: str) -> None:
+    """``register`` for one command: ``find`` and ``git`` (run cold by agents) alone."""
+    if name == "find":
+        _register_find(sub)
+    elif name == "git":
+        _register_git(sub)
+    else:
+        register(sub)
+
+
+def _register_find(sub: Any) -> None:
     f = sub.add_parser(
         "find",
         help="find paths from the index",
@@ -119,6 +138,8 @@ def register(sub: Any) -> None:
     _page_args(f)
     f.set_defaults(handler=_find)
 
+
+def _register_grep(sub: Any) -> None:
     g = sub.add_parser(
         "grep",
         help="search file contents from the index",
@@ -142,6 +163,8 @@ def register(sub: Any) -> None:
     _page_args(g)
     g.set_defaults(handler=_grep)
 
+
+def _register_git(sub: Any) -> None:
     gs = sub.add_parser(
         "git",
         help="git status answered with the index's change feed",
@@ -165,6 +188,8 @@ def register(sub: Any) -> None:
     gs.add_argument("args", nargs=argparse.REMAINDER, help="git status options, as for git")
     gs.set_defaults(handler=_git)
 
+
+def _register_listings(sub: Any) -> None:
     for name, helptext, handler, limit in (
         ("ls", "list a directory from the index", _ls, 200),
         ("stat", "stat a path from the index", _stat, 1),

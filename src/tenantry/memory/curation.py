@@ -129,6 +129,9 @@ def lesson_from(
         les.evidence.append(f"imported by {importer.key} from {rec['id']}")
     les.findings = scanner.scan(title, body, " ".join(subject.values()), *les.evidence)
     les.classes = content.classes(title, body, " ".join(subject.values()))
-    if les.findings:
+    staff_written = (
+        staff and Trust.lowest(*(s.ceiling for s in les.sources)) is Trust.STAFF_APPROVED
+    )
+    if scanner.quarantining(les.findings, staff_written):
         les.quarantined, les.trust = True, Trust.UNTRUSTED
     return les

@@ -377,7 +377,9 @@ def rerank_dense(hits: list[Hit], sims: dict[str, float]) -> list[Hit]:
     fused: cosines of a static model sit in a narrow band, so scaled and
     summed they barely move the order (see bench/memory.md). Live before
     history and trusted before stale or untrusted still come first, and an
-    exact match of a pasted error line is not demoted by the dense order.
+    exact match of a pasted error line is not demoted by the dense order;
+    among the exact matches the more trusted comes first (thousands of agent
+    observations may share one Slurm error line with a staff-approved answer).
     """
     by_sim = sorted((h for h in hits if h.lesson.id in sims), key=lambda h: -sims[h.lesson.id])
     dense_rank = {h.lesson.id: r for r, h in enumerate(by_sim, 1)}
@@ -387,9 +389,12 @@ def rerank_dense(hits: list[Hit], sims: dict[str, float]) -> list[Hit]:
         fused[h.lesson.id] = 1.0 / (RRF_K + r) + (W_DENSE / (RRF_K + d) if d else 0.0)
         if d and d <= 3:
             h.matched.append("dense")
-    return sorted(
-        hits, key=lambda h: (*_order(h), "signature" in h.matched, fused[h.lesson.id]), reverse=True
-    )
+
+    def key(h: Hit) -> tuple[bool, bool, bool, int, float]:
+        exact = "signature" in h.matched
+        return (*_order(h), exact, h.lesson.trust.rank if exact else 0, fused[h.lesson.id])
+
+    return sorted(hits, key=key, reverse=True)
 
 
 def _bm25(

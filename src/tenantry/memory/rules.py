@@ -114,7 +114,8 @@ def build(
     trust = Trust.lowest(*(s.ceiling for s in sources))
     sig = signature.normalize(error_signature) if error_signature else ""
     findings = scanner.scan(title, body, " ".join((subject or {}).values()), *(evidence or []))
-    if findings:
+    blocking = scanner.quarantining(findings, staff_written=trust is Trust.STAFF_APPROVED)
+    if blocking:
         trust = Trust.UNTRUSTED
     classes = content.classes(title, body, " ".join((subject or {}).values()))
     return Lesson(
@@ -135,7 +136,7 @@ def build(
         claim=claim,
         trust=trust,
         status=status,
-        quarantined=bool(findings),
+        quarantined=bool(blocking),
         findings=findings,
         classes=classes,
         proposed_scope=proposed,

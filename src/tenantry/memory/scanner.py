@@ -7,6 +7,14 @@ system flags, text that addresses the reader as an instruction, and
 invisible characters that hide any of these. A lesson with findings stays
 untrusted and quarantined: never returned by retrieval, visible only to its
 writer and staff through ``show``/``list``. Pure functions.
+
+One exception (``quarantining``): *privilege* findings in text staff wrote
+themselves are recorded, not quarantined. Staff are who grants privileges,
+and documenting a scheduler command such as ``scontrol update jobid=...
+ArrayTaskThrottle=`` for users' own jobs is their job; such a lesson is still
+sensitive (``content``), so it reaches others only as staff-approved. Remote
+execution, credentials, instruction-like and hidden text quarantine whoever
+wrote them.
 """
 
 from __future__ import annotations
@@ -123,6 +131,16 @@ RULES: tuple[Rule, ...] = (
     # hidden characters
     _r("invisible-text", "hidden", "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"),
 )
+
+
+PRIVILEGE = "privilege"
+
+
+def quarantining(findings: list[dict[str, str]], staff_written: bool) -> list[dict[str, str]]:
+    """The findings that quarantine a lesson: all, but privilege ones in staff's own text."""
+    if not staff_written:
+        return findings
+    return [f for f in findings if f["category"] != PRIVILEGE]
 
 
 def scan(*texts: str) -> list[dict[str, str]]:

@@ -28,6 +28,11 @@ _JOB_COLS = (
     "id, backend, backend_id, phase, state, principal, uid, name, submitted_at, started_at,"
     " ended_at, exit_code, reason, output, error, resources_json, updated_at, cwd, nodes"
 )
+# the columns of _JOB_COLS a Job holds as stored (_job converts state and resources_json;
+# phase is the journal's, not the Job's)
+_JOB_AS_STORED = tuple(
+    c for c in _JOB_COLS.split(", ") if c not in {"phase", "state", "resources_json"}
+)
 
 
 _REUSABLE = ",".join(f"'{s.value}'" for s in JobState if s.reusable)  # JobState.reusable
@@ -59,24 +64,9 @@ def _dumps(data: Any) -> str:
 
 def _job(row: Row) -> Job:
     return Job(
-        id=row["id"],
-        backend=row["backend"],
-        backend_id=row["backend_id"],
+        **{c: row[c] for c in _JOB_AS_STORED},
         state=JobState(row["state"]),
-        principal=row["principal"],
-        uid=row["uid"],
-        name=row["name"],
-        submitted_at=row["submitted_at"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
-        exit_code=row["exit_code"],
-        reason=row["reason"],
-        output=row["output"],
-        error=row["error"],
         resources=Resources.from_dict(json.loads(row["resources_json"])),
-        updated_at=row["updated_at"],
-        cwd=row["cwd"],
-        nodes=row["nodes"],
     )
 
 

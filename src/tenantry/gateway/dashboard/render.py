@@ -102,7 +102,10 @@ def frame(
     body: str,
     hours: int,
     pages: tuple[tuple[str, str], ...] = PAGES,
+    everyone: bool = True,
 ) -> str:
+    """A page in the dashboard's frame. The footer names the store (password masked) only to
+    a viewer who sees every user: a user's own view does not learn where the service keeps data."""
     path = request.url.path
     nav = "".join(
         f'<a href="{href}?hours={hours}" class="{"on" if href == path else ""}">{e(name)}</a>'
@@ -129,7 +132,7 @@ def frame(
         body=body,
         refresh='<meta http-equiv="refresh" content="30">' if path in {"/", "/sessions"} else "",
         generated=e(time.strftime("%Y-%m-%d %H:%M:%S")),
-        db=e(mask_password(rt.settings.store_address)),
+        db=e(mask_password(rt.settings.store_address) if everyone else "the facility service"),
     )
 
 

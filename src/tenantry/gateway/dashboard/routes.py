@@ -86,7 +86,8 @@ def dashboard_routes(runtime: RuntimeSource) -> list[BaseRoute]:
             w, hours = window_of(request)
             await rt.journal.flush()  # the journal batches telemetry: read everything emitted
             body = await fn(request, rt, w)
-            return secure(HTMLResponse(frame(request, rt, title, body, hours, nav_of(viewer, rt))))
+            html = frame(request, rt, title, body, hours, nav_of(viewer, rt), viewer.everyone)
+            return secure(HTMLResponse(html))
 
         return endpoint
 

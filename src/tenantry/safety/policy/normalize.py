@@ -25,7 +25,7 @@ from tenantry.safety.policy import slurmcmds
 from tenantry.safety.policy.engine import Request
 from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.observed import look
-from tenantry.safety.policy.paths import PathContext, PathInfo, classify
+from tenantry.safety.policy.paths import PathContext, PathInfo, classify, credential
 from tenantry.safety.policy.schema import ACTIONS
 from tenantry.safety.policy.unwrap import Analysis, Effective, analyze_argv, analyze_shell
 
@@ -111,9 +111,16 @@ class Builder:
         }
         self.vars = {"HOME": self.user.home, "USER": principal.user, "PWD": self.cwd}
         self._computed: set[str] = set()
-        self.cwd_secret = classify(self.cwd, self.pctx).credential
+        self._cwd_secret: bool | None = None  # see ``cwd_secret``
         self.unsafe_path: tuple[str, ...] = ()
         self.search_path = ""
+
+    @property
+    def cwd_secret(self) -> bool:
+        """Is the working directory itself a credential place? (resolved on first use)"""
+        if self._cwd_secret is None:
+            self._cwd_secret = credential(self.cwd, self.pctx)
+        return self._cwd_secret
 
     def ctx(self, **kw: Any) -> dict[str, Any]:
         c = dict(self.base_ctx)
@@ -274,7 +281,7 @@ class Builder:
         for v, d in values:
             if not v or len(v) > 4096:
                 continue
-            if not (self.cwd_secret or v in writes or _PATHLIKE.search(v) or self._links(v)):
+            if not (v in writes or _PATHLIKE.search(v) or self.cwd_secret or self._links(v)):
                 continue  # a plain word in an ordinary directory names nothing protected
             info = classify(v, self.pctx, dynamic=d)
             target = v if v in writes else "of=" + v if ("of=" + v) in args else ""

@@ -221,7 +221,11 @@ def resolve(raw: str, ctx: PathContext) -> list[str]:
 
 
 def _glob_covers(glob: str, probe: str) -> bool:
-    """Could shell glob ``glob`` name ``probe`` or a directory above it (no dotglob)?"""
+    """Could shell glob ``glob`` name ``probe`` or a directory above it (no dotglob)?
+
+    One probe at a time; ``_glob_covers_any`` answers the same for all of them
+    at once (the tests hold it to this).
+    """
     g, q = glob.split("/"), probe.split("/")
     if len(g) > len(q):
         return False
@@ -229,6 +233,36 @@ def _glob_covers(glob: str, probe: str) -> bool:
         if qc.startswith(".") and not gc.startswith(".") and gc != qc:
             return False
         if not fnmatch.fnmatchcase(qc, gc):
+            return False
+    return True
+
+
+_Trie = dict[str, "_Trie"]
+
+
+@lru_cache(maxsize=256)
+def _probes(home: str, homes_root: str) -> _Trie:
+    """The credential patterns as probe paths (``*`` -> ``x``), a trie of their components."""
+    root: _Trie = {}
+    for pat in _compiled(home, homes_root)[1]:
+        node = root
+        for part in pat.replace("*", "x").split("/"):
+            node = node.setdefault(part, {})
+    return root
+
+
+def _glob_covers_any(glob: str, probes: _Trie) -> bool:
+    """``_glob_covers(glob, probe)`` for some probe in the trie, walking shared prefixes once."""
+    frontier = [probes]
+    for gc in glob.split("/"):
+        hidden_ok = gc.startswith(".")
+        frontier = [
+            child
+            for node in frontier
+            for qc, child in node.items()
+            if (hidden_ok or not qc.startswith(".") or gc == qc) and fnmatch.fnmatchcase(qc, gc)
+        ]
+        if not frontier:
             return False
     return True
 
@@ -259,10 +293,10 @@ def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
         and any(fnmatch.fnmatchcase(n, base) for n in ("id_rsa", "id_ed25519"))
     ):
         return True
-    regex, pats = _compiled(ctx.home, ctx.homes_root)
+    regex = _compiled(ctx.home, ctx.homes_root)[0]
     if regex.match(path):
         return True
-    if glob and any(_glob_covers(path, pat.replace("*", "x")) for pat in pats):
+    if glob and _glob_covers_any(path, _probes(ctx.home, ctx.homes_root)):
         return True
     # a secret directory anywhere below a home (e.g. a copied ~/.ssh) keeps its class
     return "/.ssh/" in path + "/" or "/.gnupg/" in path + "/" or "/.aws/" in path + "/"
@@ -270,6 +304,12 @@ def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
 
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def credential(raw: str, ctx: PathContext) -> bool:
+    """``classify(raw, ctx).credential`` without the other classes."""
+    glob = bool(_GLOBCH.search(raw))
+    return any(_credential(p, ctx, glob) for p in resolve(raw, ctx))
 
 
 def classify(raw: str, ctx: PathContext, *, dynamic: bool = False) -> PathInfo:
