@@ -165,28 +165,28 @@ def _register_grep(sub: Any) -> None:
 
 
 def _register_git(sub: Any) -> None:
-    gs = sub.add_parser(
-        "git",
-        help="git status answered with the index's change feed",
-        formatter_class=RAW,
-        description="Runs `git status ARGS` at an indexed workspace's root with git asking the"
-        " index what changed since its last run (core.fsmonitor, core.untrackedCache) instead"
-        " of statting every file; the repository is not written (git's state goes to a"
-        " private index in Tenantry's state directory). Output and exit code are git's."
-        " Elsewhere (not a workspace root, a change source that cannot see every change,"
-        " no daemon) it runs the real git.",
-        epilog="examples:\n  tenantry git status --porcelain        in the workspace root\n"
-        "  tenantry git -C ~/proj status -sb",
+    about = (
+        "Runs `git status ARGS` at an indexed workspace's root with git asking the index what"
+        " changed since its last run (core.fsmonitor, core.untrackedCache) instead of"
+        " statting every file; the repository is not written (git's state goes to a private"
+        " index in Tenantry's state directory). Output and exit code are git's. Elsewhere"
+        " (not a workspace root, a change source that cannot see every change, no daemon)"
+        " it runs the real git."
     )
-    gs.add_argument("-C", dest="dir", help="run as if started in DIR (like git -C)")
-    gs.add_argument(
-        "--no-optional-locks",
-        action="store_true",
-        help="accepted for git's sake; the repository is never written anyway",
+    examples = (
+        "examples:\n  tenantry git status --porcelain        in the workspace root\n"
+        "  tenantry git -C ~/proj status -sb"
     )
-    gs.add_argument("subcommand", choices=["status"], help="only status is answered")
-    gs.add_argument("args", nargs=argparse.REMAINDER, help="git status options, as for git")
-    gs.set_defaults(handler=_git)
+    help_ = "git status answered with the index's change feed"
+    with command(sub, "git", _git, help_, json=False, description=about, epilog=examples) as gs:
+        gs.add_argument("-C", dest="dir", help="run as if started in DIR (like git -C)")
+        gs.add_argument(
+            "--no-optional-locks",
+            action="store_true",
+            help="accepted for git's sake; the repository is never written anyway",
+        )
+        gs.add_argument("subcommand", choices=["status"], help="only status is answered")
+        gs.add_argument("args", nargs=argparse.REMAINDER, help="git status options, as for git")
 
 
 def _register_listings(sub: Any) -> None:
