@@ -6,7 +6,8 @@
 - ``tenantry``: the agent's Tenantry surfaces: its pre-tool hook before every
   command (``tenantry hook --agent claude-code``) and the commands the hook
   and the installed agent rules steer it to: ``tenantry submit``/``jobs``
-  (the shared status cache) for ``sbatch``/``squeue``/``sacct``,
+  (the shared status cache) for ``sbatch``/``squeue``/``sacct``, ``tenantry
+  git status`` (git asking the index's change feed) for ``git status``,
   ``tenantry find``/``grep`` (the index) for raw searches, ``tenantry run
   --where lease`` for test runs. The PATH shims are first on PATH too (for a
   Slurm client the agent calls anyway). Humans run the same commands in both
@@ -113,6 +114,9 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
         step["argv"] = [*ctx.tenantry, "jobs"]
     elif tenantry_agent and act.cls == "sacct":  # finished jobs are in the cache's list too
         step["argv"] = [*ctx.tenantry, "jobs", "--limit", "50"]
+    elif tenantry_agent and act.cls == "git":  # what the hook steers git status to
+        step["argv"] = [*ctx.tenantry, "git", "-C", ctx.workspace, "--no-optional-locks",
+                        "status", "--porcelain"]  # fmt: skip
     elif tenantry_agent and act.cls == "test":
         step["argv"] = [*ctx.tenantry, "run", "--where", "lease", "--", "python3", "-c", TEST_CODE]
         step["via_tenantry"] = True

@@ -61,6 +61,8 @@ def test_tenantry_agents_use_the_index_leases_hook_and_shims() -> None:
         "--limit",
         "50",
     ]
+    git = day_arms.step_for(Action(1, "git"), AGENT, ctx)["argv"]
+    assert git[3:] == ["git", "-C", "/w/mnt/w00", "--no-optional-locks", "status", "--porcelain"]
     env = day_arms.env_for(AGENT, ctx)
     assert env["PATH"].startswith("/w/shims:")
     assert env["TENANTRY_SOCKET"] == "/w/state/u/sock" and env["TENANTRY_AUTOSTART"] == "0"

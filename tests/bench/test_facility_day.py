@@ -85,6 +85,9 @@ def test_short_facility_day_runs_both_arms(slurm: None, work: Path) -> None:
         ops, walked = ten["ops_per_command"][cls], bare["ops_per_command"][cls]
         assert ops <= 4 and ops * 10 <= walked, (cls, ops, walked)
     assert bare["ops_per_command"]["find"] > 0 and bare["ops_per_command"]["grep"] > 0
+    # git status asks the index's change feed: a few dozen ops against every file's
+    ops, walked = ten["ops_per_command"]["git"], bare["ops_per_command"]["git"]
+    assert ops * 10 <= walked, ("git", ops, walked)
     assert ten["meta_setup_ops"] > 0, "the index crawled the workspace once"
     assert all(e["hook_s"] > 0 for e in ten["executed"] if "-a" in e["user"] and e["cls"] != "edit")
     denied = [e for e in ten["executed"] if e["denied"]]

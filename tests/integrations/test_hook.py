@@ -290,6 +290,8 @@ def test_garbage_stdin_is_no_decision() -> None:
         ("bash -c 'squeue -u me'", "redirect.squeue"),
         ('sh -lc "cd /w && find . -name x"', "redirect.find"),
         ("eval squeue", "redirect.squeue"),
+        ("git status --porcelain", "redirect.git-status"),
+        ("git -C /w --no-optional-locks status", "redirect.git-status"),
     ],
 )
 def test_redirect_rules(command: str, rule: str) -> None:
@@ -299,7 +301,15 @@ def test_redirect_rules(command: str, rule: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["find . -maxdepth 1 -name x", "grep foo file.txt", "ls -la", "echo squeue", "git grep x"],
+    [
+        "find . -maxdepth 1 -name x",
+        "grep foo file.txt",
+        "ls -la",
+        "echo squeue",
+        "git grep x",
+        "git -c status.x=1 log",
+        "tenantry git status",
+    ],
 )
 def test_not_redirected(command: str) -> None:
     assert steer.redirect(command) is None

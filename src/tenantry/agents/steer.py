@@ -146,12 +146,38 @@ def _recursive_search(argv: list[str]) -> str | None:
     return None
 
 
+_GIT_VALUED = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"}
+
+
+def _git_subcommand(args: list[str]) -> str | None:
+    """The subcommand of ``git ARGS`` (after git's own options)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _GIT_VALUED:
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return a
+    return None
+
+
 def redirect(command: str) -> Finding | None:
     """The Tenantry equivalent of a raw scheduler or recursive search command."""
     for argv in simple_commands(command):
         name = _base(argv[0])
         if name == "tenantry":
             continue
+        if name == "git" and _git_subcommand(argv[1:]) == "status":
+            return Finding(
+                "redirect.git-status",
+                _msg(
+                    "git status",
+                    "`tenantry git status ARGS` (same output; git asks the workspace index"
+                    " what changed instead of statting every file)",
+                ),
+            )
         if name == "scontrol" and len(argv) > 1 and argv[1] in {"show", "-d"}:
             return Finding(
                 "redirect.scontrol",

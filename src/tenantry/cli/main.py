@@ -57,7 +57,8 @@ COMMANDS: dict[str, str] = {
     "shims": "tenantry.agents.shims.cli",
     **dict.fromkeys(("report", "simulate"), "tenantry.report.cli"),
     **dict.fromkeys(
-        ("index", "find", "grep", "ls", "stat", "du", "tree", "recent"), "tenantry.index.cli"
+        ("index", "find", "grep", "ls", "stat", "du", "tree", "recent", "git"),
+        "tenantry.index.cli",
     ),
     "leases": "tenantry.leases.cli",
     "pilot": "tenantry.leases.cli",

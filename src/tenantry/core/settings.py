@@ -141,6 +141,12 @@ DECLARED: tuple[Setting, ...] = (
     Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
     Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
     Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
+    Setting(
+        "index_watch_backing",
+        "",
+        "Workspace index: MOUNT=BACKING[,...]: follow roots under MOUNT by watching BACKING,"
+        " the host's own copy of a FUSE or NFS mount's files (sees every change).",
+    ),
     Setting("lease_slots", 2, "Commands one lease runs at once (its allocation is slots x shape)."),
     Setting("lease_listen", "127.0.0.1:0", "HOST:PORT where pilots dial back (port 0: any free)."),
     Setting(
@@ -258,6 +264,7 @@ class Settings:
     index_sweep_s: float
     index_max_file_bytes: int
     index_watch: bool
+    index_watch_backing: str
     lease_slots: int
     lease_listen: str
     claimed_agents: str

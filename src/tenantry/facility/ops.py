@@ -145,6 +145,7 @@ async def job_changes(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     since = param(params, "since", int, 0)
     timeout = min(max(param(params, "timeout_s", float, push.WAIT_S), 0.0), 300.0)
     theirs = param(params, "stream", str, "")
+    svc.status_cache.watch(ctx.principal.user)  # its jobs' changes set the poller's pace
     return await push.changes_for(
         svc.status_cache, ctx.principal.user, since, timeout, stream=svc.stream, their_stream=theirs
     )

@@ -55,6 +55,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+WATCH_S = 90.0  # a reader's jobs stay watched this long after its last read (> a long poll)
 _PLAIN_ID = re.compile(r"^\d+(?:_\d+)?$")  # a job or one array task (sacct --jobs takes it)
 
 
@@ -210,6 +211,23 @@ class StatusCache:
         self.recent: deque[JobStatus] = deque(maxlen=recent)
         self.on_read: Callable[[], None] | None = None  # a reader needs this cache (Poller.want)
         self.on_miss: Callable[[], None] | None = None  # ... a job it does not know (Poller.hurry)
+        # who reads the cache lately (a user, or "*" for staff): their jobs' changes set
+        # the poller's pace; changes of jobs nobody watches do not hurry it
+        self.watchers: dict[str, float] = {}
+        self.watch_s = WATCH_S
+
+    def watch(self, user: str) -> None:
+        """``user`` (``"*"``: every user) reads the cache: their jobs are watched a while."""
+        self.watchers[user] = time.monotonic()
+
+    def watched(self, statuses: Iterable[JobStatus]) -> int:
+        """How many of ``statuses`` are of jobs someone watches."""
+        cutoff = time.monotonic() - self.watch_s
+        for user in [u for u, t in self.watchers.items() if t < cutoff]:
+            del self.watchers[user]
+        if "*" in self.watchers:
+            return sum(1 for _ in statuses)
+        return sum(1 for st in statuses if st.user in self.watchers)
 
     # -- feeding --------------------------------------------------------------------
     def diff(self, jobs: Iterable[sp.SlurmJob], observed_at: float) -> list[JobStatus]:
@@ -332,6 +350,7 @@ class StatusCache:
         if self.on_read is not None:
             self.on_read()
         st = self._current.get(str(job_id))
+        self.watch(st.user if st is not None and self._visible(st, viewer) else viewer.user)
         if st is None or not self._visible(st, viewer):
             if st is None and self.on_miss is not None:
                 self.on_miss()
@@ -351,6 +370,7 @@ class StatusCache:
         """Every job the viewer may see (staff: all), newest change last."""
         if self.on_read is not None:
             self.on_read()
+        self.watch("*" if viewer.is_staff else viewer.user)
         stale = self._staleness()
         rows = [
             StatusView(self._shown(s, viewer), stale)
@@ -511,6 +531,7 @@ class Poller:
     _wanted_at: float = field(default_factory=time.monotonic, init=False)
     _wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _hurry: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    watched_changes: int = field(default=0, init=False)  # of the last poll's changes
 
     def __post_init__(self) -> None:
         if self.idle_after_s is not None:
@@ -576,6 +597,7 @@ class Poller:
         published = await self.publisher.publish(changes, observed_at)
         self.cache.absorb(published)
         self.cache.mark_polled(observed_at)
+        self.watched_changes = self.cache.watched(published)
         return len(published)
 
     async def run(self) -> None:
@@ -586,8 +608,10 @@ class Poller:
             t0 = time.monotonic()
             self._hurry.clear()
             try:
-                changed = await self.poll_once()
-                if self.slow_s is None or changed:
+                await self.poll_once()
+                # the pace follows the jobs someone watches: another user's job starting
+                # or ending on a busy cluster is not a reason to poll fast again
+                if self.slow_s is None or self.watched_changes:
                     delay = self.interval_s
                 else:
                     delay = min(self.slow_s, max(delay, self.interval_s) * 1.5)

@@ -17,6 +17,17 @@ the MDT changelog. A change source implements ``ChangeSource``:
 ``aclose()``
     stop and release everything.
 
+Optionally ``complete(root)`` (True when the source sees *every* change under
+``root``, whoever makes it) and ``cookie_dir(root)`` (a directory it watches
+where a file may be created to flush the feed): what ``tenantry git status``
+needs before it trusts the feed (``tenantry.index.gitstatus``). inotify sees
+the changes made through this host's kernel, so it is complete on a local file
+system and not on a network or FUSE mount, where other hosts (or the server)
+change files unseen; there a *backing* directory can be watched instead
+(``index_watch_backing = "MOUNT=BACKING"``): the server-side tree of a FUSE
+passthrough or an NFS export on this host, which sees every change, as a
+Lustre changelog would.
+
 A Lustre adapter would register a changelog user (``lctl changelog_register``),
 read records with ``lfs changelog MDT [startrec]``, turn each record's parent
 FID and name into a path (``lfs fid2path``; records of type CREAT, MKDIR,
@@ -28,9 +39,12 @@ Lustre is available here, so only the interface and the inotify source ship.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from tenantry.core.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +59,55 @@ class ChangeSource(Protocol):
     async def start(self, notify: Notify) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+# file systems whose every change goes through this host's kernel (inotify sees it)
+LOCAL_FS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "jfs", "overlay"}
+)
+
+
+def fs_type(path: str, mounts: str = "/proc/self/mounts") -> str:
+    """The type of the file system holding ``path`` (longest mount point), or ""."""
+    best, kind = "", ""
+    try:
+        with open(mounts, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind
+
+
+def parse_backing(text: str) -> dict[str, str]:
+    """``"MOUNT=BACKING,MOUNT2=BACKING2"`` -> {MOUNT: BACKING} (absolute, normalized)."""
+    out: dict[str, str] = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        mount, sep, backing = item.partition("=")
+        if not sep or not os.path.isabs(mount) or not os.path.isabs(backing):
+            raise UsageError(
+                f"index_watch_backing: {item!r} is not MOUNT=BACKING",
+                hint="absolute paths, e.g. /scratch=/export/scratch; several separated by ','",
+            )
+        out[os.path.normpath(mount)] = os.path.normpath(backing)
+    return out
+
+
+def _under(path: str, base: str) -> str | None:
+    """``path`` relative to ``base`` ("" for itself), or None when outside."""
+    if path == base:
+        return ""
+    if path.startswith(base.rstrip("/") + "/"):
+        return path[len(base.rstrip("/")) + 1 :]
+    return None
 
 
 class ManualSource:
@@ -76,14 +139,50 @@ _IGNORED_EVENTS = frozenset({"opened", "closed_no_write"})
 
 
 class WatchdogSource:
-    """inotify (through ``watchdog``): changes arrive within milliseconds."""
+    """inotify (through ``watchdog``): changes arrive within milliseconds.
 
-    def __init__(self) -> None:
+    ``backing`` maps a mount point to the directory that holds its files on this
+    host: a root under such a mount is followed there, and events are reported
+    under the root.
+    """
+
+    def __init__(self, backing: dict[str, str] | None = None) -> None:
         self._observer: Any = None
         self._watches: dict[str, Any] = {}
         self._pending: set[str] = set()
         self._notify: Notify | None = None
         self.failed: dict[str, str] = {}
+        self.backing = dict(backing or {})
+        self._complete: dict[str, bool] = {}
+        # called with each watched root when the kernel dropped events (inotify queue
+        # overflow, which watchdog only logs): what was not reported must be assumed
+        self.on_lost: Callable[[str], None] | None = None
+        self._overflow = _OverflowHandler(self)
+
+    def lost(self) -> None:
+        for root in list(self._watches):
+            if self.on_lost is not None:
+                self.on_lost(root)
+
+    def watched_path(self, root: str) -> tuple[str, bool]:
+        """Where ``root`` is followed, and whether that is a backing directory."""
+        for mount, backing in sorted(self.backing.items(), key=lambda kv: -len(kv[0])):
+            rel = _under(root, mount)
+            if rel is not None:
+                return (os.path.join(backing, rel) if rel else backing), True
+        return root, False
+
+    def complete(self, root: str) -> bool:
+        """Every change under ``root`` reaches this source (see the module's docstring)."""
+        if root not in self._watches:
+            return False
+        if root not in self._complete:
+            where, backed = self.watched_path(root)
+            self._complete[root] = backed or fs_type(where) in LOCAL_FS
+        return self._complete[root]
+
+    def cookie_dir(self, root: str) -> str:
+        return os.path.join(self.watched_path(root)[0], ".git")
 
     async def start(self, notify: Notify) -> None:
         from watchdog.observers import Observer
@@ -92,6 +191,7 @@ class WatchdogSource:
         # inotify watch; that is expected under churn and harmless
         warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
         self._notify = notify
+        logging.getLogger(_WATCHDOG_LOGGER).addHandler(self._overflow)
         self._observer = Observer()
         self._observer.daemon = True
         self._observer.start()
@@ -105,8 +205,10 @@ class WatchdogSource:
             return
         if root in self._watches:
             return
+        where, backed = self.watched_path(root)
+        handler = _Handler(self, (where, root) if backed else None)
         try:
-            self._watches[root] = self._observer.schedule(_Handler(self), root, recursive=True)
+            self._watches[root] = self._observer.schedule(handler, where, recursive=True)
             self.failed.pop(root, None)
         except OSError as exc:  # e.g. out of inotify watches: the sweep still works
             log.warning("cannot watch %s: %s", root, exc)
@@ -115,27 +217,52 @@ class WatchdogSource:
     def unwatch(self, root: str) -> None:
         self._pending.discard(root)
         watch = self._watches.pop(root, None)
+        self._complete.pop(root, None)
         if watch is not None and self._observer is not None:
             self._observer.unschedule(watch)
 
     def watching(self, root: str) -> bool:
         return root in self._watches
 
-    def deliver(self, event: Any) -> None:
+    def deliver(self, event: Any, mapping: tuple[str, str] | None = None) -> None:
         if event.event_type in _IGNORED_EVENTS or self._notify is None:
             return
-        self._notify(_text(event.src_path))
-        dest = getattr(event, "dest_path", "")
-        if dest:
-            self._notify(_text(dest))
+        if event.event_type == "modified" and getattr(event, "is_directory", False):
+            return  # its entries changed: they come as their own events
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if not raw:
+                continue
+            path = _text(raw)
+            if mapping is not None:  # a backing directory's event, under the root
+                rel = _under(path, mapping[0])
+                if rel is None:
+                    continue
+                path = os.path.join(mapping[1], rel) if rel else mapping[1]
+            self._notify(path)
 
     async def aclose(self) -> None:
+        logging.getLogger(_WATCHDOG_LOGGER).removeHandler(self._overflow)
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)
             self._observer = None
         self._watches.clear()
         self._notify = None
+
+
+_WATCHDOG_LOGGER = "watchdog.observers.inotify_c"
+
+
+class _OverflowHandler(logging.Handler):
+    """watchdog reports a kernel queue overflow only as a log record: turn it into a signal."""
+
+    def __init__(self, source: WatchdogSource) -> None:
+        super().__init__(logging.WARNING)
+        self._source = source
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self._source.lost()
 
 
 def _text(path: str | bytes) -> str:
@@ -145,8 +272,9 @@ def _text(path: str | bytes) -> str:
 class _Handler:
     """The watchdog event handler protocol, forwarding to a ``WatchdogSource``."""
 
-    def __init__(self, source: WatchdogSource) -> None:
+    def __init__(self, source: WatchdogSource, mapping: tuple[str, str] | None = None) -> None:
         self._source = source
+        self._mapping = mapping
 
     def dispatch(self, event: Any) -> None:
-        self._source.deliver(event)
+        self._source.deliver(event, self._mapping)

@@ -94,13 +94,16 @@ def register(sub: Any) -> None:
         st.add_argument("path", nargs="?", help="only the workspace holding PATH")
     _register_find(sub)
     _register_grep(sub)
+    _register_git(sub)
     _register_listings(sub)
 
 
 def register_only(sub: Any, name: str) -> None:
-    """``register`` for one command: ``find`` (run cold by agents) builds its parser alone."""
+    """``register`` for one command: ``find`` and ``git`` (run cold by agents) alone."""
     if name == "find":
         _register_find(sub)
+    elif name == "git":
+        _register_git(sub)
     else:
         register(sub)
 
@@ -159,6 +162,31 @@ def _register_grep(sub: Any) -> None:
     g.add_argument("-g", "--glob", action="append", default=[], help="include/!exclude glob")
     _page_args(g)
     g.set_defaults(handler=_grep)
+
+
+def _register_git(sub: Any) -> None:
+    about = (
+        "Runs `git status ARGS` at an indexed workspace's root with git asking the index what"
+        " changed since its last run (core.fsmonitor, core.untrackedCache) instead of"
+        " statting every file; the repository is not written (git's state goes to a private"
+        " index in Tenantry's state directory). Output and exit code are git's. Elsewhere"
+        " (not a workspace root, a change source that cannot see every change, no daemon)"
+        " it runs the real git."
+    )
+    examples = (
+        "examples:\n  tenantry git status --porcelain        in the workspace root\n"
+        "  tenantry git -C ~/proj status -sb"
+    )
+    help_ = "git status answered with the index's change feed"
+    with command(sub, "git", _git, help_, json=False, description=about, epilog=examples) as gs:
+        gs.add_argument("-C", dest="dir", help="run as if started in DIR (like git -C)")
+        gs.add_argument(
+            "--no-optional-locks",
+            action="store_true",
+            help="accepted for git's sake; the repository is never written anyway",
+        )
+        gs.add_argument("subcommand", choices=["status"], help="only status is answered")
+        gs.add_argument("args", nargs=argparse.REMAINDER, help="git status options, as for git")
 
 
 def _register_listings(sub: Any) -> None:
@@ -235,6 +263,27 @@ def find_targets(targets: list[str], name: str | None) -> tuple[str | None, str 
         else:
             raise SystemExit(f"tenantry find: one PATH and one PATTERN at most, got {targets}")
     return path, name
+
+
+def _git(args: argparse.Namespace) -> int:
+    import base64
+
+    from tenantry.core.errors import TenantryError
+
+    where = _abs(os.path.join(os.getcwd(), args.dir) if args.dir else None)
+    try:
+        res = client_from(args).call("index.git_status", {"path": where, "args": args.args})
+    except TenantryError:
+        res = {"offloaded": False}
+    if not res.get("offloaded"):  # the real git, as the caller asked for it
+        argv = ["git", *(["-C", args.dir] if args.dir else [])]
+        argv += [*(["--no-optional-locks"] if args.no_optional_locks else []), "status", *args.args]
+        sys.stdout.flush()
+        os.execvp("git", argv)  # noqa: S606  # argv list: the real git, no shell
+    sys.stdout.buffer.write(base64.b64decode(res["stdout_b64"]))
+    sys.stdout.flush()
+    sys.stderr.buffer.write(base64.b64decode(res["stderr_b64"]))
+    return int(res["rc"])
 
 
 def _find(args: argparse.Namespace) -> int:

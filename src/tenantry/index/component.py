@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import itertools
 import logging
 import os
 import stat as stat_mod
@@ -31,7 +32,8 @@ from tenantry.core.errors import Conflict, IndexError_, NotFound, UsageError
 from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.tasks import TaskGroup
 from tenantry.index import crawl, query, store
-from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource
+from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource, parse_backing
+from tenantry.index.gitstatus import GitRun, GitStatus
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
 from tenantry.service.runtime import Runtime
 from tenantry.store.engine import Schema
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEBOUNCE_S = 0.05
+COMPLETE_SWEEP_EVERY = 10  # sweeps of a root whose change source is complete: 1 in 10
 WORKERS = 8
 
 
@@ -67,6 +70,7 @@ class Counters:
     fs_ops: int = 0
     syncs: int = 0
     sweeps: int = 0
+    sweep_rounds: int = 0
     notifications: int = 0
 
 
@@ -85,8 +89,13 @@ class IndexService:
         self.sweep_s = float(s.index_sweep_s)
         self.max_bytes = int(s.index_max_file_bytes)
         self.source: ChangeSource = source or (
-            WatchdogSource() if s.index_watch else ManualSource()
+            WatchdogSource(parse_backing(s.index_watch_backing))
+            if s.index_watch
+            else ManualSource()
         )
+        self.git = GitStatus(str(s.state_path))
+        if isinstance(self.source, WatchdogSource):
+            self.source.on_lost = self._lost_threadsafe
         self.counters = Counters()
         self.workspaces: dict[int, Workspace] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -186,6 +195,7 @@ class IndexService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await ws.crawl
         self.source.unwatch(ws.root)
+        self.git.forget(ws.id)
         del self.workspaces[ws.id]
         await self.db.write(lambda c: store.remove_workspace(c, ws.id))
         return {"root": ws.root, "removed": True}
@@ -297,6 +307,14 @@ class IndexService:
         ws.crawled_at = time.time()
         ts = ws.crawled_at
         await self.db.execute("UPDATE workspaces SET crawled_at = ? WHERE id = ?", (ts, ws.id))
+        await self._quiet(self._prime_git(ws))
+
+    async def _prime_git(self, ws: Workspace) -> None:
+        """A repository's first ``git status`` checks every file: do it with the crawl."""
+        if self.git_offload(ws.root)[0] is None:
+            return
+        if await self._io(os.path.isdir, os.path.join(ws.root, ".git")):
+            await self.git_status(ws, ["--porcelain"])
 
     async def wait_ready(self, path: str) -> None:
         ws = self.workspaces[self.resolve(path).ws]
@@ -409,11 +427,24 @@ class IndexService:
     # --- freshness signals ----------------------------------------------
 
     def _notify_threadsafe(self, path: str) -> None:
+        self._on_loop(self.notify, path)
+
+    def _lost_threadsafe(self, root: str) -> None:
+        self._on_loop(self.lost, root)
+
+    def _on_loop(self, fn: Callable[[str], None], path: str) -> None:
+        """Call ``fn(path)`` on the event loop (from the change source's thread)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self.notify, path)
+            loop.call_soon_threadsafe(fn, path)
+
+    def lost(self, root: str) -> None:
+        """The change source dropped events under ``root``: git status checks everything."""
+        scope = self._match(root)
+        if scope is not None:
+            self.git.repo(scope.ws).journal.lose()
 
     def notify(self, path: str) -> None:
         """``path`` (absolute) may have changed: re-list its parent soon (coalesced)."""
@@ -421,6 +452,7 @@ class IndexService:
         scope = self._match(os.path.normpath(path))
         if scope is None or not scope.rel:
             return
+        self.git.record(scope.ws, scope.rel)
         ws = self.workspaces[scope.ws]
         target = self._dir_to_sync(ws, scope.rel)
         if target is None:
@@ -491,11 +523,18 @@ class IndexService:
         await self.sync(scope.ws, rel, deep=True)
 
     async def _sweep_loop(self) -> None:
-        while True:
+        complete = getattr(self.source, "complete", None)
+        for n in itertools.count(1):
             await asyncio.sleep(self.sweep_s)
+            self.counters.sweep_rounds = n
             for ws in list(self.workspaces.values()):
-                if ws.state != "crawling":
-                    await self._quiet(self.sweep(ws.id))
+                if ws.state == "crawling":
+                    continue
+                # where the change source sees every change the sweep is only a safety
+                # net (events lost unnoticed): run it a tenth as often there
+                if complete is not None and complete(ws.root) and n % COMPLETE_SWEEP_EVERY:
+                    continue
+                await self._quiet(self.sweep(ws.id))
 
     async def sweep(self, ws_id: int) -> int:
         """Stat every indexed directory; re-list those whose mtime moved. Returns how many."""
@@ -556,6 +595,31 @@ class IndexService:
             *(self.sync(scope.ws, p, force=frozenset(n)) for p, n in syncs.items())
         )
         return len(stale)
+
+    # --- git status from the change feed --------------------------------
+
+    def git_offload(self, path: str) -> tuple[Workspace | None, str]:
+        """The workspace whose ``git status`` Tenantry may answer at ``path``, or why not."""
+        scope = self._match(_absolute(path))
+        if scope is None:
+            return None, "not in an indexed workspace"
+        ws = self.workspaces[scope.ws]
+        complete = getattr(self.source, "complete", None)
+        if scope.rel:
+            return None, "not the workspace root"
+        if complete is None or not complete(ws.root):
+            return None, "the change source does not see every change here"
+        return ws, ""
+
+    async def git_status(self, ws: Workspace, args: list[str]) -> tuple[GitRun, bool]:
+        """``git status ARGS`` at ``ws``'s root through the change feed; (run, synced)."""
+        repo = self.git.repo(ws.id)
+        async with repo.lock:
+            cookie_dir = getattr(self.source, "cookie_dir", None)
+            synced = False
+            if cookie_dir is not None:
+                synced = await self.git.barrier(cookie_dir(ws.root))
+            return await self.git.run(repo, ws.root, args, synced), synced
 
     def status(self) -> dict[str, Any]:
         c = self.counters

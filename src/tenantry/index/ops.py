@@ -8,6 +8,9 @@ re-stats only the returned paths and refreshes any that changed before answering
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -271,3 +274,40 @@ async def recent(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         params,
         lambda c, s: query.find(c, s, flt, sort="-modified", limit=limit, cursor=cursor),
     )
+
+
+@op(
+    "index.git_status",
+    "git status at a workspace root, with git asking the index's change feed what changed"
+    " (fsmonitor) instead of statting every file; offloaded=false: run the real git.",
+    action="index_query",
+)
+async def git_status(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    path = param(params, "path", str, required=True)
+    args = param(params, "args", list, [])
+    if not all(isinstance(a, str) for a in args):
+        raise UsageError("args must be a list of strings")
+    svc = _svc(ctx)
+    ws, why = svc.git_offload(path)
+    if ws is not None and not await asyncio.to_thread(os.path.isdir, os.path.join(ws.root, ".git")):
+        ws, why = None, "the workspace root is not a git repository (.git directory)"
+    if ws is None:
+        return {"offloaded": False, "reason": why}
+    run, synced = await svc.git_status(ws, args)
+    await ctx.runtime.emit(
+        Event(
+            EventType.INDEX_QUERY,
+            principal=ctx.principal.key,
+            subject="index.git_status",
+            outcome="ok" if run.rc == 0 else "error",
+            duration_s=run.elapsed_s,
+            data={"path": path, "synced": synced},
+        )
+    )
+    return {
+        "offloaded": True,
+        "synced": synced,
+        "rc": run.rc,
+        "stdout_b64": base64.b64encode(run.stdout).decode(),
+        "stderr_b64": base64.b64encode(run.stderr).decode(),
+    }

@@ -413,3 +413,34 @@ async def test_poller_backs_off_while_nothing_changes_and_hurries_for_a_new_job(
             cache.status_of("2", ALICE)  # just submitted: not in the cache yet
         await _until(lambda: src.snapshots > before, "a miss hurried the poller", 0.3)
         assert cache.status_of("2", ALICE).status.state is JobState.PENDING
+
+
+class Churn(Source):
+    """A busy shared cluster: another user's job changes state on every poll."""
+
+    async def snapshot(self) -> list[sp.SlurmJob]:
+        state = "RUNNING" if self.snapshots % 2 else "PENDING"
+        self.queue = [*(j for j in self.queue if j.user != "bob"), job("9", "bob", state)]
+        return await super().snapshot()
+
+
+async def test_poller_pace_follows_watched_jobs_not_the_whole_cluster() -> None:
+    # the facility day: on a shared Slurm every other user's job kept the
+    # cluster poller at its fastest although no reader watched those jobs
+    src = Churn()
+    cache = StatusCache()
+    src.queue = [job("1", "alice", "RUNNING")]
+    poller = Poller(src, cache, LocalPublisher(cache), interval_s=0.01, slow_s=0.4)
+    async with _running(poller):
+        await _until(lambda: src.snapshots >= 1, "first poll", 1.0)
+        await asyncio.sleep(0.01)
+        cache.jobs_of(ALICE)  # alice reads: her jobs are watched, bob's are not
+        src.snapshots = 0
+        await asyncio.sleep(1.0)
+        assert 3 <= src.snapshots <= 20, src.snapshots  # changing every poll: ~100
+        before = src.snapshots
+        src.queue = [job("1", "alice", "COMPLETED"), *(j for j in src.queue if j.user == "bob")]
+        await _until(lambda: cache.status_of("1", ALICE).status.state.terminal, "seen", 1.0)
+        cache.jobs_of(BOB)  # now bob reads too: his churn keeps the poller fast
+        await asyncio.sleep(0.5)
+        assert src.snapshots - before >= 15, src.snapshots - before

@@ -1,0 +1,274 @@
+"""``git status`` answered with the index's change feed (git's fsmonitor protocol 2).
+
+A plain ``git status`` stats every tracked file and lists every directory; on a
+parallel file system that is thousands of metadata operations per call. The
+index already learns about every change under a workspace from its change
+source, so Tenantry runs git itself with two settings that let git ask instead
+of look:
+
+- ``core.fsmonitor``: a hook git calls with the token of its last run; the
+  answer is the paths the change feed reported since then, so git lstats only
+  those (protocol 2, ``githooks(5)``);
+- ``core.untrackedCache``: untracked-file results per directory, revalidated
+  for the directories the hook names.
+
+Git stores the token and the "unchanged" bits in its index file, which a
+read-only run (``--no-optional-locks``) or a read-only mount never writes, so
+Tenantry keeps a private copy of the repository's index in its state directory
+(``GIT_INDEX_FILE``): the same staged entries (copied again whenever
+``.git/index`` changes), plus the refreshed stat data and the two extensions.
+The repository itself is never written. The output is git's own.
+
+Why an answer is never stale:
+
+- a *barrier* before every run: a cookie file is created where the change
+  source watches (``.git/`` of the workspace) and the run waits until the feed
+  delivers it; a change source delivers in order, so every change made before
+  the request is in the journal by then;
+- the hook answers only the token it handed out; any other token (a run that
+  did not write the private index, a restarted daemon, a journal that
+  overflowed) gets the trivial answer ``/``, and git checks everything;
+- a workspace whose change source is not *complete* (not watched, or on a file
+  system whose changes from other hosts the source does not see) is not
+  offloaded: the caller runs the real ``git status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import secrets
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+COOKIE_PREFIX = "tenantry-cookie-"
+JOURNAL_MAX = 20_000  # paths remembered per workspace; an older token gets the trivial answer
+BARRIER_S = 5.0  # wait this long for the cookie; then git checks everything
+
+HOOK_SCRIPT = """#!/bin/sh
+# git fsmonitor hook (protocol 2) written by Tenantry: answers from files its daemon
+# prepared for this run; any token but the expected one gets the trivial answer "/".
+[ "$1" = 2 ] || exit 1
+base="$TENANTRY_GIT_REPLY"
+[ -n "$base" ] || exit 1
+if [ "$2" = "$(cat "$base.expect" 2>/dev/null)" ]; then
+  exec cat "$base.reply"
+fi
+exec cat "$base.trivial"
+"""
+
+
+@dataclass(slots=True)
+class Journal:
+    """The paths (workspace-relative) the change feed reported, in order, numbered."""
+
+    seq: int = 0
+    floor: int = 0  # tokens older than this cannot be answered (events were lost)
+    entries: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=JOURNAL_MAX))
+
+    def record(self, rel: str) -> None:
+        self.seq += 1
+        self.entries.append((self.seq, rel))
+
+    def lose(self) -> None:
+        """The feed dropped events (a kernel queue overflow): no older token is answerable."""
+        self.seq += 1
+        self.floor = self.seq
+
+    def since(self, seq: int) -> list[str] | None:
+        """Paths reported after ``seq``; None when the journal no longer reaches back."""
+        if seq < self.floor or (self.entries and self.entries[0][0] > seq + 1):
+            return None
+        return sorted({rel for s, rel in self.entries if s > seq})
+
+
+def reply_paths(paths: list[str]) -> list[str] | None:
+    """What the hook tells git for the reported paths; None means "everything" (``/``).
+
+    Each path is named as itself and as a directory (a renamed or deleted directory
+    is reported once, not per file); a changed ignore file invalidates its whole
+    directory; the repository's own ``.git`` is git's business.
+    """
+    out: set[str] = set()
+    for rel in paths:
+        if not rel or rel == ".git" or rel.startswith(".git/"):
+            continue
+        parent, _, name = rel.rpartition("/")
+        if name in (".gitignore", ".gitattributes"):
+            if not parent:
+                return None
+            out.add(parent + "/")
+        out.add(rel)
+        out.add(rel + "/")
+    return sorted(out)
+
+
+def encode(token: str, paths: list[str] | None) -> bytes:
+    body = ["/"] if paths is None else paths
+    return (token + "\0" + "".join(p + "\0" for p in body)).encode("utf-8", "surrogateescape")
+
+
+@dataclass(slots=True)
+class Repo:
+    """What Tenantry keeps per offloaded workspace."""
+
+    ws: int
+    journal: Journal = field(default_factory=Journal)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    index_stat: tuple[int, int, int] | None = None  # .git/index: size, mtime_ns, inode
+    token: str = ""  # the token the private index holds, if the last run wrote it
+    runs: int = 0
+    trivial: int = 0
+
+
+class GitStatus:
+    """The journals, barriers and git runs of the workspaces of one index."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.dir = os.path.join(state_dir, "git")
+        self.boot = secrets.token_hex(4)  # tokens of an earlier daemon are unknown
+        self.repos: dict[int, Repo] = {}
+        self._cookies: dict[str, asyncio.Future[None]] = {}
+        self._names = itertools.count(1)
+        self.hook = os.path.join(self.dir, "fsmonitor-hook")
+
+    def repo(self, ws: int) -> Repo:
+        r = self.repos.get(ws)
+        if r is None:
+            r = self.repos[ws] = Repo(ws)
+        return r
+
+    def forget(self, ws: int) -> None:
+        self.repos.pop(ws, None)
+
+    def record(self, ws: int, rel: str) -> None:
+        """A path of workspace ``ws`` changed (the feed's notification); cookies resolve here."""
+        name = rel.rpartition("/")[2]
+        if name.startswith(COOKIE_PREFIX):
+            fut = self._cookies.get(name)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+            return
+        self.repo(ws).journal.record(rel)
+
+    async def barrier(self, cookie_dir: str) -> bool:
+        """Create and remove a cookie in ``cookie_dir``; True once the feed reported it."""
+        name = f"{COOKIE_PREFIX}{os.getpid()}-{next(self._names)}"
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._cookies[name] = fut
+        path = os.path.join(cookie_dir, name)
+        try:
+            await asyncio.to_thread(_touch_and_remove, path)
+            await asyncio.wait_for(asyncio.shield(fut), BARRIER_S)
+            return True
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            self._cookies.pop(name, None)
+
+    def prepare(self) -> None:
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        if not os.path.exists(self.hook):
+            tmp = self.hook + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(HOOK_SCRIPT)
+            os.chmod(tmp, 0o700)
+            os.replace(tmp, self.hook)
+
+    def private_index(self, r: Repo, root: str) -> str:
+        """The private copy of ``root``'s index, copied again if the repository's changed."""
+        real = os.path.join(root, ".git", "index")
+        mine = os.path.join(self.dir, f"ws{r.ws}.index")
+        st = os.stat(real)
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if key != r.index_stat or not os.path.exists(mine):
+            tmp = mine + ".tmp"
+            shutil.copyfile(real, tmp)
+            os.replace(tmp, mine)
+            r.index_stat, r.token = key, ""  # its extensions are the repository's, not ours
+        return mine
+
+    def write_reply(self, r: Repo, new_token: str) -> str:
+        """The hook's files for this run: the expected token, its answer, the trivial one."""
+        base = os.path.join(self.dir, f"ws{r.ws}")
+        paths: list[str] | None = None
+        old = _seq_of(r.token, self.boot)
+        if old is not None:
+            since = r.journal.since(old)
+            paths = None if since is None else reply_paths(since)
+        if paths is None:
+            r.trivial += 1
+        for suffix, data in (
+            (".expect", r.token.encode()),
+            (".reply", encode(new_token, paths)),
+            (".trivial", encode(new_token, None)),
+        ):
+            with open(base + suffix, "wb") as f:
+                f.write(data)
+        return base
+
+    async def run(self, r: Repo, root: str, args: list[str], synced: bool) -> GitRun:
+        """``git status ARGS`` in ``root`` through the private index (caller holds r.lock)."""
+        loop = asyncio.get_running_loop()
+        self.prepare()
+        index = await loop.run_in_executor(None, self.private_index, r, root)
+        if not synced:
+            r.token = ""  # the barrier failed: the journal may lag, check everything
+        new_token = f"tenantry:{self.boot}:{r.journal.seq}"
+        base = await loop.run_in_executor(None, self.write_reply, r, new_token)
+        env = {**os.environ, "GIT_INDEX_FILE": index, "TENANTRY_GIT_REPLY": base}
+        env.pop("GIT_OPTIONAL_LOCKS", None)  # the private index is ours to write
+        t0 = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            "-C",
+            root,
+            "-c",
+            f"core.fsmonitor={self.hook}",
+            "-c",
+            "core.fsmonitorHookVersion=2",
+            "-c",
+            "core.untrackedCache=true",
+            "-c",
+            "core.splitIndex=false",  # a split index would write sharedindex files in .git
+            "status",
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        out, err = await proc.communicate()
+        r.runs += 1
+        rc = proc.returncode if proc.returncode is not None else 1
+        # the private index holds the new token only if git wrote it; if not, the
+        # next run's token differs from the expected one and gets the trivial answer
+        r.token = new_token if rc == 0 else ""
+        return GitRun(out, err, rc, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True, slots=True)
+class GitRun:
+    stdout: bytes
+    stderr: bytes
+    rc: int
+    elapsed_s: float
+
+
+def _seq_of(token: str, boot: str) -> int | None:
+    prefix = f"tenantry:{boot}:"
+    if not token.startswith(prefix):
+        return None
+    with contextlib.suppress(ValueError):
+        return int(token[len(prefix) :])
+    return None
+
+
+def _touch_and_remove(path: str) -> None:
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+    os.close(fd)
+    os.unlink(path)
