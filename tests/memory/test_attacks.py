@@ -9,8 +9,6 @@ arrives: not in a recall, not attached to a failure, not promoted.
 from __future__ import annotations
 
 import getpass
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,14 +26,14 @@ ME = getpass.getuser()
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Any]:
-    state = tempfile.mkdtemp(prefix="tnt-")
-    os.chmod(state, 0o700)
+    state = _gw.state_tempdir()
     d = _gw.Daemon(state, _gw.clean_env(state, TENANTRY_MEMORY_STAFF=ME))
     d.start()
     try:
         yield d
     finally:
         d.stop()
+        _gw.remove_state(state)
 
 
 def mallory(daemon: Any) -> Client:
