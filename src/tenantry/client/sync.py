@@ -24,6 +24,7 @@ TYPE_CHECKING = False  # the CLI client path avoids importing typing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from pathlib import Path
     from typing import Any
 
 __all__ = ["API", "PRINCIPAL_HEADER", "REQUEST_ID_HEADER", "Client", "ensure_daemon"]
@@ -250,6 +251,31 @@ def recorded_backend(state_dir: str) -> str:
         return ""
 
 
+def starting_daemon(state: Path) -> int:
+    """The pid of a live daemon that holds ``state`` (it wrote it into the lock), or 0."""
+    try:
+        pid = int((state / "daemon.lock").read_text().strip() or 0)
+        if pid > 0:
+            os.kill(pid, 0)
+            return pid
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _await_socket(path: str, deadline: float, failed: Callable[[], bool]) -> bool:
+    """Poll until the socket answers (True), ``failed()`` says stop, or the deadline passes."""
+    delay = 0.005
+    while time.monotonic() < deadline:
+        if socket_answers(path):
+            return True
+        if failed():
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    return False
+
+
 def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
     """Start a daemon for these settings unless one answers; never two at once."""
     import contextlib
@@ -271,6 +297,9 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if socket_answers(settings.socket):
             return
+        deadline = time.monotonic() + wait_s
+        if starting_daemon(state) and _await_socket(settings.socket, deadline, lambda: False):
+            return  # one is starting (a client before us gave up waiting for it): use it
         log = (state / "daemon.log").open("ab")
         os.chmod(state / "daemon.log", 0o600)
         cmd = [
@@ -294,15 +323,13 @@ def ensure_daemon(settings: Settings, wait_s: float = 15.0) -> None:
             close_fds=True,
         )
         log.close()
-        deadline = time.monotonic() + wait_s
-        delay = 0.005
-        while time.monotonic() < deadline:
-            if socket_answers(settings.socket):
-                return
-            if proc.poll() is not None:
-                break
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
+        # ours may exit at once because another holds the state (``take_lock``): wait for that one
+        if _await_socket(
+            settings.socket,
+            deadline,
+            lambda: proc.poll() is not None and starting_daemon(state) in (0, proc.pid),
+        ):
+            return
         tail = ""
         with contextlib.suppress(OSError):
             tail = (state / "daemon.log").read_text()[-600:]
