@@ -26,14 +26,8 @@ ME = getpass.getuser()
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Any]:
-    state = _gw.state_tempdir()
-    d = _gw.Daemon(state, _gw.clean_env(state, TENANTRY_MEMORY_STAFF=ME))
-    d.start()
-    try:
-        yield d
-    finally:
-        d.stop()
-        _gw.remove_state(state)
+    with _gw.daemons(TENANTRY_MEMORY_STAFF=ME) as start:
+        yield start()
 
 
 def mallory(daemon: Any) -> Client:

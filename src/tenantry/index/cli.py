@@ -108,15 +108,21 @@ def register_only(sub: Any, name: str) -> None:
         register(sub)
 
 
+def _with_examples(sub: Any, name: str, helptext: str, *examples: str) -> Any:
+    """A subcommand whose help ends with its examples, one per line as written."""
+    epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
+    return sub.add_parser(name, help=helptext, formatter_class=RAW, epilog=epilog)
+
+
 def _register_find(sub: Any) -> None:
-    f = sub.add_parser(
+    f = _with_examples(
+        sub,
         "find",
-        help="find paths from the index",
-        formatter_class=RAW,
-        epilog="examples:\n  tenantry find '*.py'                        like find . -name '*.py'\n"
-        "  tenantry find src --name 'test_*'           names under src\n"
-        "  tenantry find src --type f --changed-within 1h\n"
-        "  tenantry find --sort modified --name '*.rs'  like rg --files --sort=modified",
+        "find paths from the index",
+        "tenantry find '*.py'                        like find . -name '*.py'",
+        "tenantry find src --name 'test_*'           names under src",
+        "tenantry find src --type f --changed-within 1h",
+        "tenantry find --sort modified --name '*.rs'  like rg --files --sort=modified",
     )
     f.add_argument(
         "targets",
@@ -140,13 +146,13 @@ def _register_find(sub: Any) -> None:
 
 
 def _register_grep(sub: Any) -> None:
-    g = sub.add_parser(
+    g = _with_examples(
+        sub,
         "grep",
-        help="search file contents from the index",
-        formatter_class=RAW,
-        epilog="examples:\n  tenantry grep 'def \\w+_test' -n        regex, with line numbers\n"
-        "  tenantry grep -l TODO src -g '*.py'     files only, python files\n"
-        "  tenantry grep -F 'a.b(' -C 2            literal, 2 lines of context",
+        "search file contents from the index",
+        "tenantry grep 'def \\w+_test' -n        regex, with line numbers",
+        "tenantry grep -l TODO src -g '*.py'     files only, python files",
+        "tenantry grep -F 'a.b(' -C 2            literal, 2 lines of context",
     )
     g.add_argument("pattern", help="regular expression (Python re syntax)")
     g.add_argument("path", nargs="?", help="where to search (default: current directory)")
