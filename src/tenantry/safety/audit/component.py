@@ -35,12 +35,21 @@ def audit_paths(settings: Settings) -> tuple[Path, Path | None]:
     return directory, key
 
 
+# a bus event's record waits at most this long for a gated request to share its batch
+LINGER_S = 0.05
+
+_Pending = tuple[dict[str, Any], "asyncio.Future[dict[str, Any]] | None"]
+
+
 class AuditLog:
     """Appends records through one background writer (group commit).
 
-    Bus events and gate records are queued and written in batches -- one
-    write, one fsync, one anchor update per batch -- so publishing an event
-    never waits for the disk. ``record()`` waits until its record is durable.
+    Bus events and gate records are written in batches -- one write, one
+    fsync, one anchor update per batch -- so publishing an event never waits
+    for the disk. ``record()`` (and the gate) waits until its record is
+    durable and starts a batch at once; a bus event's record, which nobody
+    waits for, joins the next such batch or is written ``LINGER_S`` after it
+    was published, whichever comes first.
     """
 
     def __init__(self, runtime: Runtime, *, fsync: bool = True) -> None:
@@ -48,8 +57,10 @@ class AuditLog:
         self.fsync = fsync
         self.dir, self.key_path = audit_paths(runtime.settings)
         self._writer: ChainWriter | None = None
-        self._queue: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]] | None]
-        self._queue = asyncio.Queue()
+        self._pending: list[_Pending] = []
+        self._wake = asyncio.Event()
+        self._linger: asyncio.TimerHandle | None = None
+        self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -63,6 +74,7 @@ class AuditLog:
             return writer
 
         self._writer = await asyncio.to_thread(open_writer)
+        self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._drain())
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
 
@@ -71,9 +83,13 @@ class AuditLog:
             self._unsubscribe()
             self._unsubscribe = None
         if self._task is not None:
-            self._queue.put_nowait(None)
+            self._closing = True
+            self._wake.set()
             await self._task
             self._task = None
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -81,47 +97,59 @@ class AuditLog:
     async def _drain(self) -> None:
         writer = self._writer
         assert writer is not None
-        stop = False
-        while not stop:
-            item = await self._queue.get()
-            batch = [item]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            stop = None in batch
-            work = [b for b in batch if b is not None]
-            if not work:
-                continue
-            try:
-                records = await asyncio.to_thread(
-                    writer.append_many, [f for f, _ in work], fsync=self.fsync
-                )
-            except OSError as exc:  # fail closed: gated actions are refused until it works
-                log.error("audit log write failed: %s", exc)
-                err = AuditUnavailable(
-                    f"the audit log cannot be written ({exc.strerror or exc}): the action is"
-                    " refused, since it could not be recorded",
-                    hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
-                )
-                for _, fut in work:
-                    if not fut.done():
-                        fut.set_exception(err)
-                        fut.exception()  # bus records have no waiter: mark it retrieved
-                continue
-            for (_, fut), rec in zip(work, records, strict=True):
-                if not fut.done():
-                    fut.set_result(rec)
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._linger is not None:
+                self._linger.cancel()
+                self._linger = None
+            work, self._pending = self._pending, []
+            if work:
+                await self._write(writer, work)
+            if self._closing and not self._pending:
+                return
+
+    async def _write(self, writer: ChainWriter, work: list[_Pending]) -> None:
+        try:
+            records = await asyncio.to_thread(
+                writer.append_many, [f for f, _ in work], fsync=self.fsync
+            )
+        except OSError as exc:  # fail closed: gated actions are refused until it works
+            log.error("audit log write failed: %s", exc)
+            err = AuditUnavailable(
+                f"the audit log cannot be written ({exc.strerror or exc}): the action is"
+                " refused, since it could not be recorded",
+                hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
+            )
+            for _, fut in work:
+                if fut is not None and not fut.done():
+                    fut.set_exception(err)
+            return
+        for (_, fut), rec in zip(work, records, strict=True):
+            if fut is not None and not fut.done():
+                fut.set_result(rec)
 
     def _enqueue(self, fields: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """Queue a record someone waits for: its batch starts now."""
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         if self._task is None:
             fut.set_result({})
-        else:
-            self._queue.put_nowait((fields, fut))
+            return fut
+        self._pending.append((fields, fut))
+        self._wake.set()
         return fut
+
+    def _enqueue_later(self, fields: dict[str, Any]) -> None:
+        """Queue a record nobody waits for: written with the next batch, within ``LINGER_S``."""
+        if self._task is None:
+            return
+        self._pending.append((fields, None))
+        if self._linger is None and not self._wake.is_set():
+            self._linger = asyncio.get_running_loop().call_later(LINGER_S, self._wake.set)
 
     async def _on_event(self, event: Event) -> None:
         data = event.data or {}
-        self._enqueue(
+        self._enqueue_later(
             {
                 "principal": event.principal,
                 "action": event.type.value,
