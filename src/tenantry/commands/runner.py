@@ -349,7 +349,10 @@ class LocalRunner:
             await on_start(popen.pid)
         tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
         pipes = _Pipes(
-            asyncio.get_running_loop(), {"stdout": popen.stdout, "stderr": popen.stderr}, tails, sink
+            asyncio.get_running_loop(),
+            {"stdout": popen.stdout, "stderr": popen.stderr},
+            tails,
+            sink,
         )
         state = "completed"
         reason = ""
