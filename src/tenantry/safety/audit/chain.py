@@ -137,6 +137,8 @@ class ChainWriter:
         self.on_anchor: Callable[[int, str, str], None] | None = None
         self._head_synced = 0.0  # monotonic time of the anchor's last fsync
         self._head_fd: int | None = None  # the anchor file, rewritten in place between syncs
+        # (file size, seq, hash, records, failure) before the last write, until its sync
+        self._unsynced: tuple[int, int, str, int, dict[str, Any] | None] | None = None
 
     def open(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -166,8 +168,17 @@ class ChainWriter:
         self, batch: list[dict[str, Any]], *, fsync: bool = True
     ) -> list[dict[str, Any]]:
         """Append records in order with one write, one fsync and one anchor update."""
+        out = self.write_many(batch)
+        self.sync(fsync=fsync)
+        return out
+
+    def write_many(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Write records in order with one ``write`` (in the page cache: they survive
+        the daemon being killed); ``sync()`` makes them durable and moves the anchor."""
         if self._fd is None:
             raise RuntimeError("audit log is not open")
+        if self._unsynced is not None:
+            raise RuntimeError("audit records written but not synced")
         out: list[dict[str, Any]] = []
         seq, prev = self.seq, self.prev
         prepended = self.failure is not None
@@ -184,27 +195,44 @@ class ChainWriter:
             out.append(record)
         data = b"".join(canonical(r) + b"\n" for r in out)
         size = os.lseek(self._fd, 0, os.SEEK_END)
+        lost = len(batch) - (1 if prepended else 0)
         try:
             written = os.write(self._fd, data)
             if written != len(data):
                 raise OSError(28, "short write to the audit log")
-            if fsync:
-                os.fsync(self._fd)
         except OSError as exc:
-            # put the file back as it was (a torn line would read as tampering)
-            # and remember the failure for the record that follows it
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, size)
-            lost = len(batch) - (1 if prepended else 0)
-            self._note_failure(lost, exc)
+            self._undo(size, lost, exc)
             raise
+        self._unsynced = (size, self.seq, self.prev, lost, self.failure)
         self.failure = None
         self.seq, self.prev = seq, prev
+        return out[1:] if prepended else out
+
+    def sync(self, *, fsync: bool = True) -> None:
+        """Make the written records durable (one ``fsync``), then move the anchor."""
+        if self._fd is None or self._unsynced is None:
+            return
+        size, seq, prev, lost, failure = self._unsynced
+        self._unsynced = None
+        if fsync:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self.seq, self.prev, self.failure = seq, prev, failure
+                self._undo(size, lost, exc)
+                raise
         with contextlib.suppress(OSError):  # records durable; the next batch rewrites it
             self._write_head(fsync=fsync)
         if self.on_anchor is not None:
             self.on_anchor(self.seq, self.prev, self.head_mac())
-        return out[1:] if prepended else out
+
+    def _undo(self, size: int, lost: int, exc: OSError) -> None:
+        """Put the file back as it was (a torn line would read as tampering) and
+        remember the failure for the record that follows it."""
+        assert self._fd is not None
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
+        self._note_failure(lost, exc)
 
     def _note_failure(self, lost: int, exc: OSError) -> None:
         now = round(time.time(), 6)

@@ -21,6 +21,7 @@ from tenantry.core.events import Event
 from tenantry.core.models import Principal
 from tenantry.core.settings import Settings
 from tenantry.safety.audit.chain import KEY_NAME, ChainWriter, digest, load_key
+from tenantry.service.ops import defer_until_reply
 from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,24 @@ def audit_paths(settings: Settings) -> tuple[Path, Path | None]:
 # a bus event's record waits at most this long for a gated request to share its batch
 LINGER_S = 0.05
 
-_Pending = tuple[dict[str, Any], "asyncio.Future[dict[str, Any]] | None"]
+
+class _Waiter:
+    """A queued record somebody waits for: once written, and once durable."""
+
+    __slots__ = ("durable", "written")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.written: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self.durable: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def fail(self, err: BaseException, *, written: bool) -> None:
+        for fut in (self.durable,) if written else (self.written, self.durable):
+            if not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # retrieved: whoever waits still gets it
+
+
+_Pending = tuple[dict[str, Any], _Waiter | None]
 
 
 class AuditLog:
@@ -46,10 +64,12 @@ class AuditLog:
 
     Bus events and gate records are written in batches -- one write, one
     fsync, one anchor update per batch -- so publishing an event never waits
-    for the disk. ``record()`` (and the gate) waits until its record is
-    durable and starts a batch at once; a bus event's record, which nobody
-    waits for, joins the next such batch or is written ``LINGER_S`` after it
-    was published, whichever comes first.
+    for the disk. A record somebody waits for starts a batch at once:
+    ``record()`` returns once it is durable; the gate lets its op start once
+    the record is written and holds the request's answer until it is durable
+    (``tenantry.service.ops.ReplyBarrier``). A bus event's record, which
+    nobody waits for, joins the next such batch or is written ``LINGER_S``
+    after it was published, whichever comes first.
     """
 
     def __init__(self, runtime: Runtime, *, fsync: bool = True) -> None:
@@ -110,34 +130,47 @@ class AuditLog:
                 return
 
     async def _write(self, writer: ChainWriter, work: list[_Pending]) -> None:
+        # the write (hashing, one ``write`` into the page cache) here, the fsync in
+        # a thread: a gate lets its op start once its record is written, and the
+        # request's answer waits until it is durable
         try:
-            records = await asyncio.to_thread(
-                writer.append_many, [f for f, _ in work], fsync=self.fsync
-            )
+            records = writer.write_many([f for f, _ in work])
         except OSError as exc:  # fail closed: gated actions are refused until it works
-            log.error("audit log write failed: %s", exc)
-            err = AuditUnavailable(
-                f"the audit log cannot be written ({exc.strerror or exc}): the action is"
-                " refused, since it could not be recorded",
-                hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
-            )
-            for _, fut in work:
-                if fut is not None and not fut.done():
-                    fut.set_exception(err)
+            self._failed(exc, work, written=False)
             return
-        for (_, fut), rec in zip(work, records, strict=True):
-            if fut is not None and not fut.done():
-                fut.set_result(rec)
+        for (_, waiter), rec in zip(work, records, strict=True):
+            if waiter is not None and not waiter.written.done():
+                waiter.written.set_result(rec)
+        try:
+            await asyncio.to_thread(writer.sync, fsync=self.fsync)
+        except OSError as exc:
+            self._failed(exc, work, written=True)
+            return
+        for (_, waiter), rec in zip(work, records, strict=True):
+            if waiter is not None and not waiter.durable.done():
+                waiter.durable.set_result(rec)
 
-    def _enqueue(self, fields: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+    def _failed(self, exc: OSError, work: list[_Pending], *, written: bool) -> None:
+        log.error("audit log write failed: %s", exc)
+        err = AuditUnavailable(
+            f"the audit log cannot be written ({exc.strerror or exc}): the action is"
+            " refused, since it could not be recorded",
+            hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
+        )
+        for _, waiter in work:
+            if waiter is not None:
+                waiter.fail(err, written=written)
+
+    def _enqueue(self, fields: dict[str, Any]) -> _Waiter:
         """Queue a record someone waits for: its batch starts now."""
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(asyncio.get_running_loop())
         if self._task is None:
-            fut.set_result({})
-            return fut
-        self._pending.append((fields, fut))
+            waiter.written.set_result({})
+            waiter.durable.set_result({})
+            return waiter
+        self._pending.append((fields, waiter))
         self._wake.set()
-        return fut
+        return waiter
 
     def _enqueue_later(self, fields: dict[str, Any]) -> None:
         """Queue a record nobody waits for: written with the next batch, within ``LINGER_S``."""
@@ -165,10 +198,18 @@ class AuditLog:
     ) -> list[str]:
         """Per-request hook, run after the checks passed: one record per allowed request.
 
-        It waits until the record is durable: an action that cannot be recorded
-        is refused (``AuditUnavailable``).
+        The op runs once its record is written (it survives the daemon being
+        killed); the answer to the request is sent once the record is durable
+        (``fsync``). An action that cannot be recorded is refused
+        (``AuditUnavailable``). Outside the HTTP endpoint (no reply barrier)
+        the gate waits until the record is durable.
         """
-        await self._enqueue(_fields(principal, f"op:{op_name}", params, "allow", action or "", ""))
+        waiter = self._enqueue(
+            _fields(principal, f"op:{op_name}", params, "allow", action or "", "")
+        )
+        await waiter.written
+        if not defer_until_reply(waiter.durable):
+            await waiter.durable
         return []
 
     async def record(
@@ -180,8 +221,10 @@ class AuditLog:
         rule: str = "",
         subject: str = "",
     ) -> dict[str, Any]:
-        """Append one decision or action and wait until it is written; ``input`` as a digest."""
-        return await self._enqueue(_fields(principal, action, input, decision, rule, subject))
+        """Append one decision or action and wait until it is durable; ``input`` as a digest."""
+        return await self._enqueue(
+            _fields(principal, action, input, decision, rule, subject)
+        ).durable
 
 
 def _fields(
