@@ -74,8 +74,13 @@ class CommandService:
             spec = self.rt.sandboxes.confine(spec, p, where)
         cid = uuid.uuid4().hex[:12]
         started_at = time.time()
+        loop = asyncio.get_running_loop()
+        # the start row is queued on the journal's writer and not waited for: the
+        # writer keeps order, and the end is written after it (_settled)
+        started: list[asyncio.Task[None]] = []
         if where == "lease":
-            await self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
+            coro = self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
+            started.append(loop.create_task(coro))
         # a local command's one row is written once it runs, with its pid (the
         # next daemon ends what a crash left of it); one that never started
         # (not found) gets its row with its end
@@ -90,11 +95,8 @@ class CommandService:
             )
         )
         t0 = time.monotonic()
-        started: list[asyncio.Task[None]] = []
 
         async def on_start(pid: int) -> None:
-            # the row with its pid is queued on the journal's writer now and not
-            # waited for: the writer keeps order, and the end is written after it
             coro = self.rt.journal.command_started(
                 cid,
                 p,
@@ -105,7 +107,7 @@ class CommandService:
                 pid_start=proc_start_time(pid),
                 started_at=started_at,
             )
-            started.append(asyncio.get_running_loop().create_task(coro))
+            started.append(loop.create_task(coro))
 
         try:
             if where == "lease":
