@@ -18,8 +18,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import IO
 
 from tenantry.commands.groupguard import Guard
 from tenantry.core.errors import UsageError
@@ -195,7 +193,7 @@ class _Pipes:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        pipes: dict[str, IO[bytes] | None],
+        pipes: dict[str, int],
         tails: dict[str, _Tail],
         sink: Sink,
     ) -> None:
@@ -203,15 +201,13 @@ class _Pipes:
         self.tails = tails
         self.sink = sink
         self.done: asyncio.Future[None] = loop.create_future()
-        self._files = [f for f in pipes.values() if f is not None]
+        self._fds = list(pipes.values())  # the read ends; closed by close()
         self._open: dict[int, str] = {}
         self._feeding: set[asyncio.Task[None]] = set()
-        for name, f in pipes.items():
-            if f is not None:
-                fd = f.fileno()
-                os.set_blocking(fd, False)
-                self._open[fd] = name
-                loop.add_reader(fd, self._ready, fd)
+        for name, fd in pipes.items():
+            os.set_blocking(fd, False)
+            self._open[fd] = name
+            loop.add_reader(fd, self._ready, fd)
         self._check_done()
 
     def _check_done(self) -> None:
@@ -257,9 +253,10 @@ class _Pipes:
         self._open.clear()
         for task in self._feeding:
             task.cancel()
-        for f in self._files:
+        for fd in self._fds:
             with contextlib.suppress(OSError):
-                f.close()
+                os.close(fd)
+        self._fds = []
         if not self.done.done():
             self.done.cancel()
 
@@ -274,6 +271,13 @@ class LocalRunner:
         # ends every command's process group when the daemon dies (see groupguard);
         # without it each child sets PR_SET_PDEATHSIG itself, after a full fork
         self.guard = Guard()
+        self._null: int | None = None
+
+    def _devnull(self) -> int:
+        """The commands' stdin: /dev/null, opened once."""
+        if self._null is None:
+            self._null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return self._null
 
     async def start(self) -> None:
         if not await asyncio.to_thread(self.guard.start):
@@ -283,6 +287,9 @@ class LocalRunner:
         for cid in list(self._running):
             self._kill(cid)
         await asyncio.to_thread(self.guard.close)
+        if self._null is not None:
+            os.close(self._null)
+            self._null = None
 
     def running(self) -> int:
         return len(self._running)
@@ -311,7 +318,7 @@ class LocalRunner:
         on_start: OnStart | None = None,
     ) -> CommandResult:
         cid = cid or uuid.uuid4().hex[:12]
-        if not Path(spec.cwd).is_dir():
+        if not os.path.isdir(spec.cwd):
             raise UsageError(
                 f"working directory {spec.cwd!r} does not exist",
                 hint="pass an existing directory as cwd",
@@ -320,28 +327,40 @@ class LocalRunner:
         started = time.monotonic()
         guarded = self.guard.alive
         mem_mb = spec.resources.mem_mb
+        # our own pipes and /dev/null, passed as fds: Popen then makes no file
+        # objects and opens nothing per command
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
         try:
-            # Popen, not asyncio's: we reap the child ourselves (wait4) for its
-            # rusage. Without a preexec_fn (the group guard ends commands with
-            # the daemon) it is a vfork+exec that returns as soon as the program
-            # runs; an address-space limit still needs the child-side setup.
-            popen = subprocess.Popen(  # noqa: ASYNC220
-                list(spec.argv),
-                cwd=spec.cwd,
-                env=spec.env or None,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=_limits(mem_mb, None, guarded=guarded)
-                if mem_mb or not guarded
-                else None,
-            )
-        except FileNotFoundError:
-            return _not_started(cid, started, 127, f"command not found: {spec.argv[0]}")
-        except PermissionError:
-            why = f"permission denied: {spec.argv[0]} is not executable"
-            return _not_started(cid, started, 126, why)
+            try:
+                # Popen, not asyncio's: we reap the child ourselves (wait4) for its
+                # rusage. Without a preexec_fn (the group guard ends commands with
+                # the daemon) it is a vfork+exec that returns as soon as the program
+                # runs; an address-space limit still needs the child-side setup.
+                popen = subprocess.Popen(  # noqa: ASYNC220
+                    list(spec.argv),
+                    cwd=spec.cwd,
+                    env=spec.env or None,
+                    stdin=self._devnull(),
+                    stdout=out_w,
+                    stderr=err_w,
+                    start_new_session=True,
+                    preexec_fn=_limits(mem_mb, None, guarded=guarded)
+                    if mem_mb or not guarded
+                    else None,
+                )
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+        except BaseException as exc:
+            os.close(out_r)
+            os.close(err_r)
+            if isinstance(exc, FileNotFoundError):
+                return _not_started(cid, started, 127, f"command not found: {spec.argv[0]}")
+            if isinstance(exc, PermissionError):
+                why = f"permission denied: {spec.argv[0]} is not executable"
+                return _not_started(cid, started, 126, why)
+            raise
         proc = _Child(popen)
         self.guard.add(popen.pid)  # its own session: the group id is its pid
         self._running[cid] = (principal.key, proc)
@@ -350,7 +369,7 @@ class LocalRunner:
         tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
         pipes = _Pipes(
             asyncio.get_running_loop(),
-            {"stdout": popen.stdout, "stderr": popen.stderr},
+            {"stdout": out_r, "stderr": err_r},
             tails,
             sink,
         )
