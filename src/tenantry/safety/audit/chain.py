@@ -58,7 +58,10 @@ def digest(obj: Any) -> str:
 
 
 def record_hash(record: dict[str, Any], key: bytes | None) -> str:
-    body = canonical({k: v for k, v in record.items() if k != "hash"})
+    return _hash_of(canonical({k: v for k, v in record.items() if k != "hash"}), key)
+
+
+def _hash_of(body: bytes, key: bytes | None) -> str:
     if key:
         return hmac.new(key, body, hashlib.sha256).hexdigest()
     return hashlib.sha256(body).hexdigest()
@@ -180,6 +183,7 @@ class ChainWriter:
         if self._unsynced is not None:
             raise RuntimeError("audit records written but not synced")
         out: list[dict[str, Any]] = []
+        lines: list[bytes] = []
         seq, prev = self.seq, self.prev
         prepended = self.failure is not None
         if prepended:
@@ -189,11 +193,15 @@ class ChainWriter:
         for fields in batch:
             record: dict[str, Any] = {"seq": seq + 1, "ts": round(time.time(), 6)}
             record.update(fields)
+            record.pop("hash", None)
             record["prev"] = prev
-            record["hash"] = record_hash(record, self.key)
+            body = canonical(record)
+            record["hash"] = _hash_of(body, self.key)
             seq, prev = record["seq"], record["hash"]
             out.append(record)
-        data = b"".join(canonical(r) + b"\n" for r in out)
+            # the line is the hashed body with the hash last (one encoding per record)
+            lines.append(body[:-1] + b',"hash":"' + record["hash"].encode() + b'"}\n')
+        data = b"".join(lines)
         size = os.lseek(self._fd, 0, os.SEEK_END)
         lost = len(batch) - (1 if prepended else 0)
         try:
