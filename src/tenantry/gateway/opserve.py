@@ -247,6 +247,15 @@ async def _stream(
         raise
     # errors before the first chunk are ordinary envelopes (raised to the caller)
     await send({"type": "http.response.start", "status": 200, "headers": _NDJSON})
+    if "result" in first:  # the op is done (a short command): no writer or watcher task
+        try:
+            if warnings:
+                await _chunk(send, {"warnings": warnings})
+            await _chunk(send, first)
+        finally:
+            await gen.aclose()
+        await send({"type": "http.response.body", "body": b""})
+        return 200
 
     async def body() -> None:
         if warnings:
