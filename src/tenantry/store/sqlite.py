@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tenantry.core.errors import StoreError
+from tenantry.store import engine
 from tenantry.store.engine import Conn, Migration, Row, Schema, StartClose, reject, resolve
 
 T = TypeVar("T")
@@ -144,25 +145,12 @@ class SQLiteStore(StartClose):
         rolled back alone; every write is acknowledged only after the commit.
         """
         while True:
-            item = self._writes.get()
-            if item is None:
-                return
-            batch = [item]
-            stop = False
-            while len(batch) < GROUP_MAX and item[2]:  # a migration runs alone
-                try:
-                    more = self._writes.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                if not more[2]:
-                    self._run_group(batch)
-                    batch = []
-                    item = more
-                batch.append(more)
-            self._run_group(batch)
+            batch, stop = engine.next_group(self._writes, GROUP_MAX)
+            start = 0
+            for i in range(1, len(batch) + 1):  # a migration (no transaction) runs alone
+                if i == len(batch) or not batch[i][2] or not batch[start][2]:
+                    self._run_group(batch[start:i])
+                    start = i
             if stop:
                 return
 
