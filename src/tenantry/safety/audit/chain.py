@@ -286,7 +286,7 @@ class ChainWriter:
             return
         # whole: a new file renamed over the old one (atomic even across a power loss)
         tmp = self.dir / (HEAD_NAME + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # as open(): umask
         try:
             os.write(fd, block)
             if sync:
