@@ -67,3 +67,27 @@ async def test_a_slow_sink_applies_backpressure(tmp_path: Path) -> None:
     gate.set()
     result = await asyncio.wait_for(task, 60)
     assert result.exit_code == 0 and done.exists()
+
+
+async def test_output_streams_and_no_descriptor_is_left_open(tmp_path: Path) -> None:
+    runner = LocalRunner()
+    chunks: list[tuple[str, bytes]] = []
+
+    async def keep(stream: str, data: bytes) -> None:
+        chunks.append((stream, data))
+
+    def fds() -> int:
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    code = "import sys; print('out'); print('err', file=sys.stderr); print(sys.stdin.read()=='')"
+    first = await runner.run(_spec(tmp_path, code), ME, keep)
+    assert first.exit_code == 0 and first.stdout_tail == "out\nTrue\n"
+    assert first.stderr_tail == "err\n" and b"".join(d for s, d in chunks if s == "stderr")
+    before = fds()
+    for _ in range(20):
+        done = await runner.run(CommandSpec(argv=("true",), cwd=str(tmp_path)), ME, _drop)
+        assert done.exit_code == 0
+    missing = await runner.run(CommandSpec(argv=("no-such-tnt-cmd",), cwd=str(tmp_path)), ME, _drop)
+    assert missing.exit_code == 127
+    assert fds() == before  # pipes, pidfds and stdin are all closed again
+    await runner.aclose()

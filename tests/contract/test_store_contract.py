@@ -27,6 +27,7 @@ import pytest
 from tenantry.core.errors import StoreError
 from tenantry.store import Schema, Store, open_store
 from tenantry.store.engine import Conn, Migration
+from tenantry.store.sqlite import SQLiteStore
 
 SQLITE_SCHEMA: list[Migration] = [
     (1, "0001_items.sql", "CREATE TABLE items (k INTEGER PRIMARY KEY, v TEXT NOT NULL);"),
@@ -300,6 +301,30 @@ class TestSQLiteStore(StoreContract):
             return bool(conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
         finally:
             conn.close()
+
+    async def test_writes_waiting_together_share_one_commit(self, url: str) -> None:
+        async with self.open(url) as db:
+            assert isinstance(db, SQLiteStore) and db._wconn is not None
+            commits: list[str] = []
+            db._wconn.set_trace_callback(
+                lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None
+            )
+            release = threading.Event()
+
+            def hold(conn: Conn) -> None:  # keeps the writer busy while the others queue
+                release.wait(10)
+
+            first = asyncio.ensure_future(db.write(hold))
+            rest = [
+                db.execute("INSERT INTO items (k, v) VALUES (?, ?)", (k, "v")) for k in range(30)
+            ]
+            queued = asyncio.gather(*rest)
+            await asyncio.sleep(0)  # every write is on the writer's queue
+            release.set()
+            await first
+            await queued
+            assert len(await db.fetchall("SELECT k FROM items")) == 30
+            assert 1 <= len(commits) <= 3, commits  # not one commit per write (31)
 
     async def test_write_ahead_log_and_private_files(self, tmp_path: Path) -> None:
         path = tmp_path / "state" / "s.db"  # the store makes its directory

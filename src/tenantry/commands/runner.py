@@ -18,8 +18,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import IO
 
 from tenantry.commands.groupguard import Guard
 from tenantry.core.errors import UsageError
@@ -39,10 +37,16 @@ except OSError:  # pragma: no cover - no libc to load
 def proc_start_time(pid: int) -> int | None:
     """The start time of ``pid`` (clock ticks since boot; tells pid reuse apart)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
-    fields = stat.rpartition(")")[2].split()
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    fields = stat.rpartition(b")")[2].split()
     try:
         return int(fields[19])  # field 22 of stat(5); 3 fields precede the split
     except (IndexError, ValueError):
@@ -177,15 +181,84 @@ class _Child:
         self._reap(0)
 
 
-async def _reader(
-    loop: asyncio.AbstractEventLoop, pipe: IO[bytes] | None
-) -> tuple[asyncio.StreamReader, asyncio.BaseTransport | None]:
-    reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
-    if pipe is None:
-        reader.feed_eof()
-        return reader, None
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    return reader, transport
+class _Pipes:
+    """A command's output pipes, read by loop callbacks (no transports, no tasks).
+
+    Each chunk goes to the tail and the sink. While the sink is busy with a
+    chunk (a slow client) its pipe is not read, so the command blocks on its
+    writes instead of the daemon buffering its output. ``done`` resolves at
+    end-of-file on both pipes.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        pipes: dict[str, int],
+        tails: dict[str, _Tail],
+        sink: Sink,
+    ) -> None:
+        self.loop = loop
+        self.tails = tails
+        self.sink = sink
+        self.done: asyncio.Future[None] = loop.create_future()
+        self._fds = list(pipes.values())  # the read ends; closed by close()
+        self._open: dict[int, str] = {}
+        self._feeding: set[asyncio.Task[None]] = set()
+        for name, fd in pipes.items():
+            os.set_blocking(fd, False)
+            self._open[fd] = name
+            loop.add_reader(fd, self._ready, fd)
+        self._check_done()
+
+    def _check_done(self) -> None:
+        if not self._open and not self.done.done():
+            self.done.set_result(None)
+
+    def _ready(self, fd: int) -> None:
+        try:
+            data = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        name = self._open.get(fd)
+        if name is None:
+            return
+        if not data:
+            self.loop.remove_reader(fd)
+            del self._open[fd]
+            self._check_done()
+            return
+        self.tails[name].add(data)
+        self.loop.remove_reader(fd)  # until the sink took this chunk
+        task = self.loop.create_task(self._feed(fd, name, data))
+        self._feeding.add(task)
+        task.add_done_callback(self._feeding.discard)
+
+    async def _feed(self, fd: int, name: str, data: bytes) -> None:
+        try:
+            await self.sink(name, data)
+        except Exception as exc:  # run() raises it from ``done``
+            if not self.done.done():
+                self.done.set_exception(exc)
+                self.done.exception()  # retrieved, in case run() has moved on
+            return
+        if fd in self._open:
+            self.loop.add_reader(fd, self._ready, fd)
+
+    def close(self) -> None:
+        """Stop reading and close the pipes (the command's remaining output is dropped)."""
+        for fd in self._open:
+            self.loop.remove_reader(fd)
+        self._open.clear()
+        for task in self._feeding:
+            task.cancel()
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = []
+        if not self.done.done():
+            self.done.cancel()
 
 
 class LocalRunner:
@@ -198,6 +271,13 @@ class LocalRunner:
         # ends every command's process group when the daemon dies (see groupguard);
         # without it each child sets PR_SET_PDEATHSIG itself, after a full fork
         self.guard = Guard()
+        self._null: int | None = None
+
+    def _devnull(self) -> int:
+        """The commands' stdin: /dev/null, opened once."""
+        if self._null is None:
+            self._null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return self._null
 
     async def start(self) -> None:
         if not await asyncio.to_thread(self.guard.start):
@@ -207,6 +287,9 @@ class LocalRunner:
         for cid in list(self._running):
             self._kill(cid)
         await asyncio.to_thread(self.guard.close)
+        if self._null is not None:
+            os.close(self._null)
+            self._null = None
 
     def running(self) -> int:
         return len(self._running)
@@ -235,7 +318,7 @@ class LocalRunner:
         on_start: OnStart | None = None,
     ) -> CommandResult:
         cid = cid or uuid.uuid4().hex[:12]
-        if not Path(spec.cwd).is_dir():
+        if not os.path.isdir(spec.cwd):
             raise UsageError(
                 f"working directory {spec.cwd!r} does not exist",
                 hint="pass an existing directory as cwd",
@@ -244,49 +327,52 @@ class LocalRunner:
         started = time.monotonic()
         guarded = self.guard.alive
         mem_mb = spec.resources.mem_mb
+        # our own pipes and /dev/null, passed as fds: Popen then makes no file
+        # objects and opens nothing per command
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
         try:
-            # Popen, not asyncio's: we reap the child ourselves (wait4) for its
-            # rusage. Without a preexec_fn (the group guard ends commands with
-            # the daemon) it is a vfork+exec that returns as soon as the program
-            # runs; an address-space limit still needs the child-side setup.
-            popen = subprocess.Popen(  # noqa: ASYNC220
-                list(spec.argv),
-                cwd=spec.cwd,
-                env=spec.env or None,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=_limits(mem_mb, None, guarded=guarded)
-                if mem_mb or not guarded
-                else None,
-            )
-        except FileNotFoundError:
-            return _not_started(cid, started, 127, f"command not found: {spec.argv[0]}")
-        except PermissionError:
-            why = f"permission denied: {spec.argv[0]} is not executable"
-            return _not_started(cid, started, 126, why)
+            try:
+                # Popen, not asyncio's: we reap the child ourselves (wait4) for its
+                # rusage. Without a preexec_fn (the group guard ends commands with
+                # the daemon) it is a vfork+exec that returns as soon as the program
+                # runs; an address-space limit still needs the child-side setup.
+                popen = subprocess.Popen(  # noqa: ASYNC220
+                    list(spec.argv),
+                    cwd=spec.cwd,
+                    env=spec.env or None,
+                    stdin=self._devnull(),
+                    stdout=out_w,
+                    stderr=err_w,
+                    start_new_session=True,
+                    preexec_fn=_limits(mem_mb, None, guarded=guarded)
+                    if mem_mb or not guarded
+                    else None,
+                )
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+        except BaseException as exc:
+            os.close(out_r)
+            os.close(err_r)
+            if isinstance(exc, FileNotFoundError):
+                return _not_started(cid, started, 127, f"command not found: {spec.argv[0]}")
+            if isinstance(exc, PermissionError):
+                why = f"permission denied: {spec.argv[0]} is not executable"
+                return _not_started(cid, started, 126, why)
+            raise
         proc = _Child(popen)
         self.guard.add(popen.pid)  # its own session: the group id is its pid
         self._running[cid] = (principal.key, proc)
         if on_start is not None:
             await on_start(popen.pid)
         tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
-        loop = asyncio.get_running_loop()
-        pipes = {
-            "stdout": await _reader(loop, popen.stdout),
-            "stderr": await _reader(loop, popen.stderr),
-        }
-        streams = {name: r for name, (r, _) in pipes.items()}
-
-        async def pump(name: str) -> None:
-            # the sink may block (a slow client): then the pipe fills and the
-            # command waits on its writes; nothing piles up in the daemon
-            while chunk := await streams[name].read(_CHUNK):
-                tails[name].add(chunk)
-                await sink(name, chunk)
-
-        pumps = asyncio.gather(pump("stdout"), pump("stderr"))
+        pipes = _Pipes(
+            asyncio.get_running_loop(),
+            {"stdout": out_r, "stderr": err_r},
+            tails,
+            sink,
+        )
         state = "completed"
         reason = ""
         try:
@@ -294,23 +380,23 @@ class LocalRunner:
                 await proc.exited()
                 try:
                     async with asyncio.timeout(PIPE_GRACE_S):
-                        await asyncio.shield(pumps)
+                        await asyncio.shield(pipes.done)
                 except TimeoutError:
                     # background children still hold the pipes after the command
                     # exited: end them (commands are short; nothing may linger)
                     reason = "ended background processes left running by the command"
                     self._kill(cid)
-                    await pumps
+                    await pipes.done
         except TimeoutError:
             state, reason = "timeout", f"killed after the {timeout:g} s timeout"
             self._kill(cid)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 async with asyncio.timeout(5):
-                    await pumps
+                    await asyncio.shield(pipes.done)
             await proc.exited()
         except asyncio.CancelledError:
             self._kill(cid)
-            pumps.cancel()
+            pipes.close()
             with contextlib.suppress(BaseException):
                 await asyncio.shield(proc.exited())
             raise
@@ -318,9 +404,7 @@ class LocalRunner:
             self._running.pop(cid, None)
             if proc.returncode is not None:
                 self.guard.remove(popen.pid)
-            for _, transport in pipes.values():
-                if transport is not None:
-                    transport.close()
+            pipes.close()
         code = proc.returncode
         if state == "completed":
             if code is not None and code < 0:

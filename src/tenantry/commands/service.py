@@ -9,6 +9,7 @@ match the error are attached to the result as data with provenance.
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import logging
 import time
@@ -73,8 +74,13 @@ class CommandService:
             spec = self.rt.sandboxes.confine(spec, p, where)
         cid = uuid.uuid4().hex[:12]
         started_at = time.time()
+        loop = asyncio.get_running_loop()
+        # the start row is queued on the journal's writer and not waited for: the
+        # writer keeps order, and the end is written after it (_settled)
+        started: list[asyncio.Task[None]] = []
         if where == "lease":
-            await self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
+            coro = self.rt.journal.command_started(cid, p, spec.argv, spec.cwd, where)
+            started.append(loop.create_task(coro))
         # a local command's one row is written once it runs, with its pid (the
         # next daemon ends what a crash left of it); one that never started
         # (not found) gets its row with its end
@@ -89,29 +95,29 @@ class CommandService:
             )
         )
         t0 = time.monotonic()
+
+        async def on_start(pid: int) -> None:
+            coro = self.rt.journal.command_started(
+                cid,
+                p,
+                spec.argv,
+                spec.cwd,
+                where,
+                pid=pid,
+                pid_start=proc_start_time(pid),
+                started_at=started_at,
+            )
+            started.append(loop.create_task(coro))
+
         try:
             if where == "lease":
                 if self.rt.leases is None:  # _where saw one: it stopped since
                     raise Unavailable("the lease manager is not running in this daemon")
                 result = await self.rt.leases.run(spec, p, sink, cid=cid)
             else:
-                result = await self.runner.run(
-                    spec,
-                    p,
-                    sink,
-                    cid=cid,
-                    on_start=lambda pid: self.rt.journal.command_started(
-                        cid,
-                        p,
-                        spec.argv,
-                        spec.cwd,
-                        where,
-                        pid=pid,
-                        pid_start=proc_start_time(pid),
-                        started_at=started_at,
-                    ),
-                )
+                result = await self.runner.run(spec, p, sink, cid=cid, on_start=on_start)
         except BaseException as exc:
+            await _settled(started)
             await self.rt.journal.command_finished(
                 cid,
                 p,
@@ -144,6 +150,7 @@ class CommandService:
             raise
         result.id = cid
         result.note = placed.note
+        await _settled(started)
         await self.rt.journal.command_finished(
             cid,
             p,
@@ -192,6 +199,15 @@ class CommandService:
             log.exception("lesson lookup failed")
             return []
         return lessons
+
+
+async def _settled(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait for a command's start row (its end is written next, over it)."""
+    for task in tasks:
+        try:
+            await asyncio.shield(task)
+        except Exception:  # the end's upsert writes the whole row anyway
+            log.exception("the command's start row was not written")
 
 
 class Utf8Chunks:

@@ -34,7 +34,7 @@ from tenantry.gateway import edge
 from tenantry.gateway.envs import ENV_DIGEST, SessionEnvs
 from tenantry.gateway.identity import resolve
 from tenantry.gateway.metrics import Metrics
-from tenantry.service.ops import REGISTRY, Op, OpContext, check_fields
+from tenantry.service.ops import REGISTRY, Op, OpContext, ReplyBarrier, check_fields, open_barrier
 from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,8 @@ async def serve_op(
 ) -> int:
     """Answer one ``POST /v1/op/<name>``; returns the HTTP status sent."""
     name = scope["path"][len(PREFIX) :]
+    # the op may start before its audit record is durable; no answer leaves before
+    barrier = open_barrier()
     headers: dict[bytes, bytes] = {}
     for key, value in scope.get("headers") or ():
         headers[key.lower()] = value
@@ -192,8 +194,9 @@ async def serve_op(
         warnings = await gate(rt, op, p, params)
         ctx = OpContext(p, rt, rid)
         if op.streaming:
-            return await _stream(op, ctx, params, warnings, receive, send)
+            return await _stream(op, ctx, params, warnings, receive, send, barrier)
         result = await op.fn(ctx, params)
+        await barrier.wait()
         out: dict[str, Any] = {"ok": True, "result": result}
         if warnings:
             out["warnings"] = warnings
@@ -203,13 +206,22 @@ async def serve_op(
         return 499
     except TenantryError as err:
         await record_denial(rt, p, name, err)
-        status, body_out = envelope_of(err)
+        status, body_out = envelope_of(await _settled(barrier, err))
         await _reply(send, status, body_out)
         return status
     except Exception as exc:
-        status, body_out = envelope_of(internal(exc))
+        status, body_out = envelope_of(await _settled(barrier, internal(exc)))
         await _reply(send, status, body_out)
         return status
+
+
+async def _settled(barrier: ReplyBarrier, err: TenantryError) -> TenantryError:
+    """The error to answer with, once what the barrier holds is done (or its own error)."""
+    try:
+        await barrier.wait()
+    except TenantryError as audit_err:
+        return audit_err
+    return err
 
 
 async def _stream(
@@ -219,15 +231,31 @@ async def _stream(
     warnings: list[str],
     receive: Receive,
     send: Send,
+    barrier: ReplyBarrier,
 ) -> int:
     gen: AsyncGenerator[dict[str, Any], None] = op.fn(ctx, params)
     try:
         first = await gen.__anext__()
     except StopAsyncIteration:
+        await barrier.wait()
         await _reply(send, 200, {"ok": True, "result": None})
         return 200
+    try:
+        await barrier.wait()
+    except BaseException:
+        await gen.aclose()
+        raise
     # errors before the first chunk are ordinary envelopes (raised to the caller)
     await send({"type": "http.response.start", "status": 200, "headers": _NDJSON})
+    if "result" in first:  # the op is done (a short command): no writer or watcher task
+        try:
+            if warnings:
+                await _chunk(send, {"warnings": warnings})
+            await _chunk(send, first)
+        finally:
+            await gen.aclose()
+        await send({"type": "http.response.body", "body": b""})
+        return 200
 
     async def body() -> None:
         if warnings:

@@ -16,6 +16,7 @@ becomes a ``UsageError`` an agent can act on.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -57,6 +58,51 @@ class OpContext:
 
 
 REGISTRY: dict[str, Op] = {}
+
+
+class ReplyBarrier:
+    """What the answer to one request must wait for (its audit record's ``fsync``).
+
+    The HTTP endpoint opens one per request; a gate that lets the op start
+    before something is finished (``defer_until_reply``) adds it here, and
+    the endpoint waits for all of it before it sends any part of the answer.
+    """
+
+    __slots__ = ("_waits",)
+
+    def __init__(self) -> None:
+        self._waits: list[Awaitable[Any]] = []
+
+    def add(self, waitable: Awaitable[Any]) -> None:
+        self._waits.append(waitable)
+
+    async def wait(self) -> None:
+        """Wait for everything added (raising the first failure, e.g. ``AuditUnavailable``)."""
+        while self._waits:
+            await self._waits.pop(0)
+
+
+_barrier: ContextVar[ReplyBarrier | None] = ContextVar("tenantry_reply_barrier", default=None)
+
+
+def open_barrier() -> ReplyBarrier:
+    """The barrier of the request the current task serves (the endpoint's first step)."""
+    barrier = ReplyBarrier()
+    _barrier.set(barrier)
+    return barrier
+
+
+def defer_until_reply(waitable: Awaitable[Any]) -> bool:
+    """Let the current request's answer wait for ``waitable`` instead of its op.
+
+    False when the request is not served through a barrier: then the caller
+    must wait for it itself before the op runs.
+    """
+    barrier = _barrier.get()
+    if barrier is None:
+        return False
+    barrier.add(waitable)
+    return True
 
 
 def op(

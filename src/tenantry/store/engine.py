@@ -23,6 +23,7 @@ in ``<package>/migrations/``, used by every engine, and per-engine files in
 from __future__ import annotations
 
 import asyncio
+import queue
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -186,3 +187,21 @@ def reject(fut: asyncio.Future[Any], exc: BaseException) -> None:
     """Give ``fut`` its exception unless it is already done (cancelled); on its loop's thread."""
     if not fut.done():
         fut.set_exception(exc)
+
+
+def next_group(writes: queue.Queue[T | None], limit: int) -> tuple[list[T], bool]:
+    """A writer thread's next write and those queued behind it (at most ``limit``),
+    to share one commit; the flag is True once the queue's end (``None``) was taken."""
+    item = writes.get()
+    if item is None:
+        return [], True
+    group = [item]
+    while len(group) < limit:
+        try:
+            more = writes.get_nowait()
+        except queue.Empty:
+            break
+        if more is None:
+            return group, True
+        group.append(more)
+    return group, False

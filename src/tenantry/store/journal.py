@@ -23,6 +23,7 @@ from tenantry.store.sqlite import SQLiteStore
 log = logging.getLogger(__name__)
 SCHEMA = Schema("journal", "tenantry.store")
 MAX_PENDING_EVENTS = 100_000
+MAX_PENDING_TEXTS = 10_000  # running commands whose texts are kept for their end row
 
 _JOB_COLS = (
     "id, backend, backend_id, phase, state, principal, uid, name, submitted_at, started_at,"
@@ -88,6 +89,8 @@ class Journal:
         self._events: list[Event] = []
         self._touches: dict[str, tuple[int, float]] = {}
         self._known: set[str] = set()
+        # a running command's redacted argv and cwd, from its start row to its end
+        self._texts: dict[str, tuple[str, str]] = {}
         self._flush_task: asyncio.Task[None] | None = None
         self._flush_lock = asyncio.Lock()
         # applied to every text stored from a request (argv, output tails, event
@@ -377,7 +380,7 @@ class Journal:
         await self.db.execute(
             "INSERT INTO commands (id, principal, uid, argv_json, cwd, where_run, started_at,"
             " pid, pid_start) VALUES (?,?,?,?,?,?,?,?,?)",
-            (*self._command_cols(cid, p, argv, cwd, where, started_at), pid, pid_start),
+            (*self._command_cols(cid, p, argv, cwd, where, started_at, keep=True), pid, pid_start),
         )
 
     def _command_cols(
@@ -388,16 +391,18 @@ class Journal:
         cwd: str,
         where: str,
         started_at: float | None,
+        *,
+        keep: bool = False,
     ) -> tuple[Any, ...]:
-        return (
-            cid,
-            p.key,
-            p.uid,
-            json.dumps([self.redact(a) for a in argv]),
-            self.redact(cwd),
-            where,
-            started_at or time.time(),
-        )
+        # argv and cwd are redacted once per command: the start keeps them for the end
+        texts = self._texts.pop(cid, None)
+        if texts is None:
+            texts = (json.dumps([self.redact(a) for a in argv]), self.redact(cwd))
+        if keep:
+            if len(self._texts) >= MAX_PENDING_TEXTS:  # ends never written (a crash test)
+                self._texts.clear()
+            self._texts[cid] = texts
+        return (cid, p.key, p.uid, texts[0], texts[1], where, started_at or time.time())
 
     async def command_finished(
         self,

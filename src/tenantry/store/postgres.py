@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenantry.core.errors import StoreError, StoreUnavailable
+from tenantry.store import engine
 from tenantry.store.engine import Conn, Cursor, Migration, Row, Schema, StartClose, reject, resolve
 from tenantry.store.url import mask_url, scrub
 
@@ -255,21 +256,9 @@ class PostgresStore(StartClose):
         rolled back alone; every write is acknowledged only after the commit.
         """
         while True:
-            item = self._writes.get()
-            if item is None:
-                return
-            batch = [item]
-            stop = False
-            while len(batch) < GROUP_MAX:
-                try:
-                    more = self._writes.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                batch.append(more)
-            self._run_group(batch)
+            batch, stop = engine.next_group(self._writes, GROUP_MAX)
+            if batch:
+                self._run_group(batch)
             if stop:
                 return
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tenantry.core.errors import StoreError
+from tenantry.store import engine
 from tenantry.store.engine import Conn, Migration, Row, Schema, StartClose, reject, resolve
 
 T = TypeVar("T")
@@ -70,6 +71,13 @@ def as_schemas(schemas: Sequence[Schema] | Sequence[Migration]) -> list[Schema]:
 
 
 _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", bool]
+# most queued writes that share one transaction (each in its own savepoint)
+GROUP_MAX = 64
+
+
+def _settle(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for fut, ok, value in settled:
+        (resolve if ok else reject)(fut, value)
 
 
 class SQLiteStore(StartClose):
@@ -131,28 +139,56 @@ class SQLiteStore(StartClose):
             raise StoreError(f"cannot migrate {schema.concept} in {self.path}: {exc}") from exc
 
     def _write_loop(self) -> None:
+        """Run queued writes; those waiting together share one commit (group commit).
+
+        Each write of a group runs in its own savepoint, so one that fails is
+        rolled back alone; every write is acknowledged only after the commit.
+        """
+        while True:
+            batch, stop = engine.next_group(self._writes, GROUP_MAX)
+            start = 0
+            for i in range(1, len(batch) + 1):  # a migration (no transaction) runs alone
+                if i == len(batch) or not batch[i][2] or not batch[start][2]:
+                    self._run_group(batch[start:i])
+                    start = i
+            if stop:
+                return
+
+    def _run_group(self, batch: list[_Job]) -> None:
         conn = self._wconn
         assert conn is not None
-        while True:
-            item = self._writes.get()
-            if item is None:
-                return
-            fn, fut, transaction = item
-            try:
-                if transaction:
-                    conn.execute("BEGIN IMMEDIATE")
-                result = fn(conn)
-                if transaction:
-                    conn.execute("COMMIT")
-            except BaseException as exc:
-                # a failed COMMIT (disk full) leaves the transaction open: end it,
-                # or every later write would fail with "within a transaction"
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                fut.get_loop().call_soon_threadsafe(reject, fut, exc)
-            else:
-                fut.get_loop().call_soon_threadsafe(resolve, fut, result)
+        outcomes: list[tuple[bool, Any]] = []
+        transaction = batch[0][2]
+        alone = len(batch) == 1
+        try:
+            if transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            for fn, _, _ in batch:
+                if alone:
+                    outcomes.append((True, fn(conn)))
+                    continue
+                conn.execute("SAVEPOINT w")
+                try:
+                    outcomes.append((True, fn(conn)))
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO w")
+                    outcomes.append((False, exc))
+                conn.execute("RELEASE w")
+            if transaction:
+                conn.execute("COMMIT")
+        except BaseException as exc:
+            # a failed COMMIT (disk full) leaves the transaction open: end it,
+            # or every later write would fail with "within a transaction"
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            outcomes = [(False, exc)] * len(batch)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]]
+        by_loop = {}
+        for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
+            by_loop.setdefault(fut.get_loop(), []).append((fut, ok, value))
+        for loop, settled in by_loop.items():  # one wake-up of each waiting loop
+            loop.call_soon_threadsafe(_settle, settled)
 
     async def _submit(self, fn: Callable[[sqlite3.Connection], T], *, transaction: bool) -> T:
         if self._writer is None:

@@ -473,14 +473,20 @@ class Seal:
         self.recv_n = 0
 
     def mac(self, role: str, body: dict[str, Any]) -> str:
-        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hmac.new(self.key, f"{role}\n".encode() + text.encode(), hashlib.sha256).hexdigest()
+        return self._mac(role, _canonical(body))
+
+    def _mac(self, role: str, text: bytes) -> str:
+        return hmac.new(self.key, f"{role}\n".encode() + text, hashlib.sha256).hexdigest()
 
     def close(self, msg: Message) -> bytes:
         self.send_n += 1
         body = {"v": VERSION, "t": msg.t, **to_dict(msg), "n": self.send_n}
-        body["mac"] = self.mac(self.me, body)
-        return _line(msg.t, body)
+        # encoded once: the line is the MAC'd text with the MAC appended
+        text = _canonical(body)
+        line = text[:-1] + b',"mac":"' + self._mac(self.me, text).encode() + b'"}\n'
+        if len(line) > MAX_LINE:
+            raise PilotProtocolError(f"{msg.t} message of {len(line) - 1} bytes exceeds {MAX_LINE}")
+        return line
 
     def open(self, line: bytes) -> Message:
         d = _object(line)
@@ -493,6 +499,10 @@ class Seal:
             raise PilotProtocolError("pilot-link message out of order or replayed")
         self.recv_n += 1
         return from_dict(d)
+
+
+def _canonical(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def link_key(key: bytes, lease: str, pilot_nonce: str, daemon_nonce: str) -> bytes:

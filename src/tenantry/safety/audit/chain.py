@@ -16,11 +16,13 @@ edit, deletion, insertion or reordering (a broken chain). Pure functions plus
 one small synchronous writer; the component runs it off the event loop.
 
 Group commit: a batch of records costs one write and one ``fsync`` of the
-log. The anchor is replaced (temp file + rename) after every batch, which
-survives a crash of the daemon; it is ``fsync``-ed at most every
-``HEAD_SYNC_S`` and on close, so after a power loss it may lag the log by that
-window -- records past the anchor read as "in flight", never as tampering,
-and the writer resumes after them.
+log. After every batch the anchor is rewritten in place (one ``pwrite`` of a
+fixed-size block, after the log's ``fsync``, so it never names a record that
+is not durable), which survives a crash of the daemon; at most every
+``HEAD_SYNC_S`` and on close it is replaced whole (temp file, ``fsync``,
+rename), so after a power loss it may lag the log by that window -- records
+past the anchor read as "in flight", never as tampering, and the writer
+resumes after them.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ LOG_NAME = "audit.jsonl"
 HEAD_NAME = "audit.head"
 KEY_NAME = "audit.key"
 HEAD_SYNC_S = 0.5  # the anchor's fsync, at most this often (the log's: every batch)
+HEAD_SIZE = 512  # the anchor's block, rewritten in place: one sector
 
 
 def canonical(obj: Any) -> bytes:
@@ -55,7 +58,10 @@ def digest(obj: Any) -> str:
 
 
 def record_hash(record: dict[str, Any], key: bytes | None) -> str:
-    body = canonical({k: v for k, v in record.items() if k != "hash"})
+    return _hash_of(canonical({k: v for k, v in record.items() if k != "hash"}), key)
+
+
+def _hash_of(body: bytes, key: bytes | None) -> str:
     if key:
         return hmac.new(key, body, hashlib.sha256).hexdigest()
     return hashlib.sha256(body).hexdigest()
@@ -89,11 +95,16 @@ WRITE_FAILED = "audit.write_failed"
 
 
 def read_head(directory: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((directory / HEAD_NAME).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
+    data: Any = None
+    for _attempt in range(3):  # a read racing the writer's in-place rewrite: read again
+        try:
+            data = json.loads((directory / HEAD_NAME).read_text())
+            break
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            data = None
+    if data is None:
         return {"seq": -1, "hash": "", "alg": "", "corrupt": True}
     return data if isinstance(data, dict) else {"seq": -1, "hash": "", "corrupt": True}
 
@@ -128,6 +139,9 @@ class ChainWriter:
         self.failure: dict[str, Any] | None = None
         self.on_anchor: Callable[[int, str, str], None] | None = None
         self._head_synced = 0.0  # monotonic time of the anchor's last fsync
+        self._head_fd: int | None = None  # the anchor file, rewritten in place between syncs
+        # (file size, seq, hash, records, failure) before the last write, until its sync
+        self._unsynced: tuple[int, int, str, int, dict[str, Any] | None] | None = None
 
     def open(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -157,9 +171,19 @@ class ChainWriter:
         self, batch: list[dict[str, Any]], *, fsync: bool = True
     ) -> list[dict[str, Any]]:
         """Append records in order with one write, one fsync and one anchor update."""
+        out = self.write_many(batch)
+        self.sync(fsync=fsync)
+        return out
+
+    def write_many(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Write records in order with one ``write`` (in the page cache: they survive
+        the daemon being killed); ``sync()`` makes them durable and moves the anchor."""
         if self._fd is None:
             raise RuntimeError("audit log is not open")
+        if self._unsynced is not None:
+            raise RuntimeError("audit records written but not synced")
         out: list[dict[str, Any]] = []
+        lines: list[bytes] = []
         seq, prev = self.seq, self.prev
         prepended = self.failure is not None
         if prepended:
@@ -169,33 +193,54 @@ class ChainWriter:
         for fields in batch:
             record: dict[str, Any] = {"seq": seq + 1, "ts": round(time.time(), 6)}
             record.update(fields)
+            record.pop("hash", None)
             record["prev"] = prev
-            record["hash"] = record_hash(record, self.key)
+            body = canonical(record)
+            record["hash"] = _hash_of(body, self.key)
             seq, prev = record["seq"], record["hash"]
             out.append(record)
-        data = b"".join(canonical(r) + b"\n" for r in out)
+            # the line is the hashed body with the hash last (one encoding per record)
+            lines.append(body[:-1] + b',"hash":"' + record["hash"].encode() + b'"}\n')
+        data = b"".join(lines)
         size = os.lseek(self._fd, 0, os.SEEK_END)
+        lost = len(batch) - (1 if prepended else 0)
         try:
             written = os.write(self._fd, data)
             if written != len(data):
                 raise OSError(28, "short write to the audit log")
-            if fsync:
-                os.fsync(self._fd)
         except OSError as exc:
-            # put the file back as it was (a torn line would read as tampering)
-            # and remember the failure for the record that follows it
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, size)
-            lost = len(batch) - (1 if prepended else 0)
-            self._note_failure(lost, exc)
+            self._undo(size, lost, exc)
             raise
+        self._unsynced = (size, self.seq, self.prev, lost, self.failure)
         self.failure = None
         self.seq, self.prev = seq, prev
+        return out[1:] if prepended else out
+
+    def sync(self, *, fsync: bool = True) -> None:
+        """Make the written records durable (one ``fsync``), then move the anchor."""
+        if self._fd is None or self._unsynced is None:
+            return
+        size, seq, prev, lost, failure = self._unsynced
+        self._unsynced = None
+        if fsync:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self.seq, self.prev, self.failure = seq, prev, failure
+                self._undo(size, lost, exc)
+                raise
         with contextlib.suppress(OSError):  # records durable; the next batch rewrites it
             self._write_head(fsync=fsync)
         if self.on_anchor is not None:
             self.on_anchor(self.seq, self.prev, self.head_mac())
-        return out[1:] if prepended else out
+
+    def _undo(self, size: int, lost: int, exc: OSError) -> None:
+        """Put the file back as it was (a torn line would read as tampering) and
+        remember the failure for the record that follows it."""
+        assert self._fd is not None
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
+        self._note_failure(lost, exc)
 
     def _note_failure(self, lost: int, exc: OSError) -> None:
         now = round(time.time(), 6)
@@ -220,8 +265,7 @@ class ChainWriter:
     def head_mac(self) -> str:
         return anchor_mac(self.key, self.seq, self.prev) if self.key else ""
 
-    def _write_head(self, *, fsync: bool) -> None:
-        tmp = self.dir / (HEAD_NAME + ".tmp")
+    def _head_block(self) -> bytes:
         data: dict[str, Any] = {
             "seq": self.seq,
             "hash": self.prev,
@@ -230,21 +274,42 @@ class ChainWriter:
         }
         if self.key:
             data["mac"] = self.head_mac()
+        raw = json.dumps(data).encode()
+        return raw.ljust(HEAD_SIZE - 1) + b"\n"  # padded: each rewrite covers the last
+
+    def _write_head(self, *, fsync: bool) -> None:
+        block = self._head_block()
         now = time.monotonic()
         sync = fsync and now - self._head_synced >= HEAD_SYNC_S
-        with tmp.open("w") as fh:
-            json.dump(data, fh)
-            fh.flush()
+        if not sync and self._head_fd is not None and len(block) == HEAD_SIZE:
+            os.pwrite(self._head_fd, block, 0)
+            return
+        # whole: a new file renamed over the old one (atomic even across a power loss)
+        tmp = self.dir / (HEAD_NAME + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # as open(): umask
+        try:
+            os.write(fd, block)
             if sync:
-                os.fsync(fh.fileno())
+                os.fsync(fd)
                 self._head_synced = now
+        finally:
+            os.close(fd)
         tmp.replace(self.dir / HEAD_NAME)
+        self._close_head()
+        self._head_fd = os.open(self.dir / HEAD_NAME, os.O_WRONLY)
+
+    def _close_head(self) -> None:
+        if self._head_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._head_fd)
+            self._head_fd = None
 
     def close(self) -> None:
         if self._fd is not None and self._head_synced:
             self._head_synced = 0.0  # the last anchor reaches the disk before we go
             with contextlib.suppress(OSError):
                 self._write_head(fsync=True)
+        self._close_head()
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)

@@ -21,6 +21,7 @@ from tenantry.core.events import Event
 from tenantry.core.models import Principal
 from tenantry.core.settings import Settings
 from tenantry.safety.audit.chain import KEY_NAME, ChainWriter, digest, load_key
+from tenantry.service.ops import defer_until_reply
 from tenantry.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,40 @@ def audit_paths(settings: Settings) -> tuple[Path, Path | None]:
     return directory, key
 
 
+# a bus event's record waits at most this long for a gated request to share its batch
+LINGER_S = 0.05
+
+
+class _Waiter:
+    """A queued record somebody waits for: once written, and once durable."""
+
+    __slots__ = ("durable", "written")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.written: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self.durable: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def fail(self, err: BaseException, *, written: bool) -> None:
+        for fut in (self.durable,) if written else (self.written, self.durable):
+            if not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # retrieved: whoever waits still gets it
+
+
+_Pending = tuple[dict[str, Any], _Waiter | None]
+
+
 class AuditLog:
     """Appends records through one background writer (group commit).
 
-    Bus events and gate records are queued and written in batches -- one
-    write, one fsync, one anchor update per batch -- so publishing an event
-    never waits for the disk. ``record()`` waits until its record is durable.
+    Bus events and gate records are written in batches -- one write, one
+    fsync, one anchor update per batch -- so publishing an event never waits
+    for the disk. A record somebody waits for starts a batch at once:
+    ``record()`` returns once it is durable; the gate lets its op start once
+    the record is written and holds the request's answer until it is durable
+    (``tenantry.service.ops.ReplyBarrier``). A bus event's record, which
+    nobody waits for, joins the next such batch or is written ``LINGER_S``
+    after it was published, whichever comes first.
     """
 
     def __init__(self, runtime: Runtime, *, fsync: bool = True) -> None:
@@ -48,8 +77,10 @@ class AuditLog:
         self.fsync = fsync
         self.dir, self.key_path = audit_paths(runtime.settings)
         self._writer: ChainWriter | None = None
-        self._queue: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]] | None]
-        self._queue = asyncio.Queue()
+        self._pending: list[_Pending] = []
+        self._wake = asyncio.Event()
+        self._linger: asyncio.TimerHandle | None = None
+        self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -63,6 +94,7 @@ class AuditLog:
             return writer
 
         self._writer = await asyncio.to_thread(open_writer)
+        self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._drain())
         self._unsubscribe = self.runtime.bus.subscribe(self._on_event)
 
@@ -71,9 +103,13 @@ class AuditLog:
             self._unsubscribe()
             self._unsubscribe = None
         if self._task is not None:
-            self._queue.put_nowait(None)
+            self._closing = True
+            self._wake.set()
             await self._task
             self._task = None
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -81,47 +117,72 @@ class AuditLog:
     async def _drain(self) -> None:
         writer = self._writer
         assert writer is not None
-        stop = False
-        while not stop:
-            item = await self._queue.get()
-            batch = [item]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            stop = None in batch
-            work = [b for b in batch if b is not None]
-            if not work:
-                continue
-            try:
-                records = await asyncio.to_thread(
-                    writer.append_many, [f for f, _ in work], fsync=self.fsync
-                )
-            except OSError as exc:  # fail closed: gated actions are refused until it works
-                log.error("audit log write failed: %s", exc)
-                err = AuditUnavailable(
-                    f"the audit log cannot be written ({exc.strerror or exc}): the action is"
-                    " refused, since it could not be recorded",
-                    hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
-                )
-                for _, fut in work:
-                    if not fut.done():
-                        fut.set_exception(err)
-                        fut.exception()  # bus records have no waiter: mark it retrieved
-                continue
-            for (_, fut), rec in zip(work, records, strict=True):
-                if not fut.done():
-                    fut.set_result(rec)
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._linger is not None:
+                self._linger.cancel()
+                self._linger = None
+            work, self._pending = self._pending, []
+            if work:
+                await self._write(writer, work)
+            if self._closing and not self._pending:
+                return
 
-    def _enqueue(self, fields: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    async def _write(self, writer: ChainWriter, work: list[_Pending]) -> None:
+        # the write (hashing, one ``write`` into the page cache) here, the fsync in
+        # a thread: a gate lets its op start once its record is written, and the
+        # request's answer waits until it is durable
+        try:
+            records = writer.write_many([f for f, _ in work])
+        except OSError as exc:  # fail closed: gated actions are refused until it works
+            self._failed(exc, work, written=False)
+            return
+        for (_, waiter), rec in zip(work, records, strict=True):
+            if waiter is not None and not waiter.written.done():
+                waiter.written.set_result(rec)
+        try:
+            await asyncio.to_thread(writer.sync, fsync=self.fsync)
+        except OSError as exc:
+            self._failed(exc, work, written=True)
+            return
+        for (_, waiter), rec in zip(work, records, strict=True):
+            if waiter is not None and not waiter.durable.done():
+                waiter.durable.set_result(rec)
+
+    def _failed(self, exc: OSError, work: list[_Pending], *, written: bool) -> None:
+        log.error("audit log write failed: %s", exc)
+        err = AuditUnavailable(
+            f"the audit log cannot be written ({exc.strerror or exc}): the action is"
+            " refused, since it could not be recorded",
+            hint=f"free space or fix {self.dir}; Tenantry recovers by itself",
+        )
+        for _, waiter in work:
+            if waiter is not None:
+                waiter.fail(err, written=written)
+
+    def _enqueue(self, fields: dict[str, Any]) -> _Waiter:
+        """Queue a record someone waits for: its batch starts now."""
+        waiter = _Waiter(asyncio.get_running_loop())
         if self._task is None:
-            fut.set_result({})
-        else:
-            self._queue.put_nowait((fields, fut))
-        return fut
+            waiter.written.set_result({})
+            waiter.durable.set_result({})
+            return waiter
+        self._pending.append((fields, waiter))
+        self._wake.set()
+        return waiter
+
+    def _enqueue_later(self, fields: dict[str, Any]) -> None:
+        """Queue a record nobody waits for: written with the next batch, within ``LINGER_S``."""
+        if self._task is None:
+            return
+        self._pending.append((fields, None))
+        if self._linger is None and not self._wake.is_set():
+            self._linger = asyncio.get_running_loop().call_later(LINGER_S, self._wake.set)
 
     async def _on_event(self, event: Event) -> None:
         data = event.data or {}
-        self._enqueue(
+        self._enqueue_later(
             {
                 "principal": event.principal,
                 "action": event.type.value,
@@ -137,10 +198,18 @@ class AuditLog:
     ) -> list[str]:
         """Per-request hook, run after the checks passed: one record per allowed request.
 
-        It waits until the record is durable: an action that cannot be recorded
-        is refused (``AuditUnavailable``).
+        The op runs once its record is written (it survives the daemon being
+        killed); the answer to the request is sent once the record is durable
+        (``fsync``). An action that cannot be recorded is refused
+        (``AuditUnavailable``). Outside the HTTP endpoint (no reply barrier)
+        the gate waits until the record is durable.
         """
-        await self._enqueue(_fields(principal, f"op:{op_name}", params, "allow", action or "", ""))
+        waiter = self._enqueue(
+            _fields(principal, f"op:{op_name}", params, "allow", action or "", "")
+        )
+        await waiter.written
+        if not defer_until_reply(waiter.durable):
+            await waiter.durable
         return []
 
     async def record(
@@ -152,8 +221,10 @@ class AuditLog:
         rule: str = "",
         subject: str = "",
     ) -> dict[str, Any]:
-        """Append one decision or action and wait until it is written; ``input`` as a digest."""
-        return await self._enqueue(_fields(principal, action, input, decision, rule, subject))
+        """Append one decision or action and wait until it is durable; ``input`` as a digest."""
+        return await self._enqueue(
+            _fields(principal, action, input, decision, rule, subject)
+        ).durable
 
 
 def _fields(
