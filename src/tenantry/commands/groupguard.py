@@ -9,7 +9,8 @@ plain ``vfork``-able ``subprocess.Popen`` (no ``preexec_fn`` running Python in
 a forked copy of the big daemon, which costs milliseconds per command) and
 still ends them, and their whole process group, the moment it dies.
 
-Run as ``python -m tenantry.commands.groupguard``; it imports only the standard library.
+Run as ``python -m tenantry.commands.groupguard``; it imports only the standard library
+(and ``tenantry.core.fds``).
 The write end is close-on-exec in the daemon and ``close_fds`` keeps it out of
 commands, so only the daemon holds it.
 """
@@ -21,6 +22,8 @@ import os
 import signal
 import subprocess
 import sys
+
+from tenantry.core.fds import close_quietly
 
 
 def watch(fd: int) -> int:
@@ -95,10 +98,8 @@ class Guard:
         self._send(b"-%d\n" % pgid)
 
     def _close_fd(self) -> None:
-        if self._wfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._wfd)
-            self._wfd = None
+        close_quietly(self._wfd)
+        self._wfd = None
 
     def close(self) -> None:
         """End the watcher (the groups it still knows are ended with it)."""

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from tenantry.commands.groupguard import Guard
 from tenantry.core.errors import UsageError
+from tenantry.core.fds import close_quietly
 from tenantry.core.models import CommandResult, CommandSpec, Principal
 from tenantry.service.seams import Sink
 
@@ -253,9 +254,7 @@ class _Pipes:
         self._open.clear()
         for task in self._feeding:
             task.cancel()
-        for fd in self._fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_quietly(*self._fds)
         self._fds = []
         if not self.done.done():
             self.done.cancel()

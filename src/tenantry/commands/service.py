@@ -118,76 +118,81 @@ class CommandService:
                 result = await self.runner.run(spec, p, sink, cid=cid, on_start=on_start)
         except BaseException as exc:
             await _settled(started)
-            await self.rt.journal.command_finished(
+            await self._ended(
                 cid,
                 p,
-                spec.argv,
-                spec.cwd,
-                started_at=started_at,
+                spec,
+                started_at,
+                where,
+                "error",
+                time.monotonic() - t0,
                 exit_code=None,
-                state="error",
                 reason=str(exc),
-                cpu_s=0.0,
-                max_rss_kb=0,
-                where=where,
-            )
-            await self.rt.emit(
-                Event(
-                    EventType.COMMAND_FINISHED,
-                    p.key,
-                    cid,
-                    "error",
-                    time.monotonic() - t0,
-                    {
-                        "argv": list(spec.argv),
-                        "cwd": spec.cwd,
-                        "exit_code": None,
-                        "where": where,
-                        "error": str(exc),
-                    },
-                )
+                extra={"error": str(exc)},
             )
             raise
         result.id = cid
         result.note = placed.note
         await _settled(started)
-        await self.rt.journal.command_finished(
+        await self._ended(
             cid,
             p,
-            spec.argv,
-            spec.cwd,
-            started_at=started_at,
+            spec,
+            started_at,
+            result.where,
+            result.state,
+            result.duration_s,
             exit_code=result.exit_code,
-            state=result.state,
             reason=result.reason,
             cpu_s=result.cpu_s,
             max_rss_kb=result.max_rss_kb,
-            where=result.where,
-        )
-        await self.rt.emit(
-            Event(
-                EventType.COMMAND_FINISHED,
-                p.key,
-                cid,
-                result.state,
-                result.duration_s,
-                {
-                    "argv": list(spec.argv),
-                    "cwd": spec.cwd,
-                    "exit_code": result.exit_code,
-                    "where": result.where,
-                    "stdout_tail": result.stdout_tail[-TAIL_IN_EVENT:],
-                    "stderr_tail": result.stderr_tail[-TAIL_IN_EVENT:],
-                    "cpu_s": result.cpu_s,
-                    "reason": result.reason,
-                },
-            )
+            extra={
+                "stdout_tail": result.stdout_tail[-TAIL_IN_EVENT:],
+                "stderr_tail": result.stderr_tail[-TAIL_IN_EVENT:],
+                "cpu_s": result.cpu_s,
+                "reason": result.reason,
+            },
         )
         if result.state != "completed":
             result.lessons = await self.lessons_for(
                 p, result.stderr_tail or result.stdout_tail or result.reason
             )
         return result
+
+    async def _ended(
+        self,
+        cid: str,
+        p: Principal,
+        spec: CommandSpec,
+        started_at: float,
+        where: str,
+        state: str,
+        duration_s: float,
+        *,
+        exit_code: int | None,
+        reason: str,
+        extra: dict[str, Any],
+        cpu_s: float = 0.0,
+        max_rss_kb: int = 0,
+    ) -> None:
+        """A command's end: its journal row, then its ``command.finished`` event."""
+        await self.rt.journal.command_finished(
+            cid,
+            p,
+            spec.argv,
+            spec.cwd,
+            started_at=started_at,
+            exit_code=exit_code,
+            state=state,
+            reason=reason,
+            cpu_s=cpu_s,
+            max_rss_kb=max_rss_kb,
+            where=where,
+        )
+        data = {"argv": list(spec.argv), "cwd": spec.cwd, "exit_code": exit_code, "where": where}
+        await self.rt.emit(
+            Event(EventType.COMMAND_FINISHED, p.key, cid, state, duration_s, {**data, **extra})
+        )
 
     async def lessons_for(self, p: Principal, text: str) -> list[dict[str, Any]]:
         memory = self.rt.lessons

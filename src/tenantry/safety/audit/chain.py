@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenantry.core.fds import close_quietly
 from tenantry.core.models import FieldsDict
 
 GENESIS = "0" * 64
@@ -299,10 +300,8 @@ class ChainWriter:
         self._head_fd = os.open(self.dir / HEAD_NAME, os.O_WRONLY)
 
     def _close_head(self) -> None:
-        if self._head_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._head_fd)
-            self._head_fd = None
+        close_quietly(self._head_fd)
+        self._head_fd = None
 
     def close(self) -> None:
         if self._fd is not None and self._head_synced:
@@ -310,10 +309,8 @@ class ChainWriter:
             with contextlib.suppress(OSError):
                 self._write_head(fsync=True)
         self._close_head()
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+        close_quietly(self._fd)
+        self._fd = None
 
 
 @dataclass(slots=True)
