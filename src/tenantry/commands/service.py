@@ -118,41 +118,12 @@ class CommandService:
                 result = await self.runner.run(spec, p, sink, cid=cid, on_start=on_start)
         except BaseException as exc:
             await _settled(started)
-            await self._ended(
-                cid,
-                p,
-                spec,
-                started_at,
-                where,
-                "error",
-                time.monotonic() - t0,
-                exit_code=None,
-                reason=str(exc),
-                extra={"error": str(exc)},
-            )
+            await self._ended(cid, p, spec, started_at, where, time.monotonic() - t0, str(exc))
             raise
         result.id = cid
         result.note = placed.note
         await _settled(started)
-        await self._ended(
-            cid,
-            p,
-            spec,
-            started_at,
-            result.where,
-            result.state,
-            result.duration_s,
-            exit_code=result.exit_code,
-            reason=result.reason,
-            cpu_s=result.cpu_s,
-            max_rss_kb=result.max_rss_kb,
-            extra={
-                "stdout_tail": result.stdout_tail[-TAIL_IN_EVENT:],
-                "stderr_tail": result.stderr_tail[-TAIL_IN_EVENT:],
-                "cpu_s": result.cpu_s,
-                "reason": result.reason,
-            },
-        )
+        await self._ended(cid, p, spec, started_at, result.where, result.duration_s, result)
         if result.state != "completed":
             result.lessons = await self.lessons_for(
                 p, result.stderr_tail or result.stdout_tail or result.reason
@@ -166,33 +137,39 @@ class CommandService:
         spec: CommandSpec,
         started_at: float,
         where: str,
-        state: str,
         duration_s: float,
-        *,
-        exit_code: int | None,
-        reason: str,
-        extra: dict[str, Any],
-        cpu_s: float = 0.0,
-        max_rss_kb: int = 0,
+        outcome: CommandResult | str,
     ) -> None:
-        """A command's end: its journal row, then its ``command.finished`` event."""
+        """A command's end (its result, or the error that stopped it): its journal row,
+        then its ``command.finished`` event."""
+        data: dict[str, Any] = {"argv": list(spec.argv), "cwd": spec.cwd}
+        if isinstance(outcome, str):
+            state, code, reason, cpu_s, rss = "error", None, outcome, 0.0, 0
+            extra: dict[str, Any] = {"error": outcome}
+        else:
+            r = outcome
+            state, code, reason, cpu_s, rss = r.state, r.exit_code, r.reason, r.cpu_s, r.max_rss_kb
+            extra = {
+                "stdout_tail": r.stdout_tail[-TAIL_IN_EVENT:],
+                "stderr_tail": r.stderr_tail[-TAIL_IN_EVENT:],
+                "cpu_s": cpu_s,
+                "reason": reason,
+            }
         await self.rt.journal.command_finished(
             cid,
             p,
             spec.argv,
             spec.cwd,
             started_at=started_at,
-            exit_code=exit_code,
+            exit_code=code,
             state=state,
             reason=reason,
             cpu_s=cpu_s,
-            max_rss_kb=max_rss_kb,
+            max_rss_kb=rss,
             where=where,
         )
-        data = {"argv": list(spec.argv), "cwd": spec.cwd, "exit_code": exit_code, "where": where}
-        await self.rt.emit(
-            Event(EventType.COMMAND_FINISHED, p.key, cid, state, duration_s, {**data, **extra})
-        )
+        data.update(exit_code=code, where=where, **extra)
+        await self.rt.emit(Event(EventType.COMMAND_FINISHED, p.key, cid, state, duration_s, data))
 
     async def lessons_for(self, p: Principal, text: str) -> list[dict[str, Any]]:
         memory = self.rt.lessons
