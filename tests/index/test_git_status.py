@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -282,3 +283,18 @@ async def test_the_repository_config_cannot_redirect_or_write(
     assert (await served(ctx, root))[1] == real(root) == " M src/m1.py\n"
     assert sorted(p.name for p in (root / ".git").iterdir()) == before
     assert (root / ".git" / "index").read_bytes() == index_bytes
+
+
+async def test_a_sandboxed_session_is_not_offloaded(
+    service: IndexService, ctx: OpContext, repo_root: Path
+) -> None:
+    """The repository (which the agent writes) names commands git runs during status, such
+    as a clean filter: the daemon, outside the sandbox, must not run them for the session."""
+    mark = repo_root / "filter-ran"
+    git(repo_root, "config", "filter.x.clean", f"touch {mark}; cat")
+    (repo_root / ".gitattributes").write_text("*.py filter=x\n")
+    edit(repo_root / "src" / "m1.py", "y = 3\n")
+    boxed = OpContext(replace(ctx.principal, origin="sandboxed"), ctx.runtime)
+    ok, why = await served(boxed, repo_root)
+    assert not ok and "sandbox" in why
+    assert not mark.exists()

@@ -289,6 +289,10 @@ async def git_status(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
         raise UsageError("args must be a list of strings")
     svc = _svc(ctx)
     ws, why = svc.git_offload(path)
+    if ws is not None and ctx.principal.origin == "sandboxed":
+        # git runs the repository's own commands (a .gitattributes clean filter, say),
+        # which here would run in the daemon, outside the session's sandbox
+        ws, why = None, "a sandboxed session runs git inside its sandbox"
     if ws is not None and not await asyncio.to_thread(os.path.isdir, os.path.join(ws.root, ".git")):
         ws, why = None, "the workspace root is not a git repository (.git directory)"
     if ws is None:
