@@ -57,6 +57,7 @@ class FacilityStatusBackend:
         self.name = inner.name
         self.me = Principal(uid=os.getuid(), user=user_name(os.getuid()))
         self.from_facility = 0  # how many states came from the service (for info/tests)
+        self.asked = 0  # how many ``facility.scheduler_status`` requests this executor sent
         # the daemon's status poller sets this; a pushed change wakes it at once
         self.notify: Callable[[], None] | None = None
         self.push = StatusPush(link, self.me, on_change=self._changed) if push else None
@@ -84,6 +85,7 @@ class FacilityStatusBackend:
 
     async def info(self) -> dict[str, Any]:
         out = await self.inner.info()
+        out["facility_asked"] = self.asked
         if self.push is not None:
             out["facility_push"] = self.push.health()
         return out
@@ -99,6 +101,7 @@ class FacilityStatusBackend:
             if not ids:
                 return known
         try:
+            self.asked += 1
             result, _ = await self.link.call(self.me, "facility.scheduler_status", {"ids": ids})
             for bid, raw in ((result or {}).get("jobs") or {}).items():
                 if bid in ids and isinstance(raw, dict):
