@@ -37,6 +37,13 @@ def thread_cpu(pid: int) -> dict[str, float]:
     with open(f"/proc/{pid}/stat") as fh:
         f = fh.read().rpartition(")")[2].split()
     out["reaped children"] = (int(f[13]) + int(f[14])) / TICK
+    for child, cpu in arms._children_map().get(pid, []):  # the spawner, a pilot, ...
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as fh:
+                name = [fh.read().rstrip(b"\0").rpartition(b"\0")[2]]
+        except OSError:
+            continue
+        out[f"child {name[0].decode()[-24:]}"] = cpu
     return out
 
 

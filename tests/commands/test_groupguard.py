@@ -89,7 +89,7 @@ async def test_a_guarded_runner_spawns_without_preexec(
         seen.append(kw.get("preexec_fn"))
         return real(*args, **kw)
 
-    runner = LocalRunner()
+    runner = LocalRunner(spawner=False)  # spawning in the daemon (no spawner process)
     await runner.start()  # starts the guard (a Popen of its own)
     monkeypatch.setattr(subprocess, "Popen", spy)  # the one module the runner uses
     try:

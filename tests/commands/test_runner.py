@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from tenantry.commands.runner import LocalRunner
 from tenantry.core.models import CommandSpec, Principal
@@ -30,8 +33,19 @@ async def _drop(stream: str, data: bytes) -> None:
     return None
 
 
-async def test_concurrent_commands_are_billed_their_own_usage(tmp_path: Path) -> None:
-    runner = LocalRunner()
+@pytest.fixture(params=["spawner", "in-daemon"])
+async def runner(request: pytest.FixtureRequest) -> AsyncIterator[LocalRunner]:
+    """Both ways of spawning: the spawner process, and the daemon itself (its fallback)."""
+    r = LocalRunner(spawner=request.param == "spawner")
+    await r.start()
+    assert r.spawner.alive is (request.param == "spawner")
+    yield r
+    await r.aclose()
+
+
+async def test_concurrent_commands_are_billed_their_own_usage(
+    tmp_path: Path, runner: LocalRunner
+) -> None:
     sleeper = runner.run(_spec(tmp_path, "import time; time.sleep(1.5)"), ME, _drop)
     burner = runner.run(_spec(tmp_path, BURN.format(s=0.8) + BIG.format(mb=200)), ME, _drop)
     quiet, busy = await asyncio.gather(sleeper, burner)
@@ -45,9 +59,8 @@ async def test_concurrent_commands_are_billed_their_own_usage(tmp_path: Path) ->
     assert quiet.max_rss_kb < _own_peak_kb() + 100 * 1024, (quiet, busy)
 
 
-async def test_a_slow_sink_applies_backpressure(tmp_path: Path) -> None:
+async def test_a_slow_sink_applies_backpressure(tmp_path: Path, runner: LocalRunner) -> None:
     """The runner stops reading while the sink blocks, so the command waits on its pipe."""
-    runner = LocalRunner()
     gate = asyncio.Event()
     got = 0
 
@@ -70,8 +83,9 @@ async def test_a_slow_sink_applies_backpressure(tmp_path: Path) -> None:
     assert result.exit_code == 0 and done.exists()
 
 
-async def test_output_streams_and_no_descriptor_is_left_open(tmp_path: Path) -> None:
-    runner = LocalRunner()
+async def test_output_streams_and_no_descriptor_is_left_open(
+    tmp_path: Path, runner: LocalRunner
+) -> None:
     chunks: list[tuple[str, bytes]] = []
 
     async def keep(stream: str, data: bytes) -> None:
@@ -102,4 +116,3 @@ async def test_output_streams_and_no_descriptor_is_left_open(tmp_path: Path) -> 
     missing = await runner.run(CommandSpec(argv=("no-such-tnt-cmd",), cwd=str(tmp_path)), ME, _drop)
     assert missing.exit_code == 127
     assert fds() - before == set()  # pipes, pidfds and stdin are all closed again
-    await runner.aclose()

@@ -73,7 +73,7 @@ class Guard:
                 stdin=rfd,
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C to the daemon's terminal is not for it
-                env={**os.environ, "PYTHONPATH": _python_path()},
+                env={**os.environ, "PYTHONPATH": python_path()},
             )
         except OSError:
             os.close(wfd)
@@ -110,7 +110,7 @@ class Guard:
             self._proc = None
 
 
-def _python_path() -> str:
+def python_path() -> str:
     """``PYTHONPATH`` with the directory holding the ``tenantry`` package first.
 
     (``-S`` skips site-packages: the guard starts in a few milliseconds.)

@@ -62,7 +62,7 @@ async def run(ctx: OpContext, params: dict[str, Any]) -> AsyncIterator[dict[str,
     # redacted, instruction-like text marked); a human's own output is left as is.
     agent = ctx.principal.is_agent
     origin = f"command:{spec.argv[0]}"
-    guards = {s: StreamGuard(origin) for s in ("stdout", "stderr")}
+    guards = {s: StreamGuard(origin) for s in ("stdout", "stderr")} if agent else {}
 
     def clean(stream: str, text: str) -> str:
         return guards[stream].feed(text) if agent else text

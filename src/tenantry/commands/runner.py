@@ -20,14 +20,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from tenantry.commands.groupguard import Guard
+from tenantry.commands.spawnlink import SpawnLink
 from tenantry.core.errors import UsageError
 from tenantry.core.fds import close_quietly
 from tenantry.core.models import CommandResult, CommandSpec, Principal
 from tenantry.service.seams import Sink
 
 log = logging.getLogger(__name__)
-# told the pid of a command once it started (the journal records it)
-OnStart = Callable[[int], Awaitable[None]]
+# told the pid of a command and its start time once it runs (the journal records them)
+OnStart = Callable[[int, int | None], Awaitable[None]]
 _PR_SET_PDEATHSIG = 1
 try:
     _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
@@ -263,10 +264,22 @@ class _Pipes:
 class LocalRunner:
     """Runs commands on this host; tracks them per principal for the kill switch."""
 
-    def __init__(self, output_cap: int = 1_048_576, default_timeout: float = 3600.0) -> None:
+    def __init__(
+        self,
+        output_cap: int = 1_048_576,
+        default_timeout: float = 3600.0,
+        *,
+        spawner: bool = True,
+    ) -> None:
         self.output_cap = output_cap
         self.default_timeout = default_timeout
-        self._running: dict[str, tuple[str, _Child]] = {}
+        # cid -> (principal key, how to signal the command's process group)
+        self._running: dict[str, tuple[str, Callable[[int], None]]] = {}
+        # started by start(): commands are spawned, watched and reaped by a small
+        # process of their own (commands/spawner.py), which also ends them when
+        # the daemon dies; without it, here, with the group guard
+        self.spawner = SpawnLink()
+        self._use_spawner = spawner
         # ends every command's process group when the daemon dies (see groupguard);
         # without it each child sets PR_SET_PDEATHSIG itself, after a full fork
         self.guard = Guard()
@@ -279,12 +292,19 @@ class LocalRunner:
         return self._null
 
     async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._use_spawner and await asyncio.to_thread(self.spawner.start, loop):
+            self.spawner.attach()
+            return
+        if self._use_spawner:
+            log.warning("cannot start the command spawner: commands spawn in the daemon")
         if not await asyncio.to_thread(self.guard.start):
             log.warning("cannot start the group guard: commands spawn with a full fork")
 
     async def aclose(self) -> None:
         for cid in list(self._running):
             self._kill(cid)
+        await asyncio.to_thread(self.spawner.close)
         await asyncio.to_thread(self.guard.close)
         if self._null is not None:
             os.close(self._null)
@@ -295,10 +315,8 @@ class LocalRunner:
 
     def _kill(self, cid: str, sig: int = signal.SIGKILL) -> None:
         entry = self._running.get(cid)
-        if entry is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(entry[1].pid, sig)
+        if entry is not None:
+            entry[1](sig)
 
     async def kill_principal(self, key: str) -> int:
         """End every command of this principal (or of every session under a user prefix)."""
@@ -322,6 +340,8 @@ class LocalRunner:
                 f"working directory {spec.cwd!r} does not exist",
                 hint="pass an existing directory as cwd",
             )
+        if self.spawner.alive:
+            return await self._run_spawned(spec, principal, sink, cid, on_start)
         timeout = spec.timeout_s or self.default_timeout
         started = time.monotonic()
         guarded = self.guard.alive
@@ -362,9 +382,9 @@ class LocalRunner:
             raise
         proc = _Child(popen)
         self.guard.add(popen.pid)  # its own session: the group id is its pid
-        self._running[cid] = (principal.key, proc)
+        self._running[cid] = (principal.key, _group_signal(popen.pid))
         if on_start is not None:
-            await on_start(popen.pid)
+            await on_start(popen.pid, proc_start_time(popen.pid))
         tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
         pipes = _Pipes(
             asyncio.get_running_loop(),
@@ -404,25 +424,118 @@ class LocalRunner:
             if proc.returncode is not None:
                 self.guard.remove(popen.pid)
             pipes.close()
-        code = proc.returncode
-        if state == "completed":
-            if code is not None and code < 0:
-                state, reason = "failed", f"killed by signal {signal.Signals(-code).name}"
-            elif code:
-                state = "failed"
         usage = proc.rusage
-        out, err = tails["stdout"], tails["stderr"]
-        return CommandResult(
-            id=cid,
-            exit_code=code,
-            state=state,
-            duration_s=time.monotonic() - started,
-            where="local",
-            stdout_tail=out.text(),
-            stderr_tail=err.text(),
-            truncated=out.truncated or err.truncated,
-            reason=reason,
-            # this command's own process tree (its reaped descendants included)
-            cpu_s=(usage.ru_utime + usage.ru_stime) if usage else 0.0,
-            max_rss_kb=int(usage.ru_maxrss) if usage else 0,
-        )
+        cpu = (usage.ru_utime + usage.ru_stime) if usage else 0.0
+        rss = int(usage.ru_maxrss) if usage else 0
+        return _result(cid, proc.returncode, state, reason, started, tails, cpu, rss)
+
+    async def _run_spawned(
+        self,
+        spec: CommandSpec,
+        principal: Principal,
+        sink: Sink,
+        cid: str,
+        on_start: OnStart | None,
+    ) -> CommandResult:
+        """``run`` through the spawner: the same steps, the process work in its process."""
+        timeout = spec.timeout_s or self.default_timeout
+        started = time.monotonic()
+        tails = {"stdout": _Tail(self.output_cap), "stderr": _Tail(self.output_cap)}
+
+        async def feed(stream: str, data: bytes) -> None:
+            tails[stream].add(data)
+            await sink(stream, data)
+
+        mem = (spec.resources.mem_mb or 0) * 1024 * 1024
+        cmd = self.spawner.run(list(spec.argv), spec.cwd, spec.env or None, mem, feed)
+        try:
+            pid, start_ticks = await cmd.started
+        except asyncio.CancelledError:
+            cmd.kill(signal.SIGKILL)  # after its start: the spawner keeps the order
+            cmd.close()
+            raise
+        except FileNotFoundError:
+            return _not_started(cid, started, 127, f"command not found: {spec.argv[0]}")
+        except PermissionError:
+            why = f"permission denied: {spec.argv[0]} is not executable"
+            return _not_started(cid, started, 126, why)
+        self._running[cid] = (principal.key, cmd.kill)
+        state = "completed"
+        reason = ""
+        loop = asyncio.get_running_loop()
+
+        def on_timeout() -> None:
+            nonlocal state, reason
+            state, reason = "timeout", f"killed after the {timeout:g} s timeout"
+            cmd.kill(signal.SIGKILL)
+
+        # one timer, not a timeout scope: the futures are the spawner's (never cancelled)
+        timer = loop.call_later(timeout, on_timeout)
+        try:
+            if on_start is not None:
+                await on_start(pid, start_ticks)
+            await asyncio.shield(cmd.exited)
+            if not cmd.done.done():
+                await asyncio.wait((cmd.done,), timeout=PIPE_GRACE_S)
+                if not cmd.done.done():
+                    # background children still hold the pipes after the command
+                    # exited: end them (commands are short; nothing may linger)
+                    if state == "completed":
+                        reason = "ended background processes left running by the command"
+                    cmd.kill(signal.SIGKILL)
+                    await asyncio.wait((cmd.done,), timeout=5)
+            if cmd.done.done() and not cmd.done.cancelled() and cmd.done.exception():
+                raise cmd.done.exception()  # type: ignore[misc]  # the sink failed
+        except BaseException:
+            cmd.kill(signal.SIGKILL)
+            cmd.close()
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(cmd.exited)
+            raise
+        finally:
+            timer.cancel()
+            self._running.pop(cid, None)
+            cmd.close()
+        utime, stime, rss = cmd.rusage
+        code = cmd.exited.result()
+        return _result(cid, code, state, reason, started, tails, utime + stime, rss)
+
+
+def _group_signal(pgid: int) -> Callable[[int], None]:
+    def send(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    return send
+
+
+def _result(
+    cid: str,
+    code: int | None,
+    state: str,
+    reason: str,
+    started: float,
+    tails: dict[str, _Tail],
+    cpu_s: float,
+    rss_kb: int,
+) -> CommandResult:
+    if state == "completed":
+        if code is not None and code < 0:
+            state, reason = "failed", f"killed by signal {signal.Signals(-code).name}"
+        elif code:
+            state = "failed"
+    out, err = tails["stdout"], tails["stderr"]
+    return CommandResult(
+        id=cid,
+        exit_code=code,
+        state=state,
+        duration_s=time.monotonic() - started,
+        where="local",
+        stdout_tail=out.text(),
+        stderr_tail=err.text(),
+        truncated=out.truncated or err.truncated,
+        reason=reason,
+        # this command's own process tree (its reaped descendants included)
+        cpu_s=cpu_s,
+        max_rss_kb=rss_kb,
+    )

@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tenantry.commands.runner import LocalRunner, end_leftover, proc_start_time
+from tenantry.commands.runner import LocalRunner, end_leftover
 from tenantry.core.errors import Unavailable
 from tenantry.core.events import Event, EventType
 from tenantry.core.models import CommandResult, CommandSpec, Principal
@@ -96,7 +96,7 @@ class CommandService:
         )
         t0 = time.monotonic()
 
-        async def on_start(pid: int) -> None:
+        async def on_start(pid: int, pid_start: int | None) -> None:
             coro = self.rt.journal.command_started(
                 cid,
                 p,
@@ -104,7 +104,7 @@ class CommandService:
                 spec.cwd,
                 where,
                 pid=pid,
-                pid_start=proc_start_time(pid),
+                pid_start=pid_start,
                 started_at=started_at,
             )
             started.append(loop.create_task(coro))
@@ -196,13 +196,14 @@ class Utf8Chunks:
     """Decode a byte stream to text without splitting multi-byte characters."""
 
     def __init__(self) -> None:
-        self._dec = {
-            "stdout": codecs.getincrementaldecoder("utf-8")(errors="replace"),
-            "stderr": codecs.getincrementaldecoder("utf-8")(errors="replace"),
-        }
+        self._dec: dict[str, codecs.IncrementalDecoder] = {}  # made at a stream's first byte
 
     def feed(self, stream: str, data: bytes) -> str:
-        return self._dec[stream].decode(data)
+        dec = self._dec.get(stream)
+        if dec is None:
+            dec = self._dec[stream] = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return dec.decode(data)
 
     def flush(self, stream: str) -> str:
-        return self._dec[stream].decode(b"", final=True)
+        dec = self._dec.get(stream)
+        return dec.decode(b"", final=True) if dec is not None else ""

@@ -298,4 +298,15 @@ class CommandResult:
     note: str = ""  # why it ran elsewhere than asked (an agent's where is a preference)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # by hand: dataclasses.asdict walks every field recursively (once per command)
+        out = {f: getattr(self, f) for f in _RESULT_FIELDS}
+        if self.lessons:
+            import copy  # not on the client's start path
+
+            out["lessons"] = copy.deepcopy(self.lessons)
+        else:
+            out["lessons"] = []
+        return out
+
+
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(CommandResult))

@@ -93,10 +93,25 @@ def make_backend(settings: Settings) -> Backend:
     raise UsageError(f"unknown backend {settings.backend!r}", hint="use local or slurm")
 
 
+# short texts seen to hold no secret (argv words, paths, states: they repeat with
+# every command); texts with a finding are never kept
+_CLEAN: dict[str, None] = {}
+_CLEAN_MAX, _CLEAN_LEN = 4096, 512
+
+
 def redact_secrets(text: str) -> str:
     from tenantry.safety.guard.secrets import find_secrets, redact
 
-    return redact(text, find_secrets(text)) if text else text
+    if not text or text in _CLEAN:
+        return text
+    hits = find_secrets(text)
+    if hits:
+        return redact(text, hits)
+    if len(text) <= _CLEAN_LEN:
+        if len(_CLEAN) >= _CLEAN_MAX:
+            _CLEAN.clear()
+        _CLEAN[text] = None
+    return text
 
 
 def _load(target: str) -> Callable[[Runtime], Component]:

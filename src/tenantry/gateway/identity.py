@@ -59,6 +59,12 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
+@functools.lru_cache(maxsize=16)
+def _normal(path: str) -> str:
+    """``path`` as ``pathlib`` spells it (the daemon's socket, asked on every request)."""
+    return str(Path(path))
+
+
 def own_peer(scope: MutableMapping[str, Any]) -> tuple[int, int, int]:
     """The caller's (pid, uid, gid) from the socket, refused unless it is this daemon's uid."""
     peer = scope.get(PEER_KEY)
@@ -82,7 +88,7 @@ async def resolve(rt: Runtime, scope: MutableMapping[str, Any], raw_claims: str)
     if isinstance(registry, SandboxRegistry):
         where = str(scope.get(SOCKET_KEY) or "")
         session = registry.by_socket(where) if where else None
-        if session is None and where and where != str(Path(rt.settings.socket)):
+        if session is None and where and where != _normal(rt.settings.socket):
             # a session socket whose session is gone: never fall back to claims
             raise PermissionDenied("this agent session has ended; its socket accepts nothing")
         if session is None:

@@ -28,6 +28,8 @@ from tenantry.store import telemetry
 if TYPE_CHECKING:
     from tenantry.service.runtime import Runtime
 
+# labelled children kept by Metrics.child (the label values come from a closed set)
+MAX_CHILDREN = 4096
 _LATENCY = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
 
@@ -97,6 +99,7 @@ class Metrics:
         for state in self.lease_counts:
             self.leases.labels(state).set(0)
         self._subscription = Subscription()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     async def start(self) -> None:
         self._subscription.open(self.runtime.bus, self.on_event)
@@ -105,12 +108,22 @@ class Metrics:
         self._subscription.close()
 
     # -- feeding -------------------------------------------------------------------------
+    def child(self, metric: Counter | Histogram, *values: str) -> Any:
+        """``metric.labels(*values)``, looked up once (every request and command asks)."""
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            if len(self._children) >= MAX_CHILDREN:
+                self._children.clear()
+            found = self._children[key] = metric.labels(*values)
+        return found
+
     def observe_request(self, op: str, outcome: str, seconds: float) -> None:
-        self.requests.labels(op, outcome).inc()
-        self.request_seconds.labels(op).observe(seconds)
+        self.child(self.requests, op, outcome).inc()
+        self.child(self.request_seconds, op).observe(seconds)
 
     async def on_event(self, e: Event) -> None:
-        self.events.labels(e.type.value).inc()
+        self.child(self.events, e.type.value).inc()
         handler = _HANDLERS.get(e.type)
         if handler is not None:
             handler(self, e)
@@ -153,8 +166,8 @@ def _poll(m: Metrics, e: Event) -> None:
 
 def _command(m: Metrics, e: Event) -> None:
     where = str(_data(e, "where", "local"))
-    m.commands.labels(e.outcome or "?", where).inc()
-    m.command_seconds.labels(where).observe(e.duration_s or 0.0)
+    m.child(m.commands, e.outcome or "?", where).inc()
+    m.child(m.command_seconds, where).observe(e.duration_s or 0.0)
 
 
 def _recall(e: Event) -> str:

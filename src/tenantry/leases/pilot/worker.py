@@ -30,11 +30,12 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenantry.core.errors import PilotProtocolError
+from tenantry.core.fds import close_quietly
 from tenantry.leases.pilot import protocol as p
 
 log = logging.getLogger(__name__)
@@ -65,22 +66,6 @@ class _Rejected(Exception):
 
 class _Terminated(Exception):
     """The pilot is going down with its allocation: report nothing more."""
-
-
-class _Pipe(asyncio.Protocol):
-    """Forwards one child pipe's data to a callback; resolves ``done`` at EOF."""
-
-    def __init__(self, stream: str, on_data: Any, done: asyncio.Future[None]) -> None:
-        self.stream = stream
-        self.on_data = on_data
-        self.done = done
-
-    def data_received(self, data: bytes) -> None:
-        self.on_data(self.stream, data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
 
 
 @dataclass(slots=True)
@@ -131,6 +116,7 @@ class Pilot:
         base = dict(os.environ if env is None else env)
         base.pop(SECRET_ENV, None)  # commands never see the lease secret
         self._env = base
+        self._null: int | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
         # accepted but waiting for a free slot: the daemon may send a few ahead so
@@ -185,6 +171,12 @@ class Pilot:
                 backoff = min(backoff * 2, 2.0)
         finally:
             walltimer.cancel()
+
+    def _devnull(self) -> int:
+        """The commands' stdin: /dev/null, opened once."""
+        if self._null is None:
+            self._null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return self._null
 
     def _finished(self) -> bool:
         if self._terminated:
@@ -421,19 +413,22 @@ class Pilot:
 
     async def _spawn_and_wait(self, run: p.Run, started: float) -> p.Exit:
         loop = asyncio.get_running_loop()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
         try:
             # Popen, not asyncio's subprocess: we reap with wait4 to get the command's
-            # rusage. The fork/exec is as fast as asyncio's own (which also runs in-loop).
+            # rusage; its pipes are plain fds read by loop callbacks (no transports)
             proc = subprocess.Popen(  # noqa: ASYNC220
                 list(run.argv),
                 cwd=run.cwd,
                 env=self.command_env(run.env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdin=self._devnull(),
+                stdout=out_w,
+                stderr=err_w,
                 start_new_session=True,
             )
         except OSError as exc:
+            close_quietly(out_r, err_r)
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             where = exc.filename or run.argv[0]
             return p.Exit(
@@ -443,29 +438,49 @@ class Pilot:
                 duration_s=time.monotonic() - started,
                 reason=f"cannot run {run.argv[0]!r}: {exc.strerror} ({where})",
             )
+        finally:
+            close_quietly(out_w, err_w)
         self._procs[run.id] = proc
-        assert proc.stdout is not None and proc.stderr is not None
-        eofs: list[asyncio.Future[None]] = []
-        transports = []
-        for stream, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
-            done: asyncio.Future[None] = loop.create_future()
-            eofs.append(done)
-            tr, _ = await loop.connect_read_pipe(self._pipe_factory(run.id, stream, done), pipe)
-            transports.append(tr)
-        waiter = _wait4(loop, proc.pid)
+        pipes: dict[int, str] = {out_r: "stdout", err_r: "stderr"}
+        eof: asyncio.Future[None] = loop.create_future()
+
+        def readable(fd: int) -> None:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if data:
+                self._on_output(run.id, pipes[fd], data)
+                return
+            loop.remove_reader(fd)
+            del pipes[fd]
+            os.close(fd)
+            if not pipes and not eof.done():
+                eof.set_result(None)
+
+        for fd in pipes:
+            os.set_blocking(fd, False)
+            loop.add_reader(fd, readable, fd)
+        timer = (
+            loop.call_later(run.timeout_s, self._kill, run.id, "timeout") if run.timeout_s else None
+        )
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), run.timeout_s)
-        except TimeoutError:
-            self._kill(run.id, "timeout")
-        status, ru = await waiter
-        code = os.waitstatus_to_exitcode(status)
-        proc.returncode = code
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the command's tree
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*eofs), KILL_GRACE_S)
-        for tr in transports:
-            tr.close()
+            status, ru = await _wait4(loop, proc.pid)
+            code = os.waitstatus_to_exitcode(status)
+            proc.returncode = code
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the command's tree
+            if pipes:
+                await asyncio.wait((eof,), timeout=KILL_GRACE_S)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            for fd in pipes:
+                loop.remove_reader(fd)
+                os.close(fd)
+            pipes.clear()
         state = self._cancelled.pop(run.id, None) or ("completed" if code == 0 else "failed")
         if code < 0 and state == "failed":
             # Killed by a signal we did not send: often the allocation is being torn down
@@ -484,14 +499,6 @@ class Pilot:
             duration_s=round(time.monotonic() - started, 6),
             reason=f"timed out after {run.timeout_s} s" if state == "timeout" else "",
         )
-
-    def _pipe_factory(
-        self, cid: str, stream: str, done: asyncio.Future[None]
-    ) -> Callable[[], _Pipe]:
-        def on_data(st: str, data: bytes) -> None:
-            self._on_output(cid, st, data)
-
-        return lambda: _Pipe(stream, on_data, done)
 
     def _kill(self, cid: str, why: str) -> None:
         proc = self._procs.get(cid)

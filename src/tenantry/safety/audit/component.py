@@ -38,6 +38,8 @@ def audit_paths(settings: Settings) -> tuple[Path, Path | None]:
 
 # a bus event's record waits at most this long for a gated request to share its batch
 LINGER_S = 0.05
+# environments whose digest is kept (see AuditLog._env_digest)
+ENV_DIGESTS = 256
 
 
 class _Waiter:
@@ -83,6 +85,7 @@ class AuditLog:
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self._envs: dict[int, tuple[dict[str, Any], str]] = {}
 
     async def start(self) -> None:
         def open_writer() -> ChainWriter:
@@ -204,6 +207,10 @@ class AuditLog:
         (``AuditUnavailable``). Outside the HTTP endpoint (no reply barrier)
         the gate waits until the record is durable.
         """
+        env = params.get("env")
+        if isinstance(env, dict) and env:
+            # the environment (a few KiB, the same for a whole session) by its own digest
+            params = {**params, "env": self._env_digest(env)}
         waiter = self._enqueue(
             _fields(principal, f"op:{op_name}", params, "allow", action or "", "")
         )
@@ -211,6 +218,22 @@ class AuditLog:
         if not defer_until_reply(waiter.durable):
             await waiter.durable
         return []
+
+    def _env_digest(self, env: dict[str, Any]) -> str:
+        """``digest(env)``, computed once per environment object the daemon holds.
+
+        The request path hands every request of a session the same stored
+        environment (``gateway/envs.py``), which nobody changes; the entry keeps
+        the object alive, so its ``id`` is not reused while it is cached.
+        """
+        hit = self._envs.get(id(env))
+        if hit is not None and hit[0] is env:
+            return hit[1]
+        value = digest(env)
+        if len(self._envs) >= ENV_DIGESTS:
+            self._envs.clear()
+        self._envs[id(env)] = (env, value)
+        return value
 
     async def record(
         self,
