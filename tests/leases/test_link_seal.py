@@ -48,3 +48,23 @@ def test_tampered_replayed_and_reflected_messages_are_refused() -> None:
 def test_a_reject_may_arrive_unsealed() -> None:
     _daemon, pilot = _pair()
     assert isinstance(pilot.open(p.encode(p.Reject(reason="authentication failed"))), p.Reject)
+
+
+def test_a_sealed_message_is_checked_on_its_bytes_without_encoding_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The measured cost: every message received was parsed, then encoded again
+    (keys sorted) to check its MAC; now the MAC is checked on the line as sent."""
+    daemon, pilot = _pair()
+    msg = p.Output(id="c-1", stream="stdout", data=b"\xffdata \xe2\x82\xac")
+    line = pilot.close(msg)
+
+    def no(body: object) -> bytes:
+        raise AssertionError("re-encoded to check the MAC")
+
+    monkeypatch.setattr(p, "_canonical", no)
+    assert daemon.open(line) == msg
+    tampered = line.replace(b'"c-1"', b'"c-2"')
+    monkeypatch.undo()
+    with pytest.raises(PilotProtocolError, match="unauthenticated"):
+        daemon.open(tampered)

@@ -350,3 +350,21 @@ async def test_lease_secret_is_in_no_environment_argv_or_readable_file(
         assert secret.encode() not in fh.read(), "secret on the pilot's command line"
     script = (mgr.dir / f"{lease['id']}.sh").read_text()
     assert secret not in script
+
+
+async def test_an_environment_crosses_the_link_once(
+    stack: Stack, alice: Principal, collect: type[Collect]
+) -> None:
+    """The measured cost: every run carried, MAC'd and checked the caller's whole
+    environment; now the first run of each sends it, the next ones name it."""
+    mgr = await stack.manager()
+    show = "import os; print(os.environ['TNT_E'])"
+    env_a = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TNT_E": "a"}
+    env_b = {**env_a, "TNT_E": "b"}
+    outs = []
+    for env in (env_a, env_a, env_b, env_a):
+        r = await mgr.run(py(show, env=env), alice, collect())
+        outs.append(r.stdout_tail)
+    assert outs == ["a\n", "a\n", "b\n", "a\n"]
+    (live,) = mgr._live.values()
+    assert len(live.envs) == 2  # two environments sent, each once

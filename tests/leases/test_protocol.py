@@ -28,6 +28,8 @@ MESSAGES: list[p.Message] = [
     p.Heartbeat(ts=123.5, running=1),
     p.Run(id="c-1", argv=("python", "-c", "print('é')"), cwd="/tmp", env={"A": "b"}, timeout_s=3.0),
     p.Run(id="c-2", argv=("true",), cwd="/"),
+    p.Run(id="c-5", argv=("true",), cwd="/", env_id="e1"),
+    p.Env(id="e1", env={"PATH": "/bin", "X": "é"}),
     p.Output(id="c-1", stream="stderr", data=b"\x00\xffbinary\n"),
     p.Exit(
         id="c-1", state="failed", code=3, cpu_s=0.25, max_rss_kb=1024, duration_s=1.0, reason="x"

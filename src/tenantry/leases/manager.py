@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import secrets
@@ -60,6 +62,9 @@ from tenantry.leases.state import Cmd, Live, Sink, Tail, fail, key_hex
 from tenantry.leases.store import LeaseStore
 from tenantry.store.engine import Store
 
+# environments whose id is kept (the key is the environment itself)
+ENV_IDS = 256
+
 log = logging.getLogger(__name__)
 
 
@@ -86,6 +91,7 @@ class LeaseManager(PilotLinks):
         self.store = LeaseStore(store or settings.state_path / "leases.sqlite3")
         self.address: tuple[str, int] = (self.cfg.listen_host, 0)
         self._live: dict[str, Live] = {}
+        self._env_ids: dict[tuple[tuple[str, str], ...], str] = {}  # environment -> its id
         self._queues: dict[PoolKey, deque[Cmd]] = {}
         self._server: asyncio.Server | None = None
         self._tasks = TaskGroup("leases")  # failures logged and shown in info
@@ -261,16 +267,34 @@ class LeaseManager(PilotLinks):
         cmd.lease = live.lease.id
         live.running[cmd.id] = cmd
         spec = cmd.spec
+        env_id = self._env_on(live, spec.env) if spec.env else ""
         self._send(
             live,
             p.Run(
                 id=cmd.id,
                 argv=tuple(spec.argv),
                 cwd=spec.cwd,
-                env=dict(spec.env),
+                env={} if env_id else dict(spec.env),
                 timeout_s=spec.timeout_s or self.settings.command_timeout_s,
+                env_id=env_id,
             ),
         )
+
+    def _env_on(self, live: Live, env: dict[str, str]) -> str:
+        """The id of ``env`` on this lease's link, sent first if the pilot lacks it."""
+        key = tuple(env.items())
+        env_id = self._env_ids.get(key)
+        if env_id is None:
+            if len(self._env_ids) >= ENV_IDS:
+                self._env_ids.clear()
+            text = json.dumps(sorted(env.items()), separators=(",", ":"))
+            env_id = self._env_ids[key] = hashlib.sha256(text.encode()).hexdigest()[:32]
+        if env_id not in live.envs:
+            self._send(live, p.Env(id=env_id, env=dict(env)))
+            live.envs[env_id] = None
+            while len(live.envs) > p.ENVS_KEPT:  # as the pilot drops them
+                del live.envs[next(iter(live.envs))]
+        return env_id
 
     def _grow(self, key: PoolKey, q: deque[Cmd]) -> None:
         waiting = [c for c in q if not c.future.done()]

@@ -127,6 +127,7 @@ class PilotLinks:
         lease.state = "draining" if hello.draining or lease.state == "draining" else "ready"
         lease.reason = ""
         live.writer = writer
+        live.envs.clear()  # a new connection: send each environment again
         known = set(hello.running) | set(hello.finished)
         for cid in [c for c in live.running if c not in known]:
             self._requeue(live.running.pop(cid))  # never reached the pilot

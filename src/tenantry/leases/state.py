@@ -76,6 +76,8 @@ class Live:
     secret: str = field(default="", repr=False)
     next_query: float = 0.0
     heard: float = 0.0  # monotonic time of the pilot's last message
+    # environments sent on the current connection (by id, first in first out; see p.Env)
+    envs: dict[str, None] = field(default_factory=dict)
 
 
 def lease_ready(live: Live) -> bool:

@@ -13,7 +13,8 @@ data that both sides validate before acting on it. Unknown fields are ignored
                                         <-  reject(reason)              (bad proof)
       replay(results finished offline)  ->                  (after a reconnect)
                                         <-  ack(ids)
-                                        <-  run(id, argv, cwd, env, timeout_s)
+                                        <-  env(id, env)   (once per environment)
+                                        <-  run(id, argv, cwd, env | env_id, timeout_s)
       output(id, stream, data)*         ->
       exit(id, state, code, cpu, rss)   ->
                                         <-  ack(ids)
@@ -55,6 +56,7 @@ VERSION = 1
 MAX_LINE = 8 * 1024 * 1024
 
 STREAMS = ("stdout", "stderr")
+ENVS_KEPT = 64  # environments each side of a link keeps (see Env)
 # How a command ended on the pilot. ``refused``: never started (the pilot is
 # draining or full), so the daemon may send it elsewhere whatever its idempotence.
 EXIT_STATES = ("completed", "failed", "timeout", "cancelled", "refused", "error")
@@ -115,6 +117,21 @@ class Run:
     cwd: str
     env: dict[str, str] = field(default_factory=dict)  # non-empty: the whole environment
     timeout_s: float | None = None
+    # non-empty: the environment an ``env`` message named so (``env`` is then empty)
+    env_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    """Daemon -> pilot: an environment later runs name by ``id`` (its digest).
+
+    Each side keeps the last ``ENVS_KEPT`` it sent or received, in the order
+    sent (first in, first out), so both drop the same ones.
+    """
+
+    t: ClassVar[str] = "env"
+    id: str
+    env: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +204,7 @@ Message = (
     | Reject
     | Heartbeat
     | Run
+    | Env
     | Output
     | Exit
     | Cancel
@@ -225,6 +243,7 @@ def _b64(data: bytes) -> str:
 # fields a message leaves out while they are empty (an exit's output is sent apart)
 _SPARSE: dict[type, frozenset[str]] = {
     Exit: frozenset({"reason", "stdout", "stderr", "truncated"}),
+    Run: frozenset({"env_id"}),
 }
 
 
@@ -378,6 +397,7 @@ def _run_fields(d: dict[str, Any], cid: str) -> Run:
         cwd=_str(d, "run", "cwd"),
         env=_env(d, "run", "env"),
         timeout_s=timeout,
+        env_id=_str(d, "run", "env_id", ""),
     )
 
 
@@ -423,6 +443,8 @@ def from_dict(d: dict[str, Any]) -> Message:
         return Heartbeat(ts=_float(d, t, "ts"), running=_int(d, t, "running", 0))
     if t == "run":
         return _run(d)
+    if t == "env":
+        return Env(id=_str(d, t, "id"), env=_env(d, t, "env"))
     if t == "output":
         return Output(
             id=_str(d, t, "id"), stream=_choice(d, t, "stream", STREAMS), data=_bytes(d, t, "data")
@@ -489,6 +511,12 @@ class Seal:
         return line
 
     def open(self, line: bytes) -> Message:
+        d = self._opened(line)
+        if d is not None:  # the MAC checked on the bytes as sent (the usual case)
+            if d.get("n") != self.recv_n + 1:
+                raise PilotProtocolError("pilot-link message out of order or replayed")
+            self.recv_n += 1
+            return from_dict(d)
         d = _object(line)
         given = d.pop("mac", None)
         if given is None and d.get("t") == "reject":
@@ -499,6 +527,26 @@ class Seal:
             raise PilotProtocolError("pilot-link message out of order or replayed")
         self.recv_n += 1
         return from_dict(d)
+
+    def _opened(self, line: bytes) -> dict[str, Any] | None:
+        """The body of a line as ``close`` builds it, if its MAC is right; else None.
+
+        ``close`` appends ``,"mac":"<hex>"}`` to the MAC'd text less its closing
+        brace: that text is checked as it came, then parsed, with no re-encoding.
+        """
+        body = line.rstrip(b"\n")
+        cut = len(body) - _MAC_TAIL
+        if cut <= 0 or body[cut : cut + 8] != b',"mac":"' or body[-2:] != b'"}':
+            return None
+        text = body[:cut] + b"}"
+        given = body[cut + 8 : -2]
+        if not hmac.compare_digest(given, self._mac(self.peer, text).encode()):
+            return None
+        return _object(text)
+
+
+# ``,"mac":"`` + 64 hex digits + ``"}``
+_MAC_TAIL = 8 + 64 + 2
 
 
 def _canonical(body: dict[str, Any]) -> bytes:

@@ -117,6 +117,7 @@ class Pilot:
         base.pop(SECRET_ENV, None)  # commands never see the lease secret
         self._env = base
         self._null: int | None = None
+        self._envs: dict[str, dict[str, str]] = {}  # by id, first in first out (p.Env)
         self._writer: asyncio.StreamWriter | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
         # accepted but waiting for a free slot: the daemon may send a few ahead so
@@ -329,6 +330,11 @@ class Pilot:
     def _handle(self, msg: p.Message) -> None:
         if isinstance(msg, p.Run):
             self._start(msg)
+        elif isinstance(msg, p.Env):
+            self._envs.pop(msg.id, None)  # sent again: now the newest, as on the daemon
+            self._envs[msg.id] = msg.env
+            while len(self._envs) > p.ENVS_KEPT:
+                del self._envs[next(iter(self._envs))]
         elif isinstance(msg, p.Cancel):
             queued = self._queue.pop(msg.id, None)
             if queued is not None:
@@ -367,6 +373,13 @@ class Pilot:
             why = "pilot is draining" if self._draining or self._released else "pilot is full"
             self._send(p.Exit(id=run.id, state="refused", code=None, reason=why))
             return
+        if run.env_id:
+            env = self._envs.get(run.env_id)
+            if env is None:
+                why = "unknown environment id (the daemon sends each environment first)"
+                self._send(p.Exit(id=run.id, state="error", code=None, reason=why))
+                return
+            run = dataclasses.replace(run, env=env, env_id="")
         if len(self._running) < self.cfg.slots:
             self._running[run.id] = asyncio.create_task(self._execute(run))
         else:
