@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -116,3 +117,34 @@ async def test_output_streams_and_no_descriptor_is_left_open(
     missing = await runner.run(CommandSpec(argv=("no-such-tnt-cmd",), cwd=str(tmp_path)), ME, _drop)
     assert missing.exit_code == 127
     assert fds() - before == set()  # pipes, pidfds and stdin are all closed again
+
+
+async def test_a_command_starts_with_default_signals_and_its_own_path(
+    tmp_path: Path, runner: LocalRunner
+) -> None:
+    """Python (and the spawner) ignore SIGPIPE, SIGXFSZ and SIGINT; a command must not
+    inherit that. Its program is found on its own PATH, not the daemon's."""
+    out: list[bytes] = []
+
+    async def keep(stream: str, data: bytes) -> None:
+        out.append(data)
+
+    r = await runner.run(
+        CommandSpec(argv=("cat", "/proc/self/status"), cwd=str(tmp_path)), ME, keep
+    )
+    assert r.exit_code == 0
+    line = next(x for x in b"".join(out).decode().splitlines() if x.startswith("SigIgn:"))
+    ignored = {n + 1 for n in range(64) if int(line.split()[1], 16) >> n & 1}
+    assert not ignored & {int(s) for s in signal.valid_signals()}, ignored
+    tool = tmp_path / "bin" / "tnt-only-here"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho found\n")
+    tool.chmod(0o755)
+    env = {"PATH": f"{tool.parent}:/usr/bin:/bin"}
+    found = await runner.run(
+        CommandSpec(argv=("tnt-only-here",), cwd=str(tmp_path), env=env), ME, _drop
+    )
+    assert found.stdout_tail == "found\n"
+    (tmp_path / "bin" / "plain").write_text("not a program\n")
+    denied = await runner.run(CommandSpec(argv=("plain",), cwd=str(tmp_path), env=env), ME, _drop)
+    assert denied.exit_code == 126

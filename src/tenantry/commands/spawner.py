@@ -7,7 +7,7 @@ exit and its reaping run on the second core, outside the daemon's event
 loop and its lock::
 
     daemon -> spawner   ["env", E, {name: value}]          an environment, sent once
-                        ["run", N, argv, cwd, E, mem_bytes]  (E = -1: the spawner's own)
+                        ["run", N, argv, cwd, E, mem_bytes]  (E = 0: the daemon's own)
                         ["kill", N, signal]                  to the command's process group
                         ["more", N, stream]                  the daemon took a chunk: read on
     spawner -> daemon   ["pid", N, pid, start_ticks]
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -53,6 +54,38 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+# signals a command starts with at their default disposition: every one this
+# process ignores (Python ignores SIGPIPE and SIGXFSZ, the spawner SIGINT, and
+# what the daemon's parent ignored); set by main()
+_DEFAULT_SIGNALS: tuple[int, ...] = ()
+
+
+def _ignored() -> tuple[int, ...]:
+    out = []
+    for sig in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(sig) in (signal.SIG_IGN, signal.default_int_handler):
+                out.append(int(sig))
+    return tuple(out)
+
+
+def _program(name: str, env: dict[str, str] | None) -> str:
+    """The file to execute for ``argv[0]``: as given if it holds a slash, else the
+    first executable file of that name on the command's ``PATH``."""
+    if "/" in name:
+        return name
+    found = ""
+    for d in os.get_exec_path(env):
+        candidate = os.path.join(d, name)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+        if not found and os.path.exists(candidate):
+            found = candidate  # there but not executable: EACCES, as execvp says
+    if found:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), found)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
 def _rlimit_as(size: int) -> Any:
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
@@ -61,12 +94,11 @@ def _rlimit_as(size: int) -> Any:
 
 
 class _Command:
-    __slots__ = ("exited", "fds", "n", "pid", "pidfd", "popen")
+    __slots__ = ("exited", "fds", "n", "pid", "pidfd")
 
-    def __init__(self, n: int, popen: subprocess.Popen[bytes], out: int, err: int) -> None:
+    def __init__(self, n: int, pid: int, out: int, err: int) -> None:
         self.n = n
-        self.popen = popen
-        self.pid = popen.pid
+        self.pid = pid
         self.fds = {out: 1, err: 2}  # the open read ends
         self.pidfd = -1
         self.exited = False
@@ -92,20 +124,23 @@ class Spawner:
             self.sock.sendall(data)  # the daemon reads on its loop: it drains us
 
     def run(self, n: int, argv: list[str], cwd: str, env_id: int, mem: int) -> None:
-        env = self.envs.get(env_id) if env_id >= 0 else None
+        env = self.envs.get(env_id)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            popen = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=self.null,
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,
-                preexec_fn=_rlimit_as(mem) if mem else None,
-            )
+            if mem:  # an address-space limit needs the child-side setup (a fork)
+                pid = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdin=self.null,
+                    stdout=out_w,
+                    stderr=err_w,
+                    start_new_session=True,
+                    preexec_fn=_rlimit_as(mem),
+                ).pid
+            else:
+                pid = self.spawn(argv, cwd, env, out_w, err_w)
         except OSError as exc:
             os.close(out_r)
             os.close(err_r)
@@ -119,7 +154,7 @@ class Spawner:
         finally:
             os.close(out_w)
             os.close(err_w)
-        cmd = _Command(n, popen, out_r, err_r)
+        cmd = _Command(n, pid, out_r, err_r)
         self.by_id[n] = cmd
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
@@ -129,6 +164,34 @@ class Spawner:
         self.by_fd[cmd.pidfd] = cmd
         self.ep.register(cmd.pidfd, select.EPOLLIN)
         self.send("pid", n, cmd.pid, start_ticks(cmd.pid))
+
+    def spawn(
+        self, argv: list[str], cwd: str, env: dict[str, str] | None, out: int, err: int
+    ) -> int:
+        """``posix_spawn`` the program in ``cwd`` (this process is single-threaded: it
+        changes its own directory for the child to inherit) in a new session.
+
+        The program is looked up on the command's own ``PATH``, as ``Popen``
+        does, by ``stat`` here rather than by failed ``execve``s in the child.
+        Every descriptor of this process is close-on-exec; the child gets
+        /dev/null and its two pipes as 0, 1 and 2, the default disposition of
+        the signals this process ignores, and an empty signal mask.
+        """
+        os.chdir(cwd)
+        path = _program(argv[0], env)
+        return os.posix_spawn(
+            path,
+            argv,
+            os.environ if env is None else env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, self.null, 0),
+                (os.POSIX_SPAWN_DUP2, out, 1),
+                (os.POSIX_SPAWN_DUP2, err, 2),
+            ],
+            setsid=True,
+            setsigmask=(),
+            setsigdef=_DEFAULT_SIGNALS,
+        )
 
     def readable(self, fd: int) -> None:
         cmd = self.by_fd.get(fd)
@@ -160,7 +223,6 @@ class Spawner:
             usage = [ru.ru_utime, ru.ru_stime, ru.ru_maxrss]
         except ChildProcessError:  # pragma: no cover - only we reap our children
             code, usage = -1, [0.0, 0.0, 0]
-        cmd.popen.returncode = code
         self.close_fd(cmd.pidfd)
         cmd.pidfd = -1
         cmd.exited = True
@@ -254,7 +316,9 @@ class Spawner:
 
 
 def main() -> int:
+    global _DEFAULT_SIGNALS
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the daemon's terminal
+    _DEFAULT_SIGNALS = _ignored()
     sock = socket.socket(fileno=sys.stdin.fileno())
     spawner = Spawner(sock)
     try:

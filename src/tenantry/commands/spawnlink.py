@@ -145,12 +145,17 @@ class SpawnLink:
         mine.setblocking(False)
         self.loop = loop
         self._sock = mine
+        # a command sent without an environment gets the daemon's (not the spawner's);
+        # queued here (off the loop), written by attach()
+        self._out.append(json.dumps(["env", 0, dict(os.environ)]).encode() + b"\n")
         return True
 
     def attach(self) -> None:
-        """Start reading the spawner's events (on the loop)."""
+        """Start reading the spawner's events (on the loop); send what start() queued."""
         if self._sock is not None:
             self.loop.add_reader(self._sock.fileno(), self._readable)
+            self._flush_soon = True
+            self.loop.call_soon(self._flush)
 
     # -- requests ------------------------------------------------------------------------
 
@@ -190,7 +195,7 @@ class SpawnLink:
 
     def _env_id(self, env: dict[str, str] | None) -> int:
         if env is None:
-            return -1
+            return 0
         key = tuple(env.items())
         n = self._envs.get(key)
         if n is not None:
