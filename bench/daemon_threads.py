@@ -37,13 +37,16 @@ def thread_cpu(pid: int) -> dict[str, float]:
     with open(f"/proc/{pid}/stat") as fh:
         f = fh.read().rpartition(")")[2].split()
     out["reaped children"] = (int(f[13]) + int(f[14])) / TICK
-    for child, cpu in arms._children_map().get(pid, []):  # the spawner, a pilot, ...
+    for child, _ in arms._children_map().get(pid, []):  # the spawner, a pilot, ...
         try:
             with open(f"/proc/{child}/cmdline", "rb") as fh:
-                name = [fh.read().rstrip(b"\0").rpartition(b"\0")[2]]
+                name = fh.read().rstrip(b"\0").rpartition(b"\0")[2].decode()[-24:]
+            with open(f"/proc/{child}/stat") as fh:
+                f = fh.read().rpartition(")")[2].split()
         except OSError:
             continue
-        out[f"child {name[0].decode()[-24:]}"] = cpu
+        out[f"child {name}"] = (int(f[11]) + int(f[12])) / TICK
+        out[f"child {name}, reaped"] = (int(f[13]) + int(f[14])) / TICK  # the commands it reaped
     return out
 
 

@@ -40,12 +40,12 @@ def _spawner(daemon: Daemon) -> int:
     raise AssertionError("the daemon has no spawner process")
 
 
-def _alive(pid: int) -> bool:
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or only its zombie left."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+        return "(zombie)" in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
 
 
 def test_a_command_is_the_spawners_child_not_the_daemons(daemon: Daemon, tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_the_spawners_death_ends_its_commands_and_the_daemon_goes_on(
     t.join(30)
     assert not t.is_alive(), "the command's request hangs after its spawner died"
     assert err or chunks, "the request got no answer"
-    wait_for(lambda: not _alive(command), what="the orphaned command to be ended")
-    # the daemon is up and runs commands (in-process now)
-    again = json.loads(daemon.cli("run", "--json", "--", "echo", "still").stdout)
-    assert again["stdout_tail"] == "still\n"
+    wait_for(lambda: _gone(command), what="the orphaned command to be ended")
+    # the daemon is up, and runs the next command through a new spawner
+    again = json.loads(daemon.cli("run", "--json", "--", "sh", "-c", "echo $PPID").stdout)
+    assert int(again["stdout_tail"]) == _spawner(daemon) != spawner

@@ -79,6 +79,7 @@ def _die_with_daemon() -> None:
 
 
 _CHUNK = 65536
+RESPAWN_S = 5.0  # a spawner that died is replaced at most this often
 PIPE_GRACE_S = 2.0
 
 
@@ -280,6 +281,7 @@ class LocalRunner:
         # the daemon dies; without it, here, with the group guard
         self.spawner = SpawnLink()
         self._use_spawner = spawner
+        self._respawn_at = 0.0
         # ends every command's process group when the daemon dies (see groupguard);
         # without it each child sets PR_SET_PDEATHSIG itself, after a full fork
         self.guard = Guard()
@@ -300,6 +302,20 @@ class LocalRunner:
             log.warning("cannot start the command spawner: commands spawn in the daemon")
         if not await asyncio.to_thread(self.guard.start):
             log.warning("cannot start the group guard: commands spawn with a full fork")
+
+    async def _respawn(self) -> None:
+        """A new spawner for one that died (at most every RESPAWN_S; meanwhile, and if
+        it cannot start, commands spawn in the daemon)."""
+        now = time.monotonic()
+        if now < self._respawn_at:
+            return
+        self._respawn_at = now + RESPAWN_S
+        dead, link = self.spawner, SpawnLink()
+        await asyncio.to_thread(dead.close)  # reap the old one
+        if await asyncio.to_thread(link.start, asyncio.get_running_loop()):
+            link.attach()
+            self.spawner = link
+            log.warning("the command spawner had stopped: a new one runs")
 
     async def aclose(self) -> None:
         for cid in list(self._running):
@@ -340,6 +356,8 @@ class LocalRunner:
                 f"working directory {spec.cwd!r} does not exist",
                 hint="pass an existing directory as cwd",
             )
+        if self.spawner.died:
+            await self._respawn()
         if self.spawner.alive:
             return await self._run_spawned(spec, principal, sink, cid, on_start)
         timeout = spec.timeout_s or self.default_timeout

@@ -121,6 +121,7 @@ class SpawnLink:
         self._ids = 0
         self._cmds: dict[int, Remote] = {}
         self._envs: OrderedDict[tuple[tuple[str, str], ...], int] = OrderedDict()
+        self.died = False  # it ran and stopped by itself (not closed by us)
 
     @property
     def alive(self) -> bool:
@@ -274,6 +275,7 @@ class SpawnLink:
         if self._sock is None:
             return
         log.error("the command spawner stopped: %s", exc)
+        self.died = True
         self.loop.remove_reader(self._sock.fileno())
         if self._writing:
             self.loop.remove_writer(self._sock.fileno())

@@ -109,13 +109,14 @@ class Pilot:
         """A command's environment: the caller's, with the allocation's step variables."""
         if not requested:
             return dict(self._env)
-        return {**requested, **step_environment(self._env)}
+        return {**requested, **self._step}
 
     def __init__(self, cfg: PilotConfig, env: dict[str, str] | None = None) -> None:
         self.cfg = cfg
         base = dict(os.environ if env is None else env)
         base.pop(SECRET_ENV, None)  # commands never see the lease secret
         self._env = base
+        self._step = step_environment(base)  # the allocation's: the same for every command
         self._null: int | None = None
         self._envs: dict[str, dict[str, str]] = {}  # by id, first in first out (p.Env)
         self._writer: asyncio.StreamWriter | None = None
