@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.memory import content, embedding, retrieval, scanner, signature
+from tenantry.memory import content, embedding, retrieval, scanner, signature, vocab
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore
 from tenantry.memory.vectors import VectorIndex
@@ -109,13 +109,16 @@ async def evaluate(
     queries: list[dict[str, Any]],
     planted: dict[str, str],
     vectors: VectorIndex | None = None,
+    expander: vocab.Expander | None = None,
 ) -> dict[str, Any]:
     rr, h1, h5, poison, must_not, sup_top, stale_top = [], [], [], 0, 0, 0, 0
     styles: dict[str, list[float]] = {}
     misses = []
     for q in queries:
         viewer = viewer_of(q)
-        hits = await retrieval.search(store, viewer, q["text"], limit=10, vectors=vectors)
+        hits = await retrieval.search(
+            store, viewer, q["text"], limit=10, vectors=vectors, expander=expander
+        )
         ids = [h.lesson.id for h in hits]
         relevant = set(q["relevant"])
         rank = next((i + 1 for i, x in enumerate(ids) if x in relevant), None)
@@ -137,7 +140,13 @@ async def evaluate(
         if rank != 1:
             misses.append({"id": q["id"], "rank": rank, "top": ids[:3]})
         with_history = await retrieval.search(
-            store, viewer, q["text"], limit=1, include_history=True, vectors=vectors
+            store,
+            viewer,
+            q["text"],
+            limit=1,
+            include_history=True,
+            vectors=vectors,
+            expander=expander,
         )
         if with_history and not with_history[0].lesson.status.live:
             sup_top += 1
@@ -452,6 +461,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "quarantined_on_load": sorted(les.id for les in lessons if les.quarantined),
         "heldout_ids": sorted(q["id"] for q in queries if held_out(q)),
     }
+    expander = vocab.Expander.with_file(args.synonyms) if args.synonyms else None
+    out["synonyms"] = args.synonyms
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "memory.sqlite3"
         reuse = db.exists()
@@ -466,11 +477,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if vectors is not None:
                 await vectors.sync(store)
             if not reuse:
-                out["eval"] = await evaluate(store, queries, planted, vectors)
+                out["eval"] = await evaluate(store, queries, planted, vectors, expander)
                 dev = [q for q in queries if not held_out(q)]
-                out["eval_dev"] = await evaluate(store, dev, planted, vectors)
+                out["eval_dev"] = await evaluate(store, dev, planted, vectors, expander)
                 out["eval_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q)], planted, vectors
+                    store, [q for q in queries if held_out(q)], planted, vectors, expander
                 )
             if args.scale:
                 synth = Synth(args.seed, " ".join(d["body"] for d in raw_lessons))
@@ -488,12 +499,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "load_s": round(load_s, 1),
                     "embed_s": round(time.perf_counter() - t0, 1),
                 }
-                out["eval_at_scale"] = await evaluate(store, queries, planted, vectors)
+                out["eval_at_scale"] = await evaluate(store, queries, planted, vectors, expander)
                 out["eval_at_scale_dev"] = await evaluate(
-                    store, [q for q in queries if not held_out(q)], planted, vectors
+                    store, [q for q in queries if not held_out(q)], planted, vectors, expander
                 )
                 out["eval_at_scale_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q)], planted, vectors
+                    store, [q for q in queries if held_out(q)], planted, vectors, expander
                 )
                 out["latency_20_term_pasted"] = await latency(
                     store, synth, args.latency_queries, vectors
@@ -588,6 +599,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-dense",
         action="store_true",
         help="lexical ranking only (no re-ranking with the bundled embedding model)",
+    )
+    ap.add_argument(
+        "--synonyms",
+        help="extend the default expansion table with this file's `regex = terms` lines"
+        " (the memory_synonyms setting; in process only)",
     )
     ap.add_argument("--json", help="also write the full results (with misses) here")
     ap.add_argument(
