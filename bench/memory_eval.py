@@ -99,6 +99,15 @@ def held_out(q: dict[str, Any]) -> bool:
     return int(hashlib.sha256(str(q["id"]).encode()).hexdigest()[:8], 16) % 4 == 0
 
 
+def fold(q: dict[str, Any]) -> int:
+    """The development fold of a query (0-3), a fixed hash of its id independent of the split.
+
+    A tuning change is judged by the development MRR@10 of each fold: a gain in
+    one fold and losses in others is noise, not a better ranking.
+    """
+    return int(hashlib.sha256(str(q["id"]).encode()).hexdigest()[8:16], 16) % 4
+
+
 def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
     key = str(q.get("principal") or DEFAULT_PRINCIPAL)
     return retrieval.Viewer(key, key.split("/")[0], str(q.get("project", DEFAULT_PROJECT)))
@@ -113,6 +122,7 @@ async def evaluate(
 ) -> dict[str, Any]:
     rr, h1, h5, poison, must_not, sup_top, stale_top = [], [], [], 0, 0, 0, 0
     styles: dict[str, list[float]] = {}
+    folds: dict[int, list[float]] = {}
     misses = []
     for q in queries:
         viewer = viewer_of(q)
@@ -126,6 +136,7 @@ async def evaluate(
         h1.append(1.0 if rank == 1 else 0.0)
         h5.append(1.0 if rank and rank <= 5 else 0.0)
         styles.setdefault(q.get("style", "other"), []).append(rr[-1])
+        folds.setdefault(fold(q), []).append(rr[-1])
         top5 = ids[:5]
         if any(x in planted and planted[x] != viewer.key for x in top5):
             poison += 1
@@ -158,6 +169,7 @@ async def evaluate(
         "hit@5": round(statistics.fmean(h5), 4),
         "per_style_mrr@10": {k: round(statistics.fmean(v), 4) for k, v in sorted(styles.items())},
         "per_style_n": {k: len(v) for k, v in sorted(styles.items())},
+        "per_fold_mrr@10": [round(statistics.fmean(folds.get(i) or [0.0]), 4) for i in range(4)],
         "poison@5": round(poison / n, 4),
         "must_not_return@5": round(must_not / n, 4),
         "superseded_at_top": round(sup_top / n, 4),
@@ -338,7 +350,7 @@ class Synth:
         )
 
     def pasted_query(self, terms: int = 20) -> str:
-        lines = []
+        lines: list[str] = []
         while sum(len(x.split()) for x in lines) < terms:
             lines.append(self.error() if self.rng.random() < 0.7 else self.words(6))
         return " ".join("\n".join(lines).split(" ")[:terms])
@@ -557,6 +569,11 @@ def report(res: dict[str, Any]) -> str:
                 f"{k} {v:.3f} ({ev['per_style_n'][k]})" for k, v in ev["per_style_mrr@10"].items()
             ),
         ]
+        if name.endswith("_dev"):  # the folds a tuning change is judged by (see fold())
+            lines.append(
+                "  MRR@10 per development fold: "
+                + " ".join(f"{x:.3f}" for x in ev["per_fold_mrr@10"])
+            )
     lat = res.get("latency_20_term_pasted")
     if lat:
         lines.append(
