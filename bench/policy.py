@@ -184,14 +184,11 @@ def split(engine: Engine, judge: Judge, work: list[Any]) -> dict[str, dict[str, 
         return run
 
     patches: list[tuple[Any, str]] = [(cedarpy, "is_authorized_batch"), (judge_mod, "build")]
-    if hasattr(engine, "_authorize"):  # the engine's own batch call (cedarpy's extension)
-        patches.append((engine, "_authorize"))
     if hasattr(cedarpy, "Entities"):
         patches.append((cedarpy.Entities, "with_added_json_str"))
     saved = [(obj, name, getattr(obj, name)) for obj, name in patches]
     names = {
         "is_authorized_batch": "cedar",
-        "_authorize": "cedar",
         "build": "normalize",
         "with_added_json_str": "entities",
     }

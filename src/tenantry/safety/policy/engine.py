@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -173,27 +172,18 @@ class Engine:
         self.policies = cedarpy.PolicySet.from_str(text)
         self._cache: dict[_Key, _Raw] = {}
         full = self.policies.to_pst()
-        # one policy set per (action, principal type) with only the policies whose
-        # scope can match it: same decisions (a policy whose action scope excludes
-        # the request, or whose ``principal is T`` names another type, never
-        # applies), a fraction of the evaluation work; policy ids are kept
-        subsets = {
-            (action, ptype): _subset(full, action, ptype)
-            for action in ACTIONS
-            for ptype in PRINCIPAL_TYPES
-        }
-        self.by_action: dict[tuple[str, str], Any] = {
-            k: cedarpy.PolicySet.from_pst(v) for k, v in subsets.items()
-        }
+        # one policy set per action with only the policies whose scope can match it:
+        # same decisions (a policy whose action scope excludes the request never
+        # applies), a third of the evaluation work; policy ids are kept
+        self.by_action = {action: _subset(full, action) for action in ACTIONS}
         self._bases: dict[str, Any] = {}  # principal entities JSON -> parsed handle
         # the resource attributes and context keys some policy that can apply to
-        # the request names; the rest is not sent to Cedar (a policy reads only
+        # the action names; the rest is not sent to Cedar (a policy reads only
         # what it names, so pruning cannot change a decision). A policy that uses
         # ``context`` as a whole gets all of it.
         self._everything = _sent(full)
         self.used_attrs = self._everything[0]
-        self._sent = {k: _sent(v) for k, v in subsets.items()}
-        self._authorize = _batch_function()
+        self._sent = {action: _sent(self.by_action[action].to_pst()) for action in ACTIONS}
         if len(self.rules) != offset or len(self.policies) != offset:
             raise PolicyInvalid("policy ids did not line up after parsing; refusing to run")
 
@@ -233,6 +223,8 @@ class Engine:
         against the policies of its action only. ``decide_reference`` is the
         same decision the plain way.
         """
+        import cedarpy
+
         if not reqs:
             return []
         raw: list[_Raw | None] = []
@@ -242,9 +234,8 @@ class Engine:
         asked: set[_Key] = set()  # keys in ``misses``: the same question is asked once
         dumps = json.dumps
         contexts: dict[tuple[int, int], str] = {}  # requests of one command share a context
-        ptype = principal.get("type", "")
         for i, r in enumerate(reqs):
-            used, ctx_used = self._sent.get((r.action, ptype), self._everything)
+            used, ctx_used = self._sent.get(r.action, self._everything)
             attrs = dumps({k: v for k, v in r.attrs.items() if k in used}, sort_keys=True)
             seen = (id(r.context), id(ctx_used))
             ctx = contexts.get(seen)
@@ -271,21 +262,19 @@ class Engine:
                 groups: dict[str, list[tuple[int, str, str]]] = {}
                 for miss in misses:
                     groups.setdefault(reqs[miss[0]].action, []).append(miss)
-                results: list[tuple[int, _Raw]] = []
-                handle = entities._inner  # the parsed set itself (what the wrapper passes on)
+                results: list[tuple[int, Any]] = []
                 for action, group in groups.items():
-                    uid = {"type": "Action", "id": action}
                     requests = [
                         {
                             "principal": principal,
-                            "action": uid,
+                            "action": {"type": "Action", "id": action},
                             "resource": {"type": reqs[i].rtype, "id": reqs[i].rid},
                             "context": ctx,  # already JSON: Cedar parses it, no second dump
                         }
                         for i, _, ctx in group
                     ]
-                    policies = self.by_action.get((action, ptype), self.policies)
-                    got = self._authorize(requests, policies, handle)
+                    policies = self.by_action.get(action, self.policies)
+                    got = cedarpy.is_authorized_batch(requests, policies, entities)
                     if len(got) != len(group):
                         raise RuntimeError("engine returned a short batch")
                     results.extend((m[0], res) for m, res in zip(group, got, strict=True))
@@ -295,8 +284,8 @@ class Engine:
                 )
                 return [fail for _ in reqs]
             answers: dict[_Key, _Raw] = {}
-            for i, entry in results:
-                answers[keys[i]] = entry
+            for i, result in results:
+                entry = answers[keys[i]] = _raw(result)
                 if not entry.errors:
                     self._cache[keys[i]] = entry
             raw = [answers[keys[i]] if e is None else e for i, e in enumerate(raw)]
@@ -371,56 +360,10 @@ class Engine:
 
 def _raw(result: Any) -> _Raw:
     diag = result.diagnostics
-    return _ordered(result.allowed, diag.reasons, diag.errors)
-
-
-def _ordered(allowed: bool, reasons: list[str], errors: list[str]) -> _Raw:
+    reasons = diag.reasons
     if len(reasons) > 1:  # policy order: the first policy that decided names the rule
         reasons = sorted(reasons, key=lambda r: int(r[6:]) if r[6:].isdigit() else 0)
-    return _Raw(allowed, tuple(reasons), tuple(errors))
-
-
-PRINCIPAL_TYPES = ("User", "Agent")
-Batch = Callable[[list[dict[str, Any]], Any, Any], list[_Raw]]
-
-
-def _batch_function() -> Batch:
-    """Cedar's batch authorization, answering ``_Raw``s.
-
-    cedarpy's public ``is_authorized_batch`` copies each request, wraps each
-    answer in result objects and reads them back through properties; its
-    extension function takes the same requests (context already JSON) and a
-    parsed ``Entities`` set and answers one JSON document per request, which is
-    read here directly. Without that function (another cedarpy build), the
-    public one is used.
-    """
-    import cedarpy
-
-    internal = getattr(getattr(cedarpy, "_internal", None), "is_authorized_batch", None)
-    if internal is None:  # pragma: no cover - every cedarpy 4.x wheel has it
-
-        def public(requests: list[dict[str, Any]], policies: Any, handle: Any) -> list[_Raw]:
-            got = cedarpy.is_authorized_batch(requests, policies, cedarpy.Entities(handle))
-            return [_raw(r) for r in got]
-
-        return public
-    loads = json.loads
-
-    def batch(requests: list[dict[str, Any]], policies: Any, handle: Any) -> list[_Raw]:
-        out: list[_Raw] = []
-        for text in internal(requests, policies, handle, None, False):
-            answer = loads(text)
-            diag = answer.get("diagnostics") or {}
-            out.append(
-                _ordered(
-                    answer.get("decision") == "Allow",
-                    diag.get("reason") or [],
-                    diag.get("errors") or [],
-                )
-            )
-        return out
-
-    return batch
+    return _Raw(result.allowed, tuple(reasons), tuple(diag.errors))
 
 
 def _pick(context: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
@@ -461,14 +404,11 @@ def _reads(node: Any, out: set[str]) -> bool:
     return whole
 
 
-def _subset(full: Any, action: str, ptype: str) -> Any:
-    """The policies (as a PST) whose scope can match ``action`` for a ``ptype`` principal."""
+def _subset(full: Any, action: str) -> Any:
+    import cedarpy
     from cedarpy import pst
 
     def applies(t: Any) -> bool:
-        p = t.principal
-        if isinstance(p, pst.ScopeIs) and p.entity_type.basename != ptype:
-            return False  # ``principal is T``: Cedar's ``is`` is the exact type (no parents)
         a = t.action
         if isinstance(a, pst.ActionEq):
             return bool(a.entity.id == action)
@@ -477,7 +417,9 @@ def _subset(full: Any, action: str, ptype: str) -> Any:
         return True  # any action, or a scope form this code does not know
 
     keep = {pid: t for pid, t in full.static_policies.items() if applies(t)}
-    return pst.PolicySet(templates={}, static_policies=keep, template_links=())
+    return cedarpy.PolicySet.from_pst(
+        pst.PolicySet(templates={}, static_policies=keep, template_links=())
+    )
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
