@@ -1,0 +1,56 @@
+"""BM25 as FTS5's ``bm25()`` computes it, over processed text in memory. Pure functions.
+
+``retrieval`` asks FTS5 for its candidates; this scores given lessons on the
+same scale where FTS5 cannot (PostgreSQL has no FTS5; a candidate found by
+another list, scored on all of the query's terms). k1 = 1.2, b = 0.75, the
+column weights of ``retrieval._BM25``; a term found in more than half of the
+lessons weighs almost nothing (FTS5 floors its idf at 1e-6).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+K1 = 1.2
+B = 0.75
+WEIGHTS = (3.0, 1.0, 2.0, 2.5)  # title, body, subjects, signature (as retrieval._BM25)
+
+
+def idf(n_docs: int, df: int) -> float:
+    x = math.log((n_docs - df + 0.5) / (df + 0.5))
+    return x if x > 0 else 1e-6
+
+
+def scores(
+    docs: Mapping[K, Sequence[str]],
+    words: Sequence[str],
+    df: Callable[[str], int],
+    n_docs: int,
+    avgdl: float,
+) -> dict[K, float]:
+    """BM25 of each document (its columns' processed text) for ``words``; higher is better.
+
+    ``df`` gives a term's document frequency in the whole index. A document
+    with none of the words is left out.
+    """
+    avgdl = avgdl or 1.0
+    out: dict[K, float] = {}
+    idfs = {w: idf(n_docs, df(w)) for w in dict.fromkeys(words)}
+    for key, fields in docs.items():
+        cols = [Counter(c.split()) for c in fields]
+        norm = K1 * (1 - B + B * sum(sum(c.values()) for c in cols) / avgdl)
+        total = 0.0
+        found = False
+        for w, weight in idfs.items():
+            tf = sum(wt * c[w] for wt, c in zip(WEIGHTS, cols, strict=True) if w in c)
+            if tf:
+                found = True
+                total += weight * tf * (K1 + 1) / (tf + norm)
+        if found:
+            out[key] = total
+    return out
