@@ -10,7 +10,6 @@ lessons weighs almost nothing (FTS5 floors its idf at 1e-6).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
@@ -26,6 +25,36 @@ def idf(n_docs: int, df: int) -> float:
     return x if x > 0 else 1e-6
 
 
+Doc = tuple[int, dict[str, float]]  # a document's length and its terms' column-weighted counts
+
+
+def doc(fields: Sequence[str]) -> Doc:
+    """What BM25 needs of a document: its length (terms in all columns) and, per term,
+    its counts in each column times the column's weight."""
+    tf: dict[str, float] = {}
+    length = 0
+    for weight, col in zip(WEIGHTS, fields, strict=True):
+        toks = col.split()
+        length += len(toks)
+        for t in toks:
+            tf[t] = tf.get(t, 0.0) + weight
+    return length, tf
+
+
+def score(d: Doc, idfs: Mapping[str, float], avgdl: float) -> float | None:
+    """BM25 of one document for the terms of ``idfs`` (term -> idf); None if it has none."""
+    length, tf = d
+    norm = K1 * (1 - B + B * length / (avgdl or 1.0))
+    total = 0.0
+    found = False
+    for w, weight in idfs.items():
+        x = tf.get(w)
+        if x:
+            found = True
+            total += weight * x * (K1 + 1) / (x + norm)
+    return total if found else None
+
+
 def scores(
     docs: Mapping[K, Sequence[str]],
     words: Sequence[str],
@@ -38,19 +67,10 @@ def scores(
     ``df`` gives a term's document frequency in the whole index. A document
     with none of the words is left out.
     """
-    avgdl = avgdl or 1.0
-    out: dict[K, float] = {}
     idfs = {w: idf(n_docs, df(w)) for w in dict.fromkeys(words)}
+    out: dict[K, float] = {}
     for key, fields in docs.items():
-        cols = [Counter(c.split()) for c in fields]
-        norm = K1 * (1 - B + B * sum(sum(c.values()) for c in cols) / avgdl)
-        total = 0.0
-        found = False
-        for w, weight in idfs.items():
-            tf = sum(wt * c[w] for wt, c in zip(WEIGHTS, cols, strict=True) if w in c)
-            if tf:
-                found = True
-                total += weight * tf * (K1 + 1) / (tf + norm)
-        if found:
-            out[key] = total
+        x = score(doc(fields), idfs, avgdl)
+        if x is not None:
+            out[key] = x
     return out

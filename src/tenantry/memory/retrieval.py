@@ -47,7 +47,7 @@ _L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
 _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
 
 MAX_TERMS = 16  # rarest query terms kept
-POSTINGS_BUDGET = 2000  # most postings BM25 scores per query (beyond the rarest term)
+POSTINGS_BUDGET = 1000  # most postings BM25 scores per query (beyond the rarest term)
 POOL = 25  # candidates ranked per source
 PREFETCH = 60  # BM25 hits fetched before visibility filtering
 PREFETCH_DENSE = 60  # the same with dense similarity (a larger prefetch measured no better)
@@ -57,6 +57,7 @@ TIER_TERMS = 32  # query terms asked of the trusted tier
 TOP_PER_TERM = 400  # best postings kept per query term the budget leaves out (0 = off)
 TOP_TERMS_CACHED = 2048  # terms whose best postings stay in memory (oldest dropped first)
 SIG_POOL = 12  # lessons taken per exact signature match
+DOCS_CACHED = 8192  # trusted lessons' indexed terms kept in memory (all dropped when full)
 
 W_SIG_EXACT = 0.9
 W_SIG_TRUST = 0.1  # extra per trust rank on an exact signature match
@@ -489,21 +490,33 @@ def _with_candidates(
 ) -> list[tuple[Lesson, float]]:
     """``ranked`` (BM25 of ``words`` in the whole index) joined by the lessons of ``found`` it
     lacks, each scored on the same scale: its BM25 for ``words`` with the whole index's
-    statistics, computed from its indexed text."""
+    statistics, computed from its indexed text (kept in memory: it is never rewritten)."""
     have = {les.id for les, _ in ranked}
     new = {les.id: les for les, _ in found if les.id not in have}
     if not new or not words:
         return ranked
-    rows = conn.execute(
-        "SELECT l.id, f.title, f.body, f.subjects, f.signature FROM lessons l"
-        " JOIN lessons_fts f ON f.rowid = l.seq"
-        f" WHERE l.id IN ({','.join('?' * len(new))})",
-        list(new),
-    ).fetchall()
-    docs = {str(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows}
+    cache = store.doc_terms
+    need = [i for i in new if i not in cache]
+    if need:
+        rows = conn.execute(
+            "SELECT l.id, f.title, f.body, f.subjects, f.signature FROM lessons l"
+            " JOIN lessons_fts f ON f.rowid = l.seq"
+            f" WHERE l.id IN ({','.join('?' * len(need))})",
+            need,
+        ).fetchall()
+        if len(cache) + len(rows) > DOCS_CACHED:
+            cache.clear()
+        for r in rows:
+            cache[str(r[0])] = bm25.doc((str(r[1]), str(r[2]), str(r[3]), str(r[4])))
     n = store.n_docs or 1
-    exact = bm25.scores(docs, words, lambda w: store.df.get(w, 0), n, store.n_tokens / n)
-    out = [*ranked, *((new[i], x) for i, x in exact.items())]
+    idfs = {w: bm25.idf(n, store.df.get(w, 0)) for w in dict.fromkeys(words)}
+    avgdl = store.n_tokens / n
+    out = list(ranked)
+    for i, les in new.items():
+        d = cache.get(i)
+        x = bm25.score(d, idfs, avgdl) if d is not None else None
+        if x is not None:
+            out.append((les, x))
     out.sort(key=lambda x: x[1], reverse=True)
     return out
 

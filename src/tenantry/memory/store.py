@@ -201,6 +201,8 @@ class LessonStore(StartClose):
         self.n_tokens = 0  # terms in the index, all lessons and columns (BM25's average length)
         # term -> (n_docs when computed, highest seq then, {seq: score}): see retrieval.top_postings
         self.top_postings: dict[str, tuple[int, int, dict[int, float]]] = {}
+        # lesson id -> its indexed terms for BM25 (see retrieval._with_candidates, bm25.doc)
+        self.doc_terms: dict[str, tuple[int, dict[str, float]]] = {}
 
     async def start(self) -> None:
         if self._owned:
