@@ -557,6 +557,8 @@ def rank(
         pool.setdefault(les.id, (les, 0.0))
     text_low = text.lower()
     sig_sets = [set(s.split()) for s in sig_lines]
+    # a signature sharing under half its words with all of them is under 0.5 with each one
+    sig_words = set().union(*sig_sets)
     hits: list[Hit] = []
     for les, base in pool.values():
         score = base
@@ -564,7 +566,12 @@ def rank(
         if les.sig_hash and les.sig_hash in sig_hashes:
             score += W_SIG_EXACT + W_SIG_TRUST * les.trust.rank
             matched.append("signature")
-        elif les.error_signature and sig_lines:
+        elif (
+            les.error_signature
+            and sig_lines
+            and 2 * len(signature.words(les.error_signature) & sig_words)
+            >= len(signature.words(les.error_signature))
+        ):
             near = signature.best_similarity(les.error_signature, sig_sets)
             if near >= 0.5:
                 score += W_SIG_NEAR * near

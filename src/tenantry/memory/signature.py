@@ -119,14 +119,14 @@ def similarity(a: str, b: str) -> float:
 
 
 @lru_cache(maxsize=1 << 14)
-def _words(sig: str) -> frozenset[str]:
+def words(sig: str) -> frozenset[str]:
     """The word set of a stored signature (a recall compares dozens of them, repeatedly)."""
     return frozenset(sig.split())
 
 
 def best_similarity(a: str, others: list[set[str]]) -> float:
     """The highest ``similarity`` of ``a`` to signatures given as word sets (split once)."""
-    wa = _words(a)
+    wa = words(a)
     if not wa:
         return 0.0
     return max((len(wa & wb) / len(wa | wb) for wb in others if wb), default=0.0)
