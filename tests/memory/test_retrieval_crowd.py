@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tenantry.memory import Lesson, LessonStore, Trust, bm25, retrieval, signature
+from tenantry.store import open_store
 
 from .conftest import facility_lesson
 
@@ -58,6 +59,33 @@ async def test_a_pasted_error_with_its_path_finds_the_lesson_keyed_without_it(
         assert "signature" in hits[0].matched
 
 
+def tier_case() -> tuple[list[Lesson], Lesson, Lesson]:
+    """A crowd, six staff lessons, the lesson matching the question and a staff lesson
+    matching one word of it."""
+    crowd = [facility_lesson(f"account note {i}", "account usage") for i in range(45)]
+    crowd += [facility_lesson(f"gpu note {i}", "gpu usage") for i in range(45)]
+    crowd += [facility_lesson(f"login note {i}", "login node usage") for i in range(100)]
+    crowd += [
+        facility_lesson(
+            f"{topic} policy", f"{topic} rules for everyone", trust=Trust.STAFF_APPROVED
+        )
+        for topic in ("scratch", "backup", "quota", "module", "container", "python")
+    ]
+    right = facility_lesson(
+        "My benchmark jobs: account chem42-gpu for gpu benchmarks",
+        "use account chem42-gpu for the gpu benchmarks",
+    )
+    other = facility_lesson(
+        "Short test runs: use the debug partition",
+        "a quick benchmark or test goes to the debug partition first",
+        trust=Trust.STAFF_APPROVED,
+    )
+    return crowd, right, other
+
+
+TIER_QUERY = "which account do I use for my gpu benchmarks"
+
+
 async def test_the_trusted_tier_does_not_outvote_a_better_match(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,31 +93,23 @@ async def test_the_trusted_tier_does_not_outvote_a_better_match(
     scale: a staff lesson matching one word of the question does not displace the lesson
     matching all of them (the tier once added its best lesson a full list's weight)."""
     monkeypatch.setattr(retrieval, "POSTINGS_BUDGET", 40)
+    crowd, right, other = tier_case()
     async with LessonStore(tmp_path / "m.sqlite3") as store:
-        crowd = [facility_lesson(f"account note {i}", "account usage") for i in range(45)]
-        crowd += [facility_lesson(f"gpu note {i}", "gpu usage") for i in range(45)]
-        crowd += [facility_lesson(f"login note {i}", "login node usage") for i in range(100)]
-        staff = [
-            facility_lesson(
-                f"{topic} policy", f"{topic} rules for everyone", trust=Trust.STAFF_APPROVED
-            )
-            for topic in ("scratch", "backup", "quota", "module", "container", "python")
-        ]
-        right = facility_lesson(
-            "My benchmark jobs: account chem42-gpu for gpu benchmarks",
-            "use account chem42-gpu for the gpu benchmarks",
-        )
-        other = facility_lesson(
-            "Short test runs: use the debug partition",
-            "a quick benchmark or test goes to the debug partition first",
-            trust=Trust.STAFF_APPROVED,
-        )
-        await store.add_many([*crowd, *staff, right, other], "test")
-        query = "which account do I use for my gpu benchmarks"
-        hits = await retrieval.search(store, VIEWER, query, limit=5)
-        ids = [h.lesson.id for h in hits]
+        await store.add_many([*crowd, right, other], "test")
+        ids = [h.lesson.id for h in await retrieval.search(store, VIEWER, TIER_QUERY, limit=5)]
         assert ids[0] == right.id
         assert other.id in ids  # still a candidate, below
+
+
+async def test_the_trusted_tier_on_postgresql(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retrieval, "POSTINGS_BUDGET", 40)
+    crowd, right, other = tier_case()
+    async with open_store(pg_url) as db, LessonStore(db) as store:
+        await store.add_many([*crowd, right, other], "test")
+        assert store.n_tokens > 0
+        ids = [h.lesson.id for h in await retrieval.search(store, VIEWER, TIER_QUERY, limit=5)]
+        assert ids[0] == right.id
+        assert other.id in ids
 
 
 def test_bm25_in_memory_is_fts5s(tmp_path: Path) -> None:
