@@ -32,7 +32,13 @@ from tenantry.core.errors import Conflict, IndexError_, NotFound, UsageError
 from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.tasks import TaskGroup
 from tenantry.index import crawl, query, store
-from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource, parse_backing
+from tenantry.index.changes import (
+    MODIFIED,
+    ChangeSource,
+    ManualSource,
+    WatchdogSource,
+    parse_backing,
+)
 from tenantry.index.gitstatus import GitRun, GitStatus
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
 from tenantry.service.runtime import Runtime
@@ -61,7 +67,8 @@ class Workspace:
     swept_at: float | None = None
     rules: dict[str, Rules | None] = field(default_factory=dict)
     crawl: asyncio.Task[None] | None = None
-    # refreshes after gateway commands: queries wait for them, commands do not
+    # refreshes after gateway commands and change notifications: queries wait for
+    # them, commands do not
     inflight: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -69,6 +76,8 @@ class Workspace:
 class Counters:
     fs_ops: int = 0
     syncs: int = 0
+    file_refreshes: int = 0
+    barriers: int = 0
     sweeps: int = 0
     sweep_rounds: int = 0
     notifications: int = 0
@@ -100,7 +109,10 @@ class IndexService:
         self.workspaces: dict[int, Workspace] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
-        self._pending: set[tuple[int, str]] = set()
+        # directories to re-list, each with the children to re-list deep (a change
+        # inside a directory the index has not listed yet: that subtree is new)
+        self._pending: dict[tuple[int, str], set[str]] = {}
+        self._pending_files: set[tuple[int, str]] = set()  # files to re-read alone
         self._flush: asyncio.TimerHandle | None = None
         self._timers: set[asyncio.TimerHandle] = set()
         self._tasks = TaskGroup("index")  # failures logged and shown in info
@@ -345,8 +357,13 @@ class IndexService:
         deep: bool = False,
         force: frozenset[str] = frozenset(),
         dir_id: int | None = None,
+        descend: frozenset[str] = frozenset(),
     ) -> None:
-        """Make the index match directory ``rel`` (and its subtree when ``deep``)."""
+        """Make the index match directory ``rel`` (and its subtree when ``deep``).
+
+        ``force``: names whose text is read even if their stat did not move;
+        ``descend``: subdirectories synced deep although already known.
+        """
         ws = self.workspaces.get(ws_id)
         if ws is None:
             return
@@ -383,9 +400,14 @@ class IndexService:
         if children:
             await asyncio.gather(
                 *(
-                    self.sync(ws_id, crawl.join(rel, c.name), deep=deep or c.new, dir_id=c.id)
+                    self.sync(
+                        ws_id,
+                        crawl.join(rel, c.name),
+                        deep=deep or c.new or c.name in descend,
+                        dir_id=c.id,
+                    )
                     for c in children
-                    if c.new or deep
+                    if c.new or deep or c.name in descend
                 )
             )
 
@@ -426,19 +448,19 @@ class IndexService:
 
     # --- freshness signals ----------------------------------------------
 
-    def _notify_threadsafe(self, path: str) -> None:
-        self._on_loop(self.notify, path)
+    def _notify_threadsafe(self, path: str, what: str = "") -> None:
+        self._on_loop(self.notify, path, what)
 
     def _lost_threadsafe(self, root: str) -> None:
         self._on_loop(self.lost, root)
 
-    def _on_loop(self, fn: Callable[[str], None], path: str) -> None:
-        """Call ``fn(path)`` on the event loop (from the change source's thread)."""
+    def _on_loop(self, fn: Callable[..., None], *args: str) -> None:
+        """Call ``fn(*args)`` on the event loop (from the change source's thread)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(fn, path)
+            loop.call_soon_threadsafe(fn, *args)
 
     def lost(self, root: str) -> None:
         """The change source dropped events under ``root``: git status checks everything."""
@@ -446,18 +468,30 @@ class IndexService:
         if scope is not None:
             self.git.repo(scope.ws).journal.lose()
 
-    def notify(self, path: str) -> None:
-        """``path`` (absolute) may have changed: re-list its parent soon (coalesced)."""
+    def notify(self, path: str, what: str = "") -> None:
+        """``path`` (absolute) may have changed: refresh it soon (coalesced).
+
+        ``what=MODIFIED`` (only that file's contents or attributes changed): re-read
+        the file alone; otherwise re-list its parent directory.
+        """
         self.counters.notifications += 1
         scope = self._match(os.path.normpath(path))
         if scope is None or not scope.rel:
             return
-        self.git.record(scope.ws, scope.rel)
+        if self.git.record(scope.ws, scope.rel):
+            return  # a cookie: never indexed
         ws = self.workspaces[scope.ws]
         target = self._dir_to_sync(ws, scope.rel)
         if target is None:
             return
-        self._pending.add((ws.id, target))
+        parent, _, name = scope.rel.rpartition("/")
+        if what == MODIFIED and target == parent and name not in IGNORE_FILES:
+            self._pending_files.add((ws.id, scope.rel))
+        else:
+            descend = self._pending.setdefault((ws.id, target), set())
+            if target != parent:
+                # a listing of that directory may be under way and miss this change
+                descend.add(scope.rel[len(target) + 1 if target else 0 :].split("/")[0])
         if self._flush is None and self._loop is not None:
             self._flush = self._loop.call_later(DEBOUNCE_S, self._flush_pending)
 
@@ -483,10 +517,88 @@ class IndexService:
         return anc
 
     def _flush_pending(self) -> None:
-        self._flush = None
-        pending, self._pending = self._pending, set()
-        for ws_id, rel in pending:
-            self._spawn(self._quiet(self.sync(ws_id, rel)))
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        dirs, self._pending = self._pending, {}
+        files, self._pending_files = self._pending_files, set()
+        force: dict[tuple[int, str], set[str]] = {}
+        for ws_id, rel in sorted(files):
+            parent, _, name = rel.rpartition("/")
+            if (ws_id, parent) in dirs:  # re-listed anyway: read the file there
+                force.setdefault((ws_id, parent), set()).add(name)
+            else:
+                self._refresh_task(ws_id, self.refresh_file(ws_id, rel))
+        for (ws_id, rel), descend in dirs.items():
+            names = frozenset(force.get((ws_id, rel), ()))
+            sync = self.sync(ws_id, rel, force=names, descend=frozenset(descend))
+            self._refresh_task(ws_id, sync)
+
+    def _refresh_task(self, ws_id: int, aw: Awaitable[None]) -> None:
+        """Run a refresh of workspace ``ws_id``; its queries wait for it (``wait_fresh``)."""
+        task = self._spawn(self._quiet(aw))
+        ws = self.workspaces.get(ws_id)
+        if ws is not None:
+            ws.inflight.add(task)
+            task.add_done_callback(ws.inflight.discard)
+
+    async def refresh_file(self, ws_id: int, rel: str, *, recheck: bool = False) -> None:
+        """Re-read one file the change source named, without listing its directory.
+
+        A file the index lacks, or one that is gone or no longer a regular file, is
+        looked up in its directory instead (a sync of the parent). ``recheck``: stat
+        it and read it again only if its stat moved.
+        """
+        ws = self.workspaces.get(ws_id)
+        if ws is None:
+            return
+        parent, _, name = rel.rpartition("/")
+        done = False
+        found: crawl.Found | None = None
+        async with self._lock(ws_id, parent):  # the parent's sync writes this row too
+            row = await self.db.fetchone(
+                "SELECT id, kind, size, mtime_ns, mode FROM entries WHERE ws = ? AND path = ?",
+                (ws_id, rel),
+            )
+            if row is not None and row[1] == "f":
+                known = crawl.Known(row[0], row[1], row[2], row[3], row[4])
+                found, ops = await self._io(
+                    crawl.scan_file, ws.root, rel, self.max_bytes, known if recheck else None
+                )
+                self.counters.fs_ops += ops
+                self.counters.file_refreshes += 1
+                if found is not None:
+                    f = found
+                    done = await self.db.write(lambda c: store.apply_file(c, ws_id, known.id, f))
+        if not done:
+            await self.sync(ws_id, parent, force=frozenset({name}))
+            return
+        if found is not None and found.racy:
+            self._recheck_file(ws, rel)
+
+    def _recheck_file(self, ws: Workspace, rel: str) -> None:
+        """A file refreshed within the racy window: check it again once that has passed.
+
+        Not needed where the change source sees every change through the file system
+        the index reads: a later change in the same clock tick is its own event. Where
+        the source watches a backing tree, the mount's caches may have served the
+        read before the change reached them, so the stat is checked once more; with
+        an incomplete source the file is read again regardless.
+        """
+        complete = getattr(self.source, "complete", None)
+        backed = getattr(self.source, "backed", None)
+        is_complete = complete is not None and complete(ws.root)
+        if is_complete and not (backed is not None and backed(ws.root)):
+            return
+        assert self._loop is not None
+        ws_id = ws.id
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            self._refresh_task(ws_id, self.refresh_file(ws_id, rel, recheck=is_complete))
+
+        handle = self._loop.call_later(crawl.RACY_S + 0.1, fire)
+        self._timers.add(handle)
 
     async def _on_event(self, event: Event) -> None:
         if event.type is not EventType.COMMAND_FINISHED:
@@ -498,14 +610,39 @@ class IndexService:
         if scope is None:
             return
         ws = self.workspaces[scope.ws]
-        task = self._spawn(self._quiet(self.refresh(cwd)))
-        ws.inflight.add(task)
-        task.add_done_callback(ws.inflight.discard)
+        if self._cookie_dir(ws) is not None:
+            return  # the change source reports what the command changed; queries barrier
+        self._refresh_task(ws.id, self.refresh(cwd))
+
+    def _cookie_dir(self, ws: Workspace) -> str | None:
+        """Where a cookie flushes the change source of ``ws``, if it sees every change."""
+        complete = getattr(self.source, "complete", None)
+        cookie_dir = getattr(self.source, "cookie_dir", None)
+        if complete is None or cookie_dir is None or not complete(ws.root):
+            return None
+        return str(cookie_dir(ws.root))
 
     async def wait_fresh(self, scope: query.Scope, timeout: float = 60.0) -> None:
-        """Wait for refreshes that gateway commands started in this workspace."""
+        """Wait until the index holds every change made before this call (queries).
+
+        Where the change source sees every change, a cookie file is created and
+        removed in the watched tree and the call waits until the source reports
+        it: the source delivers in order, so every earlier change has been
+        notified by then; the refreshes those notifications asked for run at once
+        (no coalescing delay) and are awaited. Elsewhere (no complete source) it
+        waits for the refreshes already running, such as the one after a gateway
+        command.
+        """
         ws = self.workspaces.get(scope.ws)
-        if ws is not None and ws.inflight:
+        if ws is None:
+            return
+        cookie_dir = self._cookie_dir(ws)
+        if cookie_dir is not None:
+            self.counters.barriers += 1
+            await self.git.barrier(cookie_dir)  # False after 5 s: answer what we have
+            if self._pending or self._pending_files:
+                self._flush_pending()
+        if ws.inflight:
             await asyncio.wait(list(ws.inflight), timeout=timeout)
 
     async def refresh(self, path: str) -> None:
@@ -628,12 +765,14 @@ class IndexService:
             "syncs": c.syncs,
             "sweeps": c.sweeps,
             "notifications": c.notifications,
-            "pending": len(self._pending) + len(self._tasks),
+            "file_refreshes": c.file_refreshes,
+            "barriers": c.barriers,
+            "pending": len(self._pending) + len(self._pending_files) + len(self._tasks),
         }
 
     async def settle(self) -> None:
         """Wait until no refresh is queued or running (tests, benchmarks)."""
-        while self._pending or self._flush is not None or self._tasks:
+        while self._pending or self._pending_files or self._flush is not None or self._tasks:
             tasks = list(self._tasks)
             if tasks:
                 await asyncio.wait(tasks)
