@@ -573,22 +573,27 @@ class IndexService:
         if not done:
             await self.sync(ws_id, parent, force=frozenset({name}))
             return
-        if found is not None and found.racy:
-            self._recheck_file(ws, rel)
+        if found is not None:
+            self._recheck_file(ws, rel, racy=found.racy, again=recheck)
 
-    def _recheck_file(self, ws: Workspace, rel: str) -> None:
-        """A file refreshed within the racy window: check it again once that has passed.
+    def _recheck_file(self, ws: Workspace, rel: str, *, racy: bool, again: bool) -> None:
+        """Check a refreshed file once more, later, where its read may not be the last word.
 
-        Not needed where the change source sees every change through the file system
-        the index reads: a later change in the same clock tick is its own event. Where
-        the source watches a backing tree, the mount's caches may have served the
-        read before the change reached them, so the stat is checked once more; with
-        an incomplete source the file is read again regardless.
+        Where the change source sees every change through the file system the index
+        reads, never: a later change, even in the same clock tick, is its own event.
+        Where it watches a backing tree, the mount's client caches may have served
+        the read before the change reached them (a stale stat and text that agree,
+        with an old mtime): the stat is checked once more after the caches' usual
+        lifetime, whatever the mtime said. With an incomplete source, a file whose
+        mtime is too fresh to trust (``racy``) is read again.
         """
         complete = getattr(self.source, "complete", None)
         backed = getattr(self.source, "backed", None)
         is_complete = complete is not None and complete(ws.root)
-        if is_complete and not (backed is not None and backed(ws.root)):
+        is_backed = backed is not None and bool(backed(ws.root))
+        if is_complete and not is_backed:
+            return
+        if not racy and (again or not is_backed):
             return
         assert self._loop is not None
         ws_id = ws.id
