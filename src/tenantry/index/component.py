@@ -115,6 +115,7 @@ class IndexService:
         self._pending_files: set[tuple[int, str]] = set()  # files to re-read alone
         self._flush: asyncio.TimerHandle | None = None
         self._timers: set[asyncio.TimerHandle] = set()
+        self._file_rechecks: dict[tuple[int, str], asyncio.TimerHandle] = {}
         self._tasks = TaskGroup("index")  # failures logged and shown in info
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscription = Subscription()
@@ -147,6 +148,7 @@ class IndexService:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
+        self._file_rechecks.clear()
         await self.source.aclose()
         tasks = [t for t in [self._sweeper, *self._tasks] if t is not None]
         for t in tasks:
@@ -597,13 +599,20 @@ class IndexService:
             return
         assert self._loop is not None
         ws_id = ws.id
+        key = (ws_id, rel)
+        earlier = self._file_rechecks.pop(key, None)
+        if earlier is not None:  # a burst of edits of one file: one re-check, after the last
+            earlier.cancel()
+            self._timers.discard(earlier)
 
         def fire() -> None:
             self._timers.discard(handle)
+            self._file_rechecks.pop(key, None)
             self._refresh_task(ws_id, self.refresh_file(ws_id, rel, recheck=is_complete))
 
         handle = self._loop.call_later(crawl.RACY_S + 0.1, fire)
         self._timers.add(handle)
+        self._file_rechecks[key] = handle
 
     async def _on_event(self, event: Event) -> None:
         if event.type is not EventType.COMMAND_FINISHED:
