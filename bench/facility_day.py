@@ -35,6 +35,7 @@ Markdown summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -88,6 +89,8 @@ class ArmResult:
     report: dict[str, Any] = field(default_factory=dict)
     truth: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # each agent user's index counters at the end of the day (tenantry index list)
+    index_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def unix_name(arm: str, logical: str) -> str:
@@ -618,6 +621,10 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             res.notes.append(f"runner of {name} overran and was killed")
     res.end = time.time()
     if daemons is not None:
+        for user in agents:
+            out = daemons.run_as(user, [*fac.tenantry, "index", "list", "--json"])
+            with contextlib.suppress(ValueError, AttributeError):
+                res.index_counters[user] = json.loads(out.stdout).get("counters", {})
         daemons.release_leases()
         res.daemon_cpu_s = daemons.cpu_s() + (service.cpu_s() if service else 0.0)
         daemons.stop()

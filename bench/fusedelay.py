@@ -8,6 +8,10 @@ directory. Data reads are passed through undelayed. Kernel attribute and entry
 caching is off by default (timeouts 0), so every operation an application
 causes reaches the counter.
 
+With ``FUSEDELAY_TRACE=FILE`` in the environment every delayed operation that
+names its caller is appended to FILE (time, operation, pid, the caller's command
+line): what the counters cannot say is who spent the operations.
+
 Run as a child process: ``serve(source, mountpoint, delay, counters)`` where
 ``counters`` is a ``multiprocessing.Array('q', len(OPS))`` the parent reads.
 Needs pyfuse3 (LGPL-2.0+, bench only) with Debian fuse3 and libfuse3-dev.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from typing import Any
 
 OPS = ("lookup", "getattr", "opendir", "readdir", "open", "readlink", "statfs", "read")
@@ -36,6 +41,8 @@ def serve(
     import trio
 
     index = {name: i for i, name in enumerate(OPS)}
+    trace_path = os.environ.get("FUSEDELAY_TRACE")
+    TRACE = open(trace_path, "a", buffering=1) if trace_path else None
 
     class Passthrough(pyfuse3.Operations):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -47,7 +54,14 @@ def serve(
             self.files: dict[int, int] = {}
             self.next_fh = 1
 
-        async def _op(self, name: str) -> None:
+        async def _op(self, name: str, ctx: Any = None) -> None:
+            if TRACE is not None and ctx is not None:
+                try:
+                    with open(f"/proc/{ctx.pid}/cmdline", "rb") as f:
+                        who = f.read(300).replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    who = "?"
+                TRACE.write(f"{time.time():.3f}\t{name}\t{ctx.pid}\t{who}\n")
             with counters.get_lock():
                 counters[index[name]] += 1
             if delay > 0 and name in DELAYED:
@@ -92,19 +106,19 @@ def serve(
             return path
 
         async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
-            await self._op("lookup")
+            await self._op("lookup", ctx)
             return self._attrs(os.path.join(self._path(parent_inode), os.fsdecode(name)))
 
         async def getattr(self, inode: int, ctx: Any = None) -> Any:
-            await self._op("getattr")
+            await self._op("getattr", ctx)
             return self._attrs(self._path(inode))
 
         async def readlink(self, inode: int, ctx: Any) -> bytes:
-            await self._op("readlink")
+            await self._op("readlink", ctx)
             return os.fsencode(os.readlink(self._path(inode)))
 
         async def opendir(self, inode: int, ctx: Any) -> int:
-            await self._op("opendir")
+            await self._op("opendir", ctx)
             path = self._path(inode)
             try:
                 names = sorted(os.listdir(path))
@@ -133,7 +147,7 @@ def serve(
             self.dirs.pop(fh, None)
 
         async def open(self, inode: int, flags: int, ctx: Any) -> Any:
-            await self._op("open")
+            await self._op("open", ctx)
             if flags & (os.O_WRONLY | os.O_RDWR):
                 raise pyfuse3.FUSEError(errno.EROFS)
             try:
@@ -155,7 +169,7 @@ def serve(
                 os.close(fd)
 
         async def statfs(self, ctx: Any) -> Any:
-            await self._op("statfs")
+            await self._op("statfs", ctx)
             st = os.statvfs(source)
             out = pyfuse3.StatvfsData()
             for attr in (
