@@ -255,3 +255,49 @@ async def test_a_modified_notice_for_a_new_or_gone_file_lists_its_directory(
         assert await wait_until(old_gone)
     finally:
         await svc.aclose()
+
+
+class BackedSource(ManualSource):
+    """A complete source that watches a backing tree (as ``index_watch_backing`` does)."""
+
+    def complete(self, root: str) -> bool:
+        return root in self.roots
+
+    def backed(self, root: str) -> bool:
+        return True
+
+
+async def test_a_backed_source_rechecks_a_burst_of_edits_once(tmp_path: Path) -> None:
+    """The mount's caches may predate the event: one later stat check per burst."""
+    source = BackedSource()
+    svc = IndexService(runtime(tmp_path, index_sweep_s=0), source=source)
+    await svc.start()
+    try:
+        root = tmp_path / "ws"
+        root.mkdir()
+        f = root / "f.txt"
+        f.write_text("old\n")
+        os.utime(f, (OLD, OLD))
+        os.utime(root, (OLD, OLD))
+        await svc.add(str(root), wait=True)
+        await svc.settle()
+        for i in range(3):
+            with f.open("a") as fh:
+                fh.write(f"edit{i}\n")
+            before = svc.counters.file_refreshes
+            source.changed(str(f), MODIFIED)
+
+            async def read(before: int = before) -> bool:
+                return svc.counters.file_refreshes > before and not svc._tasks
+
+            assert await wait_until(read)
+            assert len(svc._timers) == 1  # moved, not added
+
+        async def rechecked() -> bool:
+            return not svc._timers and not svc._tasks
+
+        assert await wait_until(rechecked)
+        assert len(await index_grep_items(svc, root, GrepSpec("edit2"))) == 1
+        assert svc.counters.file_refreshes == 4  # three reads and one stat check
+    finally:
+        await svc.aclose()
