@@ -54,14 +54,14 @@ def serve(
             self.files: dict[int, int] = {}
             self.next_fh = 1
 
-        async def _op(self, name: str, ctx: Any = None) -> None:
+        async def _op(self, name: str, ctx: Any = None, what: str = "") -> None:
             if TRACE is not None and ctx is not None:
                 try:
                     with open(f"/proc/{ctx.pid}/cmdline", "rb") as f:
                         who = f.read(300).replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     who = "?"
-                TRACE.write(f"{time.time():.3f}\t{name}\t{ctx.pid}\t{who}\n")
+                TRACE.write(f"{time.time():.3f}\t{name}\t{ctx.pid}\t{who}\t{what}\n")
             with counters.get_lock():
                 counters[index[name]] += 1
             if delay > 0 and name in DELAYED:
@@ -106,11 +106,12 @@ def serve(
             return path
 
         async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
-            await self._op("lookup", ctx)
+            parent = self.paths.get(parent_inode, "")
+            await self._op("lookup", ctx, os.path.join(parent, os.fsdecode(name)))
             return self._attrs(os.path.join(self._path(parent_inode), os.fsdecode(name)))
 
         async def getattr(self, inode: int, ctx: Any = None) -> Any:
-            await self._op("getattr", ctx)
+            await self._op("getattr", ctx, self.paths.get(inode, ""))
             return self._attrs(self._path(inode))
 
         async def readlink(self, inode: int, ctx: Any) -> bytes:
@@ -118,7 +119,7 @@ def serve(
             return os.fsencode(os.readlink(self._path(inode)))
 
         async def opendir(self, inode: int, ctx: Any) -> int:
-            await self._op("opendir", ctx)
+            await self._op("opendir", ctx, self.paths.get(inode, ""))
             path = self._path(inode)
             try:
                 names = sorted(os.listdir(path))
@@ -147,7 +148,7 @@ def serve(
             self.dirs.pop(fh, None)
 
         async def open(self, inode: int, flags: int, ctx: Any) -> Any:
-            await self._op("open", ctx)
+            await self._op("open", ctx, self.paths.get(inode, ""))
             if flags & (os.O_WRONLY | os.O_RDWR):
                 raise pyfuse3.FUSEError(errno.EROFS)
             try:

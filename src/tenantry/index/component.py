@@ -324,11 +324,17 @@ class IndexService:
         await self._quiet(self._prime_git(ws))
 
     async def _prime_git(self, ws: Workspace) -> None:
-        """A repository's first ``git status`` checks every file: do it with the crawl."""
+        """A repository's first two ``git status`` check every file: run them with the crawl.
+
+        The first (the trivial fsmonitor answer) stores the token; git marks the
+        entries valid for the fsmonitor only in the run after, which lstats every
+        tracked file once more. From the third on, git checks what the feed reported.
+        """
         if self.git_offload(ws.root)[0] is None:
             return
         if await self._io(os.path.isdir, os.path.join(ws.root, ".git")):
-            await self.git_status(ws, ["--porcelain"])
+            for _ in range(2):
+                await self.git_status(ws, ["--porcelain"])
 
     async def wait_ready(self, path: str) -> None:
         ws = self.workspaces[self.resolve(path).ws]
