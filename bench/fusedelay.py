@@ -42,7 +42,8 @@ def serve(
 
     index = {name: i for i, name in enumerate(OPS)}
     trace_path = os.environ.get("FUSEDELAY_TRACE")
-    TRACE = open(trace_path, "a", buffering=1) if trace_path else None
+    TRACE = open(trace_path, "a", buffering=1 << 16) if trace_path else None
+    callers: dict[int, str] = {}
 
     class Passthrough(pyfuse3.Operations):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -56,11 +57,14 @@ def serve(
 
         async def _op(self, name: str, ctx: Any = None, what: str = "") -> None:
             if TRACE is not None and ctx is not None:
-                try:
-                    with open(f"/proc/{ctx.pid}/cmdline", "rb") as f:
-                        who = f.read(300).replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
-                    who = "?"
+                who = callers.get(ctx.pid)
+                if who is None:  # read once per process
+                    try:
+                        with open(f"/proc/{ctx.pid}/cmdline", "rb") as f:
+                            who = f.read(300).replace(b"\0", b" ").decode(errors="replace")
+                    except OSError:
+                        who = "?"
+                    callers[ctx.pid] = who
                 TRACE.write(f"{time.time():.3f}\t{name}\t{ctx.pid}\t{who}\t{what}\n")
             with counters.get_lock():
                 counters[index[name]] += 1
@@ -200,6 +204,8 @@ def serve(
         trio.run(pyfuse3.main)
     finally:
         pyfuse3.close(unmount=False)
+        if TRACE is not None:
+            TRACE.close()
 
 
 def is_dir(path: str) -> bool:
