@@ -3,9 +3,10 @@ create/delete/rename, and answers that are never stale (the query barrier)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +18,35 @@ from tenantry.index.changes import MODIFIED, ManualSource
 from tenantry.index.component import IndexService
 from tenantry.index.grep import GrepSpec
 
-from .conftest import (
-    OLD,
-    index_find,
-    index_grep_items,
-    make_tree,
-    needs_rg,
-    real_find,
-    rg_files,
-    rg_lines,
-    rg_list,
-    runtime,
-    wait_until,
-)
+from . import conftest as tools
+from .conftest import OLD, index_find, index_grep_items, runtime, wait_until
 from .test_differential import FIND_CASES, GREP_CASES, mutate
+
+
+async def watched_tree(svc: IndexService, tmp_path: Path, **tree: int) -> Path:
+    """A generated tree, crawled, on a file system whose every change inotify sees."""
+    root = tmp_path / "ws"
+    tools.make_tree(root, **tree)
+    await svc.add(str(root), wait=True)
+    _complete(svc, root)
+    await svc.settle()
+    return root
 
 
 def _complete(svc: IndexService, root: Path) -> None:
     complete = getattr(svc.source, "complete", None)
     if complete is None or not complete(str(root)):
         pytest.skip(f"inotify does not see every change on {root}'s file system")
+
+
+@contextlib.asynccontextmanager
+async def started(source: ManualSource, tmp_path: Path) -> AsyncIterator[IndexService]:
+    svc = IndexService(runtime(tmp_path, index_sweep_s=0), source=source)
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.aclose()
 
 
 async def snapshot(svc: IndexService, root: Path) -> dict[str, Any]:
@@ -56,13 +66,13 @@ async def snapshot(svc: IndexService, root: Path) -> dict[str, Any]:
 
 def truth(root: Path) -> dict[str, Any]:
     """The same cases from the real ``find`` and ``rg``."""
-    files = rg_files(root)
+    files = tools.rg_files(root)
     out: dict[str, Any] = {"files": files}
     for i, (_, args) in enumerate(FIND_CASES):
-        out[f"find{i}"] = real_find(root, *args)
+        out[f"find{i}"] = tools.real_find(root, *args)
     for i, (kw, args) in enumerate(GREP_CASES):
-        listed = rg_list(root, str(kw["pattern"]), *args)
-        lines = rg_lines(root, str(kw["pattern"]), "-B1", "-A2", *args)
+        listed = tools.rg_list(root, str(kw["pattern"]), *args)
+        lines = tools.rg_lines(root, str(kw["pattern"]), "-B1", "-A2", *args)
         if "globs" in kw:  # rg's -g re-includes ignored files; the index never holds them
             listed &= files
             lines = {x for x in lines if x[0] in files}
@@ -113,14 +123,11 @@ def single_changes(root: Path, step: int) -> Iterator[str]:
     yield "batch"
 
 
-@needs_rg
+@tools.needs_rg
 async def test_answers_right_after_each_change_equal_find_and_rg(
     service: IndexService, tmp_path: Path
 ) -> None:
-    root = tmp_path / "ws"
-    make_tree(root, seed=13, files=120)
-    await service.add(str(root), wait=True)
-    _complete(service, root)
+    root = await watched_tree(service, tmp_path, seed=13, files=120)
     for step in range(2):
         for change in single_changes(root, step):
             got = await snapshot(service, root)  # no waiting but the barrier
@@ -208,20 +215,11 @@ async def test_one_edit_refreshes_only_that_file(
 async def test_a_command_in_a_fully_watched_workspace_rescans_nothing(
     service: IndexService, tmp_path: Path
 ) -> None:
-    root = tmp_path / "ws"
-    make_tree(root, seed=4, files=60)
-    await service.add(str(root), wait=True)
-    _complete(service, root)
-    await service.settle()
+    root = await watched_tree(service, tmp_path, seed=4, files=60)
     before = service.counters.syncs
     (root / "src" / "made_by_command.py").write_text("needle\n")
-    event = Event(
-        EventType.COMMAND_FINISHED,
-        subject="c1",
-        outcome="completed",
-        data={"cwd": str(root), "argv": ["sh"]},
-    )
-    await service.runtime.bus.publish(event)
+    ended = {"cwd": str(root), "argv": ["sh"]}
+    await service.runtime.bus.publish(Event(EventType.COMMAND_FINISHED, subject="c1", data=ended))
     await service.wait_fresh(service.resolve(str(root)))
     assert await index_find(service, root, name="made_by_command.py")
     assert service.counters.syncs - before == 1  # src alone, not the tree
@@ -232,9 +230,7 @@ async def test_a_modified_notice_for_a_new_or_gone_file_lists_its_directory(
 ) -> None:
     """A source may say MODIFIED for a file the index lacks, or one deleted since."""
     source = ManualSource()
-    svc = IndexService(runtime(tmp_path, index_sweep_s=0), source=source)
-    await svc.start()
-    try:
+    async with started(source, tmp_path) as svc:
         root = tmp_path / "ws"
         (root / "d").mkdir(parents=True)
         (root / "d" / "old.txt").write_text("old\n")
@@ -253,8 +249,6 @@ async def test_a_modified_notice_for_a_new_or_gone_file_lists_its_directory(
             return not await index_find(svc, root, name="old.txt")
 
         assert await wait_until(old_gone)
-    finally:
-        await svc.aclose()
 
 
 class BackedSource(ManualSource):
@@ -270,9 +264,7 @@ class BackedSource(ManualSource):
 async def test_a_backed_source_rechecks_a_burst_of_edits_once(tmp_path: Path) -> None:
     """The mount's caches may predate the event: one later stat check per burst."""
     source = BackedSource()
-    svc = IndexService(runtime(tmp_path, index_sweep_s=0), source=source)
-    await svc.start()
-    try:
+    async with started(source, tmp_path) as svc:
         root = tmp_path / "ws"
         root.mkdir()
         f = root / "f.txt"
@@ -299,5 +291,3 @@ async def test_a_backed_source_rechecks_a_burst_of_edits_once(tmp_path: Path) ->
         assert await wait_until(rechecked)
         assert len(await index_grep_items(svc, root, GrepSpec("edit2"))) == 1
         assert svc.counters.file_refreshes == 4  # three reads and one stat check
-    finally:
-        await svc.aclose()
