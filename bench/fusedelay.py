@@ -43,7 +43,7 @@ def serve(
     index = {name: i for i, name in enumerate(OPS)}
     trace_path = os.environ.get("FUSEDELAY_TRACE")
     TRACE = open(trace_path, "a", buffering=1 << 16) if trace_path else None
-    callers: dict[int, str] = {}
+    callers: dict[int, tuple[str, float]] = {}  # pid: command line, when read
 
     class Passthrough(pyfuse3.Operations):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -57,14 +57,15 @@ def serve(
 
         async def _op(self, name: str, ctx: Any = None, what: str = "") -> None:
             if TRACE is not None and ctx is not None:
-                who = callers.get(ctx.pid)
-                if who is None:  # read once per process
+                now = time.monotonic()
+                who, seen = callers.get(ctx.pid, ("", 0.0))
+                if now - seen > 0.5:  # re-read twice a second: pids are reused
                     try:
                         with open(f"/proc/{ctx.pid}/cmdline", "rb") as f:
                             who = f.read(300).replace(b"\0", b" ").decode(errors="replace")
                     except OSError:
                         who = "?"
-                    callers[ctx.pid] = who
+                    callers[ctx.pid] = (who, now)
                 TRACE.write(f"{time.time():.3f}\t{name}\t{ctx.pid}\t{who}\t{what}\n")
             with counters.get_lock():
                 counters[index[name]] += 1
