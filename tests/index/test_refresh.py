@@ -222,7 +222,8 @@ async def test_a_command_in_a_fully_watched_workspace_rescans_nothing(
     await service.runtime.bus.publish(Event(EventType.COMMAND_FINISHED, subject="c1", data=ended))
     await service.wait_fresh(service.resolve(str(root)))
     assert await index_find(service, root, name="made_by_command.py")
-    assert service.counters.syncs - before == 1  # src alone, not the tree
+    # src alone (and its re-check once its fresh mtime can be trusted), not 13 directories
+    assert service.counters.syncs - before <= 2
 
 
 async def test_a_modified_notice_for_a_new_or_gone_file_lists_its_directory(
