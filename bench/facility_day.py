@@ -35,6 +35,7 @@ Markdown summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -88,10 +89,23 @@ class ArmResult:
     report: dict[str, Any] = field(default_factory=dict)
     truth: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # each agent user's index counters at the end of the day (tenantry index list)
+    index_counters: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+USER_PREFIX = "tt-day"  # --user-prefix: a run beside another one needs its own users
 
 
 def unix_name(arm: str, logical: str) -> str:
-    return f"tt-day{arm[0]}-{logical}"
+    return f"{USER_PREFIX}{arm[0]}-{logical}"
+
+
+def use_user_prefix(prefix: str) -> None:
+    """Name this run's Unix users, service account and staff group ``PREFIX...``."""
+    global USER_PREFIX, SERVICE_ACCOUNT, STAFF_GROUP
+    if not prefix.startswith("tt-") or len(prefix) > 20:
+        raise SystemExit("--user-prefix: tt-... (at most 20 characters)")
+    USER_PREFIX, SERVICE_ACCOUNT, STAFF_GROUP = prefix, f"{prefix}-svc", f"{prefix}-staff"
 
 
 def labels_for(day: Day, arm: str) -> dict[str, str]:
@@ -618,6 +632,10 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             res.notes.append(f"runner of {name} overran and was killed")
     res.end = time.time()
     if daemons is not None:
+        for user in agents:
+            out = daemons.run_as(user, [*fac.tenantry, "index", "list", "--json"])
+            with contextlib.suppress(ValueError, AttributeError):
+                res.index_counters[user] = json.loads(out.stdout).get("counters", {})
         daemons.release_leases()
         res.daemon_cpu_s = daemons.cpu_s() + (service.cpu_s() if service else 0.0)
         daemons.stop()
@@ -954,6 +972,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="facility mode: the PostgreSQL database the bench (re)creates for the service",
     )
     p.add_argument("--work", default="/var/tmp/tenantry-facility-day")
+    p.add_argument(
+        "--user-prefix",
+        default="tt-day",
+        help="Unix user names PREFIXb-a00, PREFIXt-a00, ... and PREFIX-svc: give a run"
+        " beside another one its own (sdiag and sacct count per user)",
+    )
     p.add_argument("--out", help="results directory (default WORK/out)")
     return p.parse_args(argv)
 
@@ -988,6 +1012,7 @@ def write_results(out: Path, meta: dict[str, Any], results: list[ArmResult], day
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    use_user_prefix(args.user_prefix)
     if os.geteuid() != 0:
         raise SystemExit("needs root (Unix users per actor, a FUSE mount for other users)")
     cfg = config_of(args)
