@@ -435,8 +435,13 @@ def run(
     *,
     checker_factory: Callable[[str, str], Checker] | None = None,
     env: Mapping[str, str] | None = None,
+    config: tuple[bool, str] | None = None,
 ) -> int:
-    """Read one payload, decide, answer. Returns the exit code."""
+    """Read one payload, decide, answer. Returns the exit code.
+
+    ``config`` is (``hook_redirect``, ``hook_on_unreachable``) when the caller
+    has them (the daemon answering a hook itself); otherwise they are loaded.
+    """
     from tenantry.core import errors
 
     env = os.environ if env is None else env
@@ -465,7 +470,7 @@ def run(
         verdict = Verdict("none")
         context = lessons_for(inp, checker)
     else:
-        redirect_on, mode = _config(env)
+        redirect_on, mode = config if config is not None else _config(env)
         verdict = decide(inp, checker, redirect=redirect_on, on_unreachable=mode)
         if verdict.decision in {"deny", "ask"} and checker is not None:
             _report_decision(inp, verdict, checker)

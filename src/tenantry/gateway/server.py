@@ -132,6 +132,34 @@ async def dashboard_alongside(settings: Settings, app: Any) -> AsyncIterator[Non
         await task
 
 
+@contextlib.asynccontextmanager
+async def hooks_alongside(settings: Settings, app: Any) -> AsyncIterator[None]:
+    """Answers agent hooks on ``hook_http`` (loopback TCP, when set) while the block runs."""
+    if not settings.hook_http:
+        yield
+        return
+    from tenantry.gateway import hookserve
+
+    tcp = hookserve.bind(settings.hook_http)
+    config = uvicorn.Config(
+        hookserve.loopback_app(app),
+        http=protocol_with(float(settings.header_timeout_s)),
+        limit_concurrency=int(settings.max_connections),
+        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+    )
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve(sockets=[tcp]))
+    log.info("agent hooks on http://%s:%d/v1/hook/", *tcp.getsockname()[:2])
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        await task
+
+
 async def serve(settings: Settings) -> None:
     _pidfd_child_watcher()
     state = Path(settings.state_dir)
@@ -147,7 +175,7 @@ async def serve(settings: Settings) -> None:
     server = unix_server(settings, app, proxy_headers=False)
     app.state.session_listener = SessionListener(server)
     try:
-        async with dashboard_alongside(settings, app):
+        async with dashboard_alongside(settings, app), hooks_alongside(settings, app):
             log.info(
                 "tenantry %s serving %s (backend %s, state %s%s); Ctrl-C to stop",
                 __version__,
