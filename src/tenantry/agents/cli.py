@@ -114,8 +114,12 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
     from tenantry.core.errors import UsageError
 
     scope = "system" if args.system else "user" if args.user else "project"
-    t = installer.target(scope, args.project, root=args.root)
-    records = files.Records(settings_from(args).state_path / "install")
+    settings = settings_from(args)
+    # http hooks cannot fail closed on every command: with hook_on_unreachable = closed
+    # the command hook stays (it holds every command when the daemon is down)
+    http = settings.hook_http if settings.hook_on_unreachable != "closed" else ""
+    t = installer.target(scope, args.project, root=args.root, hook_http=http)
+    records = files.Records(settings.state_path / "install")
     agents = list(AGENTS) if args.agent == "all" else [args.agent]
     skipped: list[str] = []
     plans = []

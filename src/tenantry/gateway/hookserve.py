@@ -103,10 +103,24 @@ def _event(payload: Any) -> str:
     return str(payload.get("hook_event_name") or payload.get("type") or "")
 
 
+def _claims(raw: bytes) -> dict[str, Any]:
+    """What the lean command hook says about its process (its principal header), or {}."""
+    try:
+        data = json.loads(raw.decode("latin-1")) if raw else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 async def answer(
-    rt: Runtime, envs: SessionEnvs, scope: Scope, agent: str, body: bytes
+    rt: Runtime, envs: SessionEnvs, scope: Scope, agent: str, body: bytes, claimed: bytes = b""
 ) -> tuple[str, int]:
-    """The hook's (stdout text, exit code) for one payload, decided in this daemon."""
+    """The hook's (stdout text, exit code) for one payload, decided in this daemon.
+
+    ``claimed`` is the caller's principal header (the lean command hook sends
+    the one the command hook would send; an HTTP hook sends none): the agent
+    and the payload's session override what it says, as in the command hook.
+    """
     if agent not in hook.AGENTS:
         raise NotFound(f"no hook protocol for agent {agent!r}", hint=f"one of {hook.AGENTS}")
     text = body.decode("utf-8", "replace")
@@ -121,7 +135,10 @@ async def answer(
     config = (bool(settings.hook_redirect), str(settings.hook_on_unreachable))
 
     def factory(agent_name: str, session: str) -> hook.Checker:
-        claims = json.dumps({"agent": agent_name, "session": session, "host": _HOST})
+        base = {"host": _HOST, **_claims(claimed), "agent": agent_name}
+        if session:
+            base["session"] = session
+        claims = json.dumps(base)
 
         def checker(op: str, params: dict[str, Any]) -> Any:
             future = asyncio.run_coroutine_threadsafe(
@@ -158,7 +175,12 @@ async def serve_hook(
     try:
         own_peer(scope)  # the daemon's own uid only, on either listener
         body = await opserve.read_body(receive, "", int(rt.settings.max_body_bytes))
-        text, code = await answer(rt, envs, scope, scope["path"][len(PREFIX) :], body)
+        claimed = b""
+        for key, value in scope.get("headers") or ():
+            if key.lower() == opserve.PRINCIPAL_HEADER:
+                claimed = value
+        agent = scope["path"][len(PREFIX) :]
+        text, code = await answer(rt, envs, scope, agent, body, claimed)
         data = text.encode()
         headers = [*_JSON, (b"x-tenantry-hook-exit", str(code).encode())]
     except TenantryError as err:
