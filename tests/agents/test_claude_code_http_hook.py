@@ -31,7 +31,7 @@ def _claude(sandbox: Sandbox, fm: FakeModel, **env: str) -> None:
     r = sandbox.run(
         [cli_path("claude"), "-p", "check the facility", "--output-format", "stream-json",
          "--verbose", "--allowedTools", "Bash"],
-        ANTHROPIC_BASE_URL=fm.url, ANTHROPIC_API_KEY="sk-fake", **env,
+        240, **{"ANTHROPIC_BASE_URL": fm.url, "ANTHROPIC_API_KEY": "sk-fake", **env},
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
