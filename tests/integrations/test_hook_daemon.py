@@ -93,6 +93,15 @@ def test_the_kernel_socket_table_is_read_right() -> None:
         conn, _ = server.accept()
         with client, conn:
             assert tcpcred.peer_uid(conn) == os.getuid()
+            peer, ours = conn.getpeername(), conn.getsockname()
+            # netlink's exact lookup and the text table name the same socket's owner
+            assert tcpcred.diag_uid(socket.AF_INET, peer, ours) == os.getuid()
+            assert tcpcred.diag_uid(socket.AF_INET, ours, peer) == os.getuid()  # the other end
+            with open("/proc/net/tcp") as f:
+                text = f.read()
+            hexed = [tcpcred.hex_address(socket.AF_INET, *a) for a in (peer, ours)]
+            assert tcpcred.uid_in_table(text, *hexed) == os.getuid()
+            assert tcpcred.diag_uid(socket.AF_INET, ("127.0.0.1", 1), ours) is None
 
 
 @pytest.mark.parametrize("agent", sorted(PRE))
@@ -148,7 +157,7 @@ def test_loopback_http_serves_its_user_only(start_daemon: Any) -> None:
     if os.getuid() != 0:
         return  # another user's connection needs root to make
     status, text = _post_tcp(port, "/v1/hook/claude-code", payload, user="nobody")
-    assert status == 403 and "serves uid" in text, text
+    assert status == 403 and "you are uid 65534" in text, text
 
 
 def test_hook_http_must_be_loopback(start_daemon: Any, tmp_path: Path) -> None:

@@ -7,13 +7,19 @@ row whose local address is the connection's remote address and whose remote
 address is ours; its ``uid`` column is the caller's uid. As with
 ``SO_PEERCRED`` this is the kernel's word, never the client's.
 
-``peer_uid`` answers None when no such row exists (the peer is gone, or not on
-this machine): callers refuse the connection then.
+The table is asked for that one socket over netlink (``sock_diag``, an exact
+lookup by address and port: tens of microseconds); reading the text table
+costs milliseconds on a busy host (the kernel prints every socket), so it is
+only the fallback where netlink is unavailable.
+
+``peer_uid`` answers None when no such socket exists (the peer is gone, or not
+on this machine): callers refuse the connection then.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 
 TYPE_CHECKING = False
@@ -44,6 +50,40 @@ def uid_in_table(table: str, peer: str, ours: str) -> int | None:
     return None
 
 
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST = 1
+NLMSG_ERROR = 2
+_NLMSG = struct.Struct("=IHHII")  # len, type, flags, seq, pid
+# inet_diag_req_v2: family, protocol, ext, pad, states; inet_diag_sockid: sport, dport (big
+# endian), src[16], dst[16], interface, cookie[2]
+_REQ = struct.Struct("=BBBBI")
+_SOCKID = struct.Struct(">HH16s16s")
+_TAIL = struct.Struct("=III")
+_UID_AT = 4 + 48 + 12  # in inet_diag_msg: family..retrans, the sockid, expires/rqueue/wqueue
+
+
+def _packed(family: int, host: str) -> bytes:
+    return socket.inet_pton(family, host).ljust(16, b"\0")
+
+
+def diag_uid(family: int, peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
+    """The uid of the TCP socket ``peer -> ours`` from the kernel, over netlink."""
+    sockid = _SOCKID.pack(peer[1], ours[1], _packed(family, peer[0]), _packed(family, ours[0]))
+    body = _REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    body += _TAIL.pack(0, 0xFFFFFFFF, 0xFFFFFFFF)  # any interface, no cookie
+    msg = _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, 1, 0) + body
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
+        nl.settimeout(1.0)
+        nl.sendto(msg, (0, 0))
+        data = nl.recv(65536)
+    length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(data)
+    if kind == NLMSG_ERROR or length < _NLMSG.size + _UID_AT + 4:
+        return None
+    (uid,) = struct.unpack_from("=I", data, _NLMSG.size + _UID_AT)
+    return int(uid)
+
+
 def peer_uid(sock: socket.socket | TransportSocket) -> int | None:
     """The uid of the process at the other end of a loopback TCP connection, or None."""
     family = int(sock.family)
@@ -53,6 +93,13 @@ def peer_uid(sock: socket.socket | TransportSocket) -> int | None:
     try:
         ours_addr = sock.getsockname()
         peer_addr = sock.getpeername()
+    except OSError:
+        return None
+    try:
+        return diag_uid(family, peer_addr[:2], ours_addr[:2])
+    except OSError:
+        pass  # no netlink here (a container without it): the text table
+    try:
         ours = hex_address(family, ours_addr[0], ours_addr[1])
         peer = hex_address(family, peer_addr[0], peer_addr[1])
         with open(path, encoding="ascii") as f:
