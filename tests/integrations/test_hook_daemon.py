@@ -197,3 +197,39 @@ def test_the_lean_hook_asks_the_daemon_and_imports_no_decision_code(start_daemon
     rm = json.dumps(with_command("claude-code", PRE["claude-code"], "rm -rf ~"))
     out = run_tenantry("hook", "--agent", "claude-code", input=rm, env=env, timeout=60)
     assert "Tenantry policy" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_installed_hook_script_starts_without_site(start_daemon: Any, tmp_path: Path) -> None:
+    """What a user-scope install writes: ``python -I -S .../hook_entry.py hook --agent X``."""
+    import shlex
+
+    from tenantry.agents.products.claude_code import hook_groups
+    from tenantry.agents.products.common import HOOK_ENTRY, Target
+
+    t = Target("user", tmp_path, tmp_path)
+    argv = shlex.split(hook_groups(t)["SessionStart"]["hooks"][0]["command"])
+    assert argv == [sys.executable, "-I", "-S", HOOK_ENTRY, "hook", "--agent", "claude-code"]
+    d = start_daemon()
+    env = {**d.env, "PYTHONPATH": "/nonexistent"}  # -I: the script finds its own package
+    payload = (FIXTURES / "claude-code" / "pretooluse-bash.json").read_text()
+    rm = json.dumps(with_command("claude-code", PRE["claude-code"], "rm -rf ~"))
+    for body, expect in ((payload, "tenantry jobs"), (rm, "Tenantry policy")):
+        proc = subprocess.run(argv, input=body, capture_output=True, text=True, env=env,
+                              timeout=60)  # fmt: skip
+        assert proc.returncode == 0 and expect in proc.stdout, proc.stdout + proc.stderr
+    probe = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], input=payload, capture_output=True,
+        text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert "tenantry jobs" in probe.stdout, probe.stderr
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in probe.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "tenantry.cli.main" in modules, probe.stderr
+    assert not {"site", "re", "enum", "tenantry.agents.steer"} & modules, sorted(modules)
+    # no daemon: the same script decides alone and still fails closed
+    d.stop()
+    down = subprocess.run(argv, input=rm, capture_output=True, text=True, env=env, timeout=60)
+    assert "fails closed" in down.stdout, down.stdout + down.stderr

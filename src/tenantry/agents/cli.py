@@ -115,9 +115,12 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
 
     scope = "system" if args.system else "user" if args.user else "project"
     settings = settings_from(args)
-    # http hooks cannot fail closed on every command: with hook_on_unreachable = closed
-    # the command hook stays (it holds every command when the daemon is down)
-    http = settings.hook_http if settings.hook_on_unreachable != "closed" else ""
+    # http hooks cannot fail closed on every command (hook_on_unreachable = closed), and a
+    # TCP caller is known by its uid only, never as a sandboxed session (claimed_agents =
+    # refuse): then the command hook stays
+    http = settings.hook_http
+    if settings.hook_on_unreachable == "closed" or settings.claimed_agents == "refuse":
+        http = ""
     t = installer.target(scope, args.project, root=args.root, hook_http=http)
     records = files.Records(settings.state_path / "install")
     agents = list(AGENTS) if args.agent == "all" else [args.agent]

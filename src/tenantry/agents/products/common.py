@@ -42,8 +42,26 @@ def default_exe() -> list[str]:
     return [sys.executable, "-m", "tenantry"]
 
 
+# the command hook as a script for a lean start (``python -I -S``: agents/hook_entry.py)
+HOOK_ENTRY = str(Path(__file__).resolve().parents[1] / "hook_entry.py")
+
+
+def hook_argv(target: Target, agent: str) -> list[str]:
+    """How the agent runs the command hook.
+
+    A project's files name ``tenantry`` (they are shared) and an explicit
+    ``exe`` is kept; otherwise the interpreter running this install starts the
+    hook script without ``site`` (``agents/hook_entry.py``): about half of an
+    interpreter start, on every shell command of the agent.
+    """
+    argv0 = target.argv0
+    if target.exe or argv0 == ["tenantry"]:
+        return [*argv0, "hook", "--agent", agent]
+    return [sys.executable, "-I", "-S", HOOK_ENTRY, "hook", "--agent", agent]
+
+
 def hook_command(target: Target, agent: str) -> str:
-    return shlex.join([*target.argv0, "hook", "--agent", agent])
+    return shlex.join(hook_argv(target, agent))
 
 
 def hook_url(target: Target, agent: str) -> str:
