@@ -31,6 +31,7 @@ import os
 import sys
 
 from tenantry.agents import steer
+from tenantry.agents.hook_fast import AGENTS as AGENTS  # the one list, in the light module
 from tenantry.client import fastjson  # json's text without the json package's imports
 
 TYPE_CHECKING = False  # the hook's path avoids importing typing (and dataclasses)
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
     # A checker calls one daemon op: (op name, params) -> result. It raises
     # tenantry.core.errors.TenantryError (DaemonUnavailable when nothing answers).
     Checker = Callable[[str, dict[str, Any]], Any]
-
-AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")
 
 
 class HookInput:

@@ -25,6 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")  # the hook protocols
 TOOL_EVENTS = frozenset(
     {
         "PreToolUse",
