@@ -74,7 +74,8 @@ async def call_op(
             (b"content-length", str(len(body)).encode()),
         ],
         PEER_KEY: scope.get(PEER_KEY),
-        SOCKET_KEY: rt.settings.socket,  # the user's own socket: never a session's
+        # the listener the hook came in on: a sandboxed session's socket names that session
+        SOCKET_KEY: scope.get(SOCKET_KEY) or rt.settings.socket,
     }
     sent = False
     chunks: list[bytes] = []
