@@ -4,10 +4,12 @@ Mechanisms, each run N times (median and 90th percentile of wall time; CPU of
 the hook process and, with a daemon, of the daemon per call):
 
 - **command hook** ``tenantry hook --agent claude-code``, the console script
-  ``tenantry install`` writes (a process per call): with no daemon (the
+  a project install writes (a process per call): with no daemon (the
   decision made locally: a redirect; an ordinary command, fail-open) and with
   a daemon, where the lean path (``agents.hook_fast``) hands the payload to
-  the daemon's ``POST /v1/hook/claude-code`` and prints its answer;
+  the daemon's ``POST /v1/hook/claude-code`` and prints its answer; and the
+  same hook as user and system installs write it, a script started without
+  ``site`` (``python -I -S .../agents/hook_entry.py``);
 - **in-process decision** the previous command hook, which parsed and decided
   in the hook process (``agents.hook.main``) and asked the daemon's policy;
 - **http hook** Claude Code's ``"type": "http"`` (``hook_http``): the agent
@@ -58,6 +60,9 @@ def hook_argv() -> list[str]:
     return [sys.executable, "-m", "tenantry", "hook", "--agent", "claude-code"]
 
 
+# what a user or system install writes (agents/products/common.py: hook_argv)
+SCRIPT = [sys.executable, "-I", "-S", str(ROOT / "src/tenantry/agents/hook_entry.py"), "hook",
+          "--agent", "claude-code"]  # fmt: skip
 IN_PROCESS = [
     sys.executable,
     "-c",
@@ -168,6 +173,7 @@ def main() -> None:
     argv = hook_argv()
     measure(env, argv, "true", 1)  # bytecode written
     measure(env, IN_PROCESS, "true", 1)
+    measure(env, SCRIPT, "true", 1)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (start)")
     row("python -c pass (interpreter start)", baseline([sys.executable, "-c", "pass"], n))
     row("ls -la (a plain command, bare)", baseline(["ls", "-la", str(ROOT)], n))
@@ -185,6 +191,7 @@ def main() -> None:
         pid = proc.pid
         for name, cmd in (("ls", "ls -la"), ("squeue", "squeue -u alice")):
             row(f"command hook (lean), daemon up, {name}", measure(env, argv, cmd, n, pid))
+            row(f"hook script (-I -S), daemon up, {name}", measure(env, SCRIPT, cmd, n, pid))
             row(f"in-process decision, daemon up, {name}", measure(env, IN_PROCESS, cmd, n, pid))
             row(f"http hook, daemon up, {name}", measure_http(port, cmd, n, pid))
     finally:
