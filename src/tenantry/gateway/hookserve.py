@@ -222,19 +222,14 @@ def loopback_app(main: Any) -> ASGIApp:
 
 def parse_address(value: str) -> tuple[str, int]:
     """``127.0.0.1:PORT``, ``[::1]:PORT`` or ``PORT``: loopback only."""
-    host, _, port = value.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
+    from tenantry.gateway.server import parse_http  # (server imports this module)
+
+    host, number = parse_http(value)
     if host not in {"127.0.0.1", "::1", "localhost"}:
         raise UsageError(
             f"hook_http must be a loopback address, got {host!r}",
             hint="hooks come from agents on this machine: use 127.0.0.1:PORT",
         )
-    try:
-        number = int(port)
-    except ValueError as exc:
-        raise UsageError(f"hook_http wants 127.0.0.1:PORT, got {value!r}") from exc
-    if not 0 <= number < 65536:
-        raise UsageError(f"port {number} is out of range")
     return ("127.0.0.1" if host == "localhost" else host), number
 
 

@@ -103,18 +103,21 @@ def unix_server(settings: Settings, app: Any, **options: Any) -> uvicorn.Server:
 
     ``options`` are more ``uvicorn.Config`` settings for this server.
     """
-    config = uvicorn.Config(
-        app,
-        http=protocol_with(float(settings.header_timeout_s)),
-        limit_concurrency=int(settings.max_connections),
-        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-        **options,
-    )
-    return uvicorn.Server(config)
+    return uvicorn.Server(limited_config(settings, app, **options))
+
+
+def limited_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
+    """uvicorn's config with the daemon's limits (header timeout, connections, keep-alive)."""
+    defaults: dict[str, Any] = {
+        "http": protocol_with(float(settings.header_timeout_s)),
+        "limit_concurrency": int(settings.max_connections),
+        "timeout_keep_alive": int(max(1, settings.idle_timeout_s)),
+        "lifespan": "on",
+        "log_level": "warning",
+        "access_log": False,
+        "timeout_graceful_shutdown": 5,
+    }
+    return uvicorn.Config(app, **{**defaults, **options})
 
 
 @contextlib.asynccontextmanager
@@ -141,16 +144,7 @@ async def hooks_alongside(settings: Settings, app: Any) -> AsyncIterator[None]:
     from tenantry.gateway import hookserve
 
     tcp = hookserve.bind(settings.hook_http)
-    config = uvicorn.Config(
-        hookserve.loopback_app(app),
-        http=protocol_with(float(settings.header_timeout_s)),
-        limit_concurrency=int(settings.max_connections),
-        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-    )
-    server = _QuietServer(config)
+    server = _QuietServer(limited_config(settings, hookserve.loopback_app(app), lifespan="off"))
     task = asyncio.create_task(server.serve(sockets=[tcp]))
     log.info("agent hooks on http://%s:%d/v1/hook/", *tcp.getsockname()[:2])
     try:
