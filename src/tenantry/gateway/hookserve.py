@@ -29,6 +29,7 @@ the daemon. A payload this endpoint cannot decide on gets an empty answer
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import io
 import json
 import logging
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/v1/hook/"
 OP_TIMEOUT_S = 10.0
+# the hooks' own threads: a hook never queues behind the store's or the index's work in
+# the loop's default executor (each waits on its ops, which run on the loop)
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="hook")
 _HOST = os.uname().nodename
 _JSON = [(b"content-type", b"application/json")]
 
@@ -165,7 +169,7 @@ async def answer(
                 return hook.render(hook.parse(agent, payload), verdict)[0], 0
         return out.getvalue().strip(), code
 
-    return await asyncio.to_thread(run)
+    return await loop.run_in_executor(_POOL, run)
 
 
 async def serve_hook(
