@@ -102,6 +102,11 @@ def test_the_kernel_socket_table_is_read_right() -> None:
             hexed = [tcpcred.hex_address(socket.AF_INET, *a) for a in (peer, ours)]
             assert tcpcred.uid_in_table(text, *hexed) == os.getuid()
             assert tcpcred.diag_uid(socket.AF_INET, ("127.0.0.1", 1), ours) is None
+            # only the hook listener knows TCP callers: every other listener knows none
+            from tenantry.gateway.peercred import peer_credentials
+
+            assert peer_credentials(conn) is None
+            assert peer_credentials(conn, tcp=True) == (0, os.getuid(), -1)
 
 
 @pytest.mark.parametrize("agent", sorted(PRE))

@@ -144,7 +144,9 @@ async def hooks_alongside(settings: Settings, app: Any) -> AsyncIterator[None]:
     from tenantry.gateway import hookserve
 
     tcp = hookserve.bind(settings.hook_http)
-    server = _QuietServer(limited_config(settings, hookserve.loopback_app(app), lifespan="off"))
+    http = protocol_with(float(settings.header_timeout_s), tcp_peers=True)
+    config = limited_config(settings, hookserve.loopback_app(app), lifespan="off", http=http)
+    server = _QuietServer(config)
     task = asyncio.create_task(server.serve(sockets=[tcp]))
     log.info("agent hooks on http://%s:%d/v1/hook/", *tcp.getsockname()[:2])
     try:
