@@ -158,11 +158,18 @@ class Daemons:
         pythonpath: str,
         facility: str = "",
         extra_env: dict[str, str] | None = None,
+        hook_http: bool = False,
     ) -> None:
         self.work, self.users, self.python, self.pythonpath = work, users, python, pythonpath
         self.facility = facility
         self.extra_env = dict(extra_env or {})
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        # each user's daemon answers Claude Code's http hooks on its own loopback port
+        self.hook_ports = {u: _free_port() for u in users} if hook_http else {}
+
+    def hook_url(self, user: str) -> str:
+        port = self.hook_ports.get(user)
+        return f"http://127.0.0.1:{port}/v1/hook/claude-code" if port else ""
 
     def state(self, user: str) -> Path:
         return self.work / "state" / user
@@ -183,6 +190,11 @@ class Daemons:
             "TENANTRY_AUTOSTART": "0",
             "PYTHONPATH": self.pythonpath,
             **self.extra_env,
+            **(
+                {"TENANTRY_HOOK_HTTP": f"127.0.0.1:{self.hook_ports[user]}"}
+                if user in self.hook_ports
+                else {}
+            ),
         }
 
     def start(self) -> None:
@@ -384,6 +396,14 @@ class FacilityService:
             self.proc = None
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def python_for_users() -> tuple[str, str]:
     """A Python every actor's Unix user may run, and the PYTHONPATH that finds Tenantry.
 
@@ -571,6 +591,7 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             fac.pythonpath,
             service.socket if service else "",
             fac.daemon_env(),
+            hook_http=args.hook == "http",
         )
         if arm == "tenantry"
         else None
@@ -603,6 +624,9 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             "cwd": ctx.home,
             "session": actor.session,
             "hook": day_arms.hook_for(actor, ctx),
+            **day_arms.http_hook_for(
+                actor, ctx, daemons.hook_url(ctx.unix_user) if daemons else ""
+            ),
             "log": str(log),
             "steps": [day_arms.step_for(a, actor, ctx) for a in actor.actions],
         }
@@ -970,6 +994,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pg-db",
         default="tenantry_facility_day",
         help="facility mode: the PostgreSQL database the bench (re)creates for the service",
+    )
+    p.add_argument(
+        "--hook",
+        choices=("http", "command"),
+        default="http",
+        help="Claude Code's pre-tool hook in the tenantry arm: http (the daemon answers on"
+        " loopback, what `tenantry install` writes with hook_http set; the default) or command"
+        " (a `tenantry hook` process per command)",
     )
     p.add_argument("--work", default="/var/tmp/tenantry-facility-day")
     p.add_argument(
