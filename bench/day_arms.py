@@ -149,6 +149,16 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
     return step
 
 
+def http_hook_for(actor: Actor, ctx: Context, url: str) -> dict[str, Any]:
+    """Claude Code's http hook (``url``: the user's daemon) and the programs whose commands
+    also run the command hook (its ``if`` fallback for the dangerous list)."""
+    if not url or ctx.arm != "tenantry" or actor.kind != "agent":
+        return {}
+    from tenantry.agents.products.claude_code import FALLBACK_IF
+
+    return {"hook_url": url, "hook_if": sorted(p[len("Bash(") : -len(" *)")] for p in FALLBACK_IF)}
+
+
 def hook_for(actor: Actor, ctx: Context) -> list[str] | None:
     """The agent's pre-tool hook (tenantry arm, agents only)."""
     if ctx.arm == "tenantry" and actor.kind == "agent":

@@ -4,7 +4,11 @@
 starts it as the actor's Unix user). SPEC holds ``t0`` (epoch start of the
 day), ``env``, ``cwd``, ``log`` (where to write JSON lines), an optional
 ``hook`` argv (the agent's pre-tool hook, run with the agent's JSON payload
-before each command; a ``deny`` answer skips the command), and ``steps``:
+before each command; a ``deny`` answer skips the command), an optional
+``hook_url`` (Claude Code's http hook: the payload is POSTed there instead, as
+the agent's own process does, and ``hook`` runs only for commands whose
+program is in ``hook_if``, the installed fallback; an http hook that gets no
+answer lets the command through, as in Claude Code), and ``steps``:
 ``{"t", "cls", "argv"}`` or ``{"t", "cls", "write": PATH}`` (an edit).
 
 A step runs at ``t0 + t``, or at once when the previous one overran (the
@@ -55,6 +59,48 @@ def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, command: str, s
     return isinstance(spec, dict) and spec.get("permissionDecision") == "deny"
 
 
+def _payload(cwd: str, command: str, sid: str) -> bytes:
+    return json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": sid,
+            "cwd": cwd,
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+        }
+    ).encode()
+
+
+def _http_denies(url: str, cwd: str, command: str, sid: str) -> bool:
+    """One http hook call on a fresh loopback connection; no answer lets the command run."""
+    import socket
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    body = _payload(cwd, command, sid)
+    head = (
+        f"POST {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    try:
+        with socket.create_connection((u.hostname, u.port), timeout=TIMEOUT_S) as s:
+            s.sendall(head.encode() + body)
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+    except OSError:
+        return False  # Claude Code: a non-blocking hook error
+    top, _, rest = out.partition(b"\r\n\r\n")
+    if not top.startswith(b"HTTP/1.1 200"):
+        return False
+    try:
+        answer = json.loads(rest) if rest.strip() else {}
+    except ValueError:
+        return False
+    spec = answer.get("hookSpecificOutput", {}) if isinstance(answer, dict) else {}
+    return isinstance(spec, dict) and spec.get("permissionDecision") == "deny"
+
+
 def _run(step: dict[str, Any], env: dict[str, str], cwd: str) -> int:
     if "write" in step:
         with open(step["write"], "a", encoding="utf-8") as f:
@@ -83,6 +129,8 @@ def main(path: str) -> int:
     env: dict[str, str] = spec["env"]
     cwd: str = spec["cwd"]
     hook: list[str] | None = spec.get("hook")
+    hook_url: str = spec.get("hook_url", "")
+    hook_if = set(spec.get("hook_if") or ())
     sid: str = spec.get("session", "")
     rows: list[dict[str, Any]] = []
     for step in spec["steps"]:
@@ -93,7 +141,13 @@ def main(path: str) -> int:
         t = time.perf_counter()
         denied = False
         hook_s = 0.0
-        if hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool
+        if hook_url and "argv" in step:  # the http hook, and the fallback where it matches
+            command = " ".join(step["argv"])
+            denied = _http_denies(hook_url, cwd, command, sid)
+            if not denied and hook and step["argv"][0].rsplit("/", 1)[-1] in hook_if:
+                denied = _hook_denies(hook, env, cwd, command, sid)
+            hook_s = time.perf_counter() - t
+        elif hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool
             denied = _hook_denies(hook, env, cwd, " ".join(step["argv"]), sid)
             hook_s = time.perf_counter() - t
         rc = -1 if denied else _run(step, env, cwd)

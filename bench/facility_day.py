@@ -35,6 +35,7 @@ Markdown summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -88,10 +89,23 @@ class ArmResult:
     report: dict[str, Any] = field(default_factory=dict)
     truth: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # each agent user's index counters at the end of the day (tenantry index list)
+    index_counters: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+USER_PREFIX = "tt-day"  # --user-prefix: a run beside another one needs its own users
 
 
 def unix_name(arm: str, logical: str) -> str:
-    return f"tt-day{arm[0]}-{logical}"
+    return f"{USER_PREFIX}{arm[0]}-{logical}"
+
+
+def use_user_prefix(prefix: str) -> None:
+    """Name this run's Unix users, service account and staff group ``PREFIX...``."""
+    global USER_PREFIX, SERVICE_ACCOUNT, STAFF_GROUP
+    if not prefix.startswith("tt-") or len(prefix) > 20:
+        raise SystemExit("--user-prefix: tt-... (at most 20 characters)")
+    USER_PREFIX, SERVICE_ACCOUNT, STAFF_GROUP = prefix, f"{prefix}-svc", f"{prefix}-staff"
 
 
 def labels_for(day: Day, arm: str) -> dict[str, str]:
@@ -144,11 +158,18 @@ class Daemons:
         pythonpath: str,
         facility: str = "",
         extra_env: dict[str, str] | None = None,
+        hook_http: bool = False,
     ) -> None:
         self.work, self.users, self.python, self.pythonpath = work, users, python, pythonpath
         self.facility = facility
         self.extra_env = dict(extra_env or {})
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        # each user's daemon answers Claude Code's http hooks on its own loopback port
+        self.hook_ports = {u: _free_port() for u in users} if hook_http else {}
+
+    def hook_url(self, user: str) -> str:
+        port = self.hook_ports.get(user)
+        return f"http://127.0.0.1:{port}/v1/hook/claude-code" if port else ""
 
     def state(self, user: str) -> Path:
         return self.work / "state" / user
@@ -169,6 +190,11 @@ class Daemons:
             "TENANTRY_AUTOSTART": "0",
             "PYTHONPATH": self.pythonpath,
             **self.extra_env,
+            **(
+                {"TENANTRY_HOOK_HTTP": f"127.0.0.1:{self.hook_ports[user]}"}
+                if user in self.hook_ports
+                else {}
+            ),
         }
 
     def start(self) -> None:
@@ -370,6 +396,14 @@ class FacilityService:
             self.proc = None
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def python_for_users() -> tuple[str, str]:
     """A Python every actor's Unix user may run, and the PYTHONPATH that finds Tenantry.
 
@@ -557,6 +591,7 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             fac.pythonpath,
             service.socket if service else "",
             fac.daemon_env(),
+            hook_http=args.hook == "http",
         )
         if arm == "tenantry"
         else None
@@ -589,6 +624,9 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             "cwd": ctx.home,
             "session": actor.session,
             "hook": day_arms.hook_for(actor, ctx),
+            **day_arms.http_hook_for(
+                actor, ctx, daemons.hook_url(ctx.unix_user) if daemons else ""
+            ),
             "log": str(log),
             "steps": [day_arms.step_for(a, actor, ctx) for a in actor.actions],
         }
@@ -618,6 +656,10 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             res.notes.append(f"runner of {name} overran and was killed")
     res.end = time.time()
     if daemons is not None:
+        for user in agents:
+            out = daemons.run_as(user, [*fac.tenantry, "index", "list", "--json"])
+            with contextlib.suppress(ValueError, AttributeError):
+                res.index_counters[user] = json.loads(out.stdout).get("counters", {})
         daemons.release_leases()
         res.daemon_cpu_s = daemons.cpu_s() + (service.cpu_s() if service else 0.0)
         daemons.stop()
@@ -953,7 +995,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="tenantry_facility_day",
         help="facility mode: the PostgreSQL database the bench (re)creates for the service",
     )
+    p.add_argument(
+        "--hook",
+        choices=("http", "command"),
+        default="http",
+        help="Claude Code's pre-tool hook in the tenantry arm: http (the daemon answers on"
+        " loopback, what `tenantry install` writes with hook_http set; the default) or command"
+        " (a `tenantry hook` process per command)",
+    )
     p.add_argument("--work", default="/var/tmp/tenantry-facility-day")
+    p.add_argument(
+        "--user-prefix",
+        default="tt-day",
+        help="Unix user names PREFIXb-a00, PREFIXt-a00, ... and PREFIX-svc: give a run"
+        " beside another one its own (sdiag and sacct count per user)",
+    )
     p.add_argument("--out", help="results directory (default WORK/out)")
     return p.parse_args(argv)
 
@@ -988,6 +1044,7 @@ def write_results(out: Path, meta: dict[str, Any], results: list[ArmResult], day
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    use_user_prefix(args.user_prefix)
     if os.geteuid() != 0:
         raise SystemExit("needs root (Unix users per actor, a FUSE mount for other users)")
     cfg = config_of(args)

@@ -8,6 +8,10 @@ directory. Data reads are passed through undelayed. Kernel attribute and entry
 caching is off by default (timeouts 0), so every operation an application
 causes reaches the counter.
 
+With ``FUSEDELAY_TRACE=FILE`` in the environment every delayed operation that
+names its caller is appended to FILE (time, operation, pid, the caller's command
+line): what the counters cannot say is who spent the operations.
+
 Run as a child process: ``serve(source, mountpoint, delay, counters)`` where
 ``counters`` is a ``multiprocessing.Array('q', len(OPS))`` the parent reads.
 Needs pyfuse3 (LGPL-2.0+, bench only) with Debian fuse3 and libfuse3-dev.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from typing import Any
 
 OPS = ("lookup", "getattr", "opendir", "readdir", "open", "readlink", "statfs", "read")
@@ -36,6 +41,9 @@ def serve(
     import trio
 
     index = {name: i for i, name in enumerate(OPS)}
+    trace_path = os.environ.get("FUSEDELAY_TRACE")
+    TRACE = open(trace_path, "a", buffering=1 << 16) if trace_path else None
+    callers: dict[int, tuple[str, float]] = {}  # pid: command line, when read
 
     class Passthrough(pyfuse3.Operations):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -47,7 +55,18 @@ def serve(
             self.files: dict[int, int] = {}
             self.next_fh = 1
 
-        async def _op(self, name: str) -> None:
+        async def _op(self, name: str, ctx: Any = None, what: str = "") -> None:
+            if TRACE is not None and ctx is not None:
+                now = time.monotonic()
+                who, seen = callers.get(ctx.pid, ("", 0.0))
+                if now - seen > 0.5:  # re-read twice a second: pids are reused
+                    try:
+                        with open(f"/proc/{ctx.pid}/cmdline", "rb") as f:
+                            who = f.read(300).replace(b"\0", b" ").decode(errors="replace")
+                    except OSError:
+                        who = "?"
+                    callers[ctx.pid] = (who, now)
+                TRACE.write(f"{time.time():.3f}\t{name}\t{ctx.pid}\t{who}\t{what}\n")
             with counters.get_lock():
                 counters[index[name]] += 1
             if delay > 0 and name in DELAYED:
@@ -92,19 +111,20 @@ def serve(
             return path
 
         async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
-            await self._op("lookup")
+            parent = self.paths.get(parent_inode, "")
+            await self._op("lookup", ctx, os.path.join(parent, os.fsdecode(name)))
             return self._attrs(os.path.join(self._path(parent_inode), os.fsdecode(name)))
 
         async def getattr(self, inode: int, ctx: Any = None) -> Any:
-            await self._op("getattr")
+            await self._op("getattr", ctx, self.paths.get(inode, ""))
             return self._attrs(self._path(inode))
 
         async def readlink(self, inode: int, ctx: Any) -> bytes:
-            await self._op("readlink")
+            await self._op("readlink", ctx)
             return os.fsencode(os.readlink(self._path(inode)))
 
         async def opendir(self, inode: int, ctx: Any) -> int:
-            await self._op("opendir")
+            await self._op("opendir", ctx, self.paths.get(inode, ""))
             path = self._path(inode)
             try:
                 names = sorted(os.listdir(path))
@@ -133,7 +153,7 @@ def serve(
             self.dirs.pop(fh, None)
 
         async def open(self, inode: int, flags: int, ctx: Any) -> Any:
-            await self._op("open")
+            await self._op("open", ctx, self.paths.get(inode, ""))
             if flags & (os.O_WRONLY | os.O_RDWR):
                 raise pyfuse3.FUSEError(errno.EROFS)
             try:
@@ -155,7 +175,7 @@ def serve(
                 os.close(fd)
 
         async def statfs(self, ctx: Any) -> Any:
-            await self._op("statfs")
+            await self._op("statfs", ctx)
             st = os.statvfs(source)
             out = pyfuse3.StatvfsData()
             for attr in (
@@ -185,6 +205,8 @@ def serve(
         trio.run(pyfuse3.main)
     finally:
         pyfuse3.close(unmount=False)
+        if TRACE is not None:
+            TRACE.close()
 
 
 def is_dir(path: str) -> bool:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenantry.memory import content, embedding, retrieval, scanner, signature
+from tenantry.memory import content, embedding, retrieval, scanner, signature, vocab
 from tenantry.memory.models import DEFAULT_TTL_DAYS, Kind, Lesson, Scope, Source, Status, Trust
 from tenantry.memory.store import LessonStore
 from tenantry.memory.vectors import VectorIndex
@@ -99,6 +99,15 @@ def held_out(q: dict[str, Any]) -> bool:
     return int(hashlib.sha256(str(q["id"]).encode()).hexdigest()[:8], 16) % 4 == 0
 
 
+def fold(q: dict[str, Any]) -> int:
+    """The development fold of a query (0-3), a fixed hash of its id independent of the split.
+
+    A tuning change is judged by the development MRR@10 of each fold: a gain in
+    one fold and losses in others is noise, not a better ranking.
+    """
+    return int(hashlib.sha256(str(q["id"]).encode()).hexdigest()[8:16], 16) % 4
+
+
 def viewer_of(q: dict[str, Any]) -> retrieval.Viewer:
     key = str(q.get("principal") or DEFAULT_PRINCIPAL)
     return retrieval.Viewer(key, key.split("/")[0], str(q.get("project", DEFAULT_PROJECT)))
@@ -109,13 +118,17 @@ async def evaluate(
     queries: list[dict[str, Any]],
     planted: dict[str, str],
     vectors: VectorIndex | None = None,
+    expander: vocab.Expander | None = None,
 ) -> dict[str, Any]:
     rr, h1, h5, poison, must_not, sup_top, stale_top = [], [], [], 0, 0, 0, 0
     styles: dict[str, list[float]] = {}
+    folds: dict[int, list[float]] = {}
     misses = []
     for q in queries:
         viewer = viewer_of(q)
-        hits = await retrieval.search(store, viewer, q["text"], limit=10, vectors=vectors)
+        hits = await retrieval.search(
+            store, viewer, q["text"], limit=10, vectors=vectors, expander=expander
+        )
         ids = [h.lesson.id for h in hits]
         relevant = set(q["relevant"])
         rank = next((i + 1 for i, x in enumerate(ids) if x in relevant), None)
@@ -123,6 +136,7 @@ async def evaluate(
         h1.append(1.0 if rank == 1 else 0.0)
         h5.append(1.0 if rank and rank <= 5 else 0.0)
         styles.setdefault(q.get("style", "other"), []).append(rr[-1])
+        folds.setdefault(fold(q), []).append(rr[-1])
         top5 = ids[:5]
         if any(x in planted and planted[x] != viewer.key for x in top5):
             poison += 1
@@ -137,7 +151,13 @@ async def evaluate(
         if rank != 1:
             misses.append({"id": q["id"], "rank": rank, "top": ids[:3]})
         with_history = await retrieval.search(
-            store, viewer, q["text"], limit=1, include_history=True, vectors=vectors
+            store,
+            viewer,
+            q["text"],
+            limit=1,
+            include_history=True,
+            vectors=vectors,
+            expander=expander,
         )
         if with_history and not with_history[0].lesson.status.live:
             sup_top += 1
@@ -149,6 +169,7 @@ async def evaluate(
         "hit@5": round(statistics.fmean(h5), 4),
         "per_style_mrr@10": {k: round(statistics.fmean(v), 4) for k, v in sorted(styles.items())},
         "per_style_n": {k: len(v) for k, v in sorted(styles.items())},
+        "per_fold_mrr@10": [round(statistics.fmean(folds.get(i) or [0.0]), 4) for i in range(4)],
         "poison@5": round(poison / n, 4),
         "must_not_return@5": round(must_not / n, 4),
         "superseded_at_top": round(sup_top / n, 4),
@@ -329,7 +350,7 @@ class Synth:
         )
 
     def pasted_query(self, terms: int = 20) -> str:
-        lines = []
+        lines: list[str] = []
         while sum(len(x.split()) for x in lines) < terms:
             lines.append(self.error() if self.rng.random() < 0.7 else self.words(6))
         return " ".join("\n".join(lines).split(" ")[:terms])
@@ -452,6 +473,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "quarantined_on_load": sorted(les.id for les in lessons if les.quarantined),
         "heldout_ids": sorted(q["id"] for q in queries if held_out(q)),
     }
+    expander = vocab.Expander.with_file(args.synonyms) if args.synonyms else None
+    out["synonyms"] = args.synonyms
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "memory.sqlite3"
         reuse = db.exists()
@@ -466,11 +489,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if vectors is not None:
                 await vectors.sync(store)
             if not reuse:
-                out["eval"] = await evaluate(store, queries, planted, vectors)
+                out["eval"] = await evaluate(store, queries, planted, vectors, expander)
                 dev = [q for q in queries if not held_out(q)]
-                out["eval_dev"] = await evaluate(store, dev, planted, vectors)
+                out["eval_dev"] = await evaluate(store, dev, planted, vectors, expander)
                 out["eval_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q)], planted, vectors
+                    store, [q for q in queries if held_out(q)], planted, vectors, expander
                 )
             if args.scale:
                 synth = Synth(args.seed, " ".join(d["body"] for d in raw_lessons))
@@ -488,12 +511,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "load_s": round(load_s, 1),
                     "embed_s": round(time.perf_counter() - t0, 1),
                 }
-                out["eval_at_scale"] = await evaluate(store, queries, planted, vectors)
+                out["eval_at_scale"] = await evaluate(store, queries, planted, vectors, expander)
                 out["eval_at_scale_dev"] = await evaluate(
-                    store, [q for q in queries if not held_out(q)], planted, vectors
+                    store, [q for q in queries if not held_out(q)], planted, vectors, expander
                 )
                 out["eval_at_scale_heldout"] = await evaluate(
-                    store, [q for q in queries if held_out(q)], planted, vectors
+                    store, [q for q in queries if held_out(q)], planted, vectors, expander
                 )
                 out["latency_20_term_pasted"] = await latency(
                     store, synth, args.latency_queries, vectors
@@ -546,6 +569,11 @@ def report(res: dict[str, Any]) -> str:
                 f"{k} {v:.3f} ({ev['per_style_n'][k]})" for k, v in ev["per_style_mrr@10"].items()
             ),
         ]
+        if name.endswith("_dev"):  # the folds a tuning change is judged by (see fold())
+            lines.append(
+                "  MRR@10 per development fold: "
+                + " ".join(f"{x:.3f}" for x in ev["per_fold_mrr@10"])
+            )
     lat = res.get("latency_20_term_pasted")
     if lat:
         lines.append(
@@ -588,6 +616,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-dense",
         action="store_true",
         help="lexical ranking only (no re-ranking with the bundled embedding model)",
+    )
+    ap.add_argument(
+        "--synonyms",
+        help="extend the default expansion table with this file's `regex = terms` lines"
+        " (the memory_synonyms setting; in process only)",
     )
     ap.add_argument("--json", help="also write the full results (with misses) here")
     ap.add_argument(

@@ -263,6 +263,133 @@ async def run_tenantry(mount: Mount, args: argparse.Namespace, state: Path) -> d
     return out
 
 
+def _append(path: Path, text: str) -> None:
+    with path.open("a") as f:
+        f.write(text)
+
+
+async def run_changes(mount: Mount, args: argparse.Namespace, state: Path) -> dict[str, Any]:
+    """Metadata ops the index spends to follow one change, with the FUSE server's own
+    tree watched (``index_watch_backing``, the stand-in for a changelog): per change,
+    from making it in the source tree until the index answers it and every re-check
+    has run; no other traffic on the mount meanwhile."""
+    from tenantry.core.events import Bus
+    from tenantry.core.models import Principal
+    from tenantry.core.settings import load
+    from tenantry.index import crawl
+    from tenantry.index import ops as index_ops
+    from tenantry.index.component import IndexService
+    from tenantry.service.ops import REGISTRY, OpContext
+    from tenantry.service.runtime import Runtime
+
+    del index_ops
+    root, src = str(mount.mnt), mount.src
+    settings = load(
+        env={},
+        overrides={
+            "state_dir": str(state),
+            "index_sweep_s": 0,
+            "index_watch_backing": f"{root}={src}",
+        },
+    )
+    rt = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
+    svc = IndexService(rt)
+    rt.components["index"] = svc
+    await svc.start()
+    ctx = OpContext(Principal(uid=os.getuid(), user="bench"), rt)
+
+    async def quiet() -> None:
+        while svc._timers or svc._tasks or svc._pending:  # re-checks included
+            await svc.settle()
+            await asyncio.sleep(0.2)
+
+    async def visible(op: str, params: dict[str, Any], want: bool) -> float:
+        t0 = time.perf_counter()
+        while bool((await REGISTRY[op].fn(ctx, dict(params)))["items"]) != want:
+            if time.perf_counter() - t0 > 30:
+                raise RuntimeError(f"{op} {params} never became {want}")
+            await asyncio.sleep(0.01)
+        return time.perf_counter() - t0
+
+    rows: dict[str, list[tuple[int, float]]] = {}
+    originals: dict[Path, tuple[bytes, int]] = {}
+    kinds: dict[str, dict[str, int]] = {}  # the first change's operations, by type
+    try:
+        await svc.add(root, wait=True)
+        await quiet()
+        dirs = sorted({p.parent for p in src.rglob("f000.*") if ".git" not in p.parts})
+        rnd = random.Random(3)
+        rnd.shuffle(dirs)
+        for i, d in enumerate(dirs[: args.changes]):
+            rel = d.relative_to(src)
+            victim = next(f for f in sorted(d.glob("f0*.*")) if b"\0" not in f.read_bytes())
+            originals[victim] = (victim.read_bytes(), victim.stat().st_mtime_ns)
+            steps: list[tuple[str, Any, str, dict[str, Any], bool]] = [
+                (
+                    "edit (append in place)",
+                    lambda v=victim, i=i: _append(v, f"edited_token_{i}\n"),
+                    "index.grep",
+                    {"path": root, "pattern": f"edited_token_{i}", "fixed": True},
+                    True,
+                ),
+                (
+                    "create",
+                    lambda d=d, i=i: (d / f"new{i}.txt").write_text(f"created_token_{i}\n"),
+                    "index.find",
+                    {"path": f"{root}/{rel}", "name": f"new{i}.txt"},
+                    True,
+                ),
+                (
+                    "rename",
+                    lambda d=d, i=i: (d / f"new{i}.txt").rename(d / f"renamed{i}.txt"),
+                    "index.find",
+                    {"path": f"{root}/{rel}", "name": f"renamed{i}.txt"},
+                    True,
+                ),
+                (
+                    "delete",
+                    lambda d=d, i=i: (d / f"renamed{i}.txt").unlink(),
+                    "index.find",
+                    {"path": f"{root}/{rel}", "name": f"renamed{i}.txt"},
+                    False,
+                ),
+            ]
+            for label, change, op, params, want in steps:
+                await asyncio.sleep(
+                    args.cache_s + 0.1
+                )  # the mount's caches expire, as between edits
+                before = mount.snapshot()
+                change()
+                lat = await visible(op, params, want)
+                await quiet()
+                ops, diff = Mount.meta(before, mount.snapshot())
+                rows.setdefault(label, []).append((ops, lat))
+                kinds.setdefault(label, diff)
+    finally:
+        await svc.aclose()
+        for path, (data, mtime_ns) in originals.items():  # the workspace as generated
+            path.write_bytes(data)
+            os.utime(path, ns=(mtime_ns, mtime_ns))
+    out = {}
+    for label, vals in rows.items():
+        ops_list = sorted(v[0] for v in vals)
+        lat_list = sorted(v[1] for v in vals)
+        out[label] = {
+            "n": len(vals),
+            "ops_p50": statistics.median(ops_list),
+            "ops_max": ops_list[-1],
+            "visible_p50_ms": statistics.median(lat_list) * 1e3,
+            "first_by_type": {k: v for k, v in kinds[label].items() if v},
+        }
+        print(
+            f"  change {label}: {out[label]['ops_p50']:g} ops (p50, max {ops_list[-1]}),"
+            f" visible in {out[label]['visible_p50_ms']:.0f} ms, re-check window"
+            f" {crawl.RACY_S} s; first: {out[label]['first_by_type']}",
+            flush=True,
+        )
+    return out
+
+
 async def watch_latency(trials: int = 20) -> dict[str, Any]:
     """Seconds from creating a file in a watched local directory to the index answering."""
     from tenantry.core.events import Bus
@@ -335,11 +462,25 @@ def report(res: dict[str, Any]) -> str:
         f" content {fp.get('content_bytes')} bytes for {fp.get('text_bytes')} bytes of"
         f" text = {fp.get('content_ratio')}x",
     ]
+    if res.get("changes"):
+        lines += ["", report_changes(res)]
     w = res.get("watch")
     if w:
         lines.append(
             f"inotify latency (local dir): p50 {w['p50_ms']:.1f} ms, max {w['max_ms']:.1f}"
             f" ms over {w['trials']} creates"
+        )
+    return "\n".join(lines)
+
+
+def report_changes(res: dict[str, Any]) -> str:
+    lines = [
+        "| change (backing tree watched) | metadata ops (p50) | max | visible (p50) |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, c in res["changes"].items():
+        lines.append(
+            f"| {label} | {c['ops_p50']:g} | {c['ops_max']} | {c['visible_p50_ms']:.0f} ms |"
         )
     return "\n".join(lines)
 
@@ -359,6 +500,10 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=21)
     p.add_argument("--work", default="/tmp/tenantry-bench-metadata")
     p.add_argument("--skip-direct", action="store_true")
+    p.add_argument(
+        "--changes", type=int, default=8, help="directories to edit/create/rename/delete in"
+    )
+    p.add_argument("--only-changes", action="store_true", help="just the change-refresh table")
     args = p.parse_args()
     work = Path(args.work)
     src, mnt, state = work / "src", work / "mnt", work / "state"
@@ -394,8 +539,18 @@ def main() -> int:
                 ],
             ),
         ]
-        res["direct"] = [] if args.skip_direct else [run_direct(mount, *d) for d in direct]
-        res["tenantry"] = asyncio.run(run_tenantry(mount, args, state))
+        if not args.only_changes:
+            res["direct"] = [] if args.skip_direct else [run_direct(mount, *d) for d in direct]
+            res["tenantry"] = asyncio.run(run_tenantry(mount, args, state))
+        if args.changes > 0:
+            changes_state = work / "state-changes"
+            if changes_state.exists():
+                shutil.rmtree(changes_state)
+            res["changes"] = asyncio.run(run_changes(mount, args, changes_state))
+    if args.only_changes:
+        (work / "results-changes.json").write_text(json.dumps(res, indent=2, default=str))
+        print(report_changes(res))
+        return 0
     res["watch"] = asyncio.run(watch_latency())
     (work / "results.json").write_text(json.dumps(res, indent=2, default=str))
     print(report(res))

@@ -13,6 +13,8 @@ shuffled with a fixed seed. Three numbers per request:
   request is normalized and every Cedar call evaluated;
 - ``normalize only``: shell/Slurm/path normalization without Cedar;
 - ``cedar only``: one uncached Cedar authorization of a normalized request;
+- ``warm, forwarded env``: thread CPU of a repeated ``run_command`` that carries an
+  80-variable environment (the same dict each time, as the daemon holds a session's);
 - per action, the cold decision;
 - with ``--split``: where a cold decision's thread CPU goes (Cedar calls, the
   resource entities' parsing, normalization, the rest), over all corpus cases
@@ -93,6 +95,19 @@ def main() -> None:
         whole.append(us)
         requests_per.append(len(d.checks))
 
+    # a command with the environment a client forwards (80 variables, a long PATH), the
+    # same dict each time as the daemon holds it for a session: a warm decision
+    env = {f"VAR_{i}": "x" * (20 + i % 40) for i in range(80)}
+    env["PATH"] = ":".join(f"/opt/tool{i}/bin" for i in range(30)) + ":/usr/bin:/bin"
+    agent = next(p for p, a, _ in work if a == "run_command" and p.is_agent)
+    with_env = {"argv": ["make", "-j4"], "cwd": "/home/alice/proj", "env": env, "where": "auto"}
+    judge.evaluate(agent, "run_command", with_env)
+    env_warm: list[float] = []
+    for _ in range(2000):
+        c = time.thread_time()
+        judge.evaluate(agent, "run_command", with_env)
+        env_warm.append((time.thread_time() - c) * 1e6)
+
     cold: list[float] = []
     cold_cpu: list[float] = []
     for p, a, params in mix:
@@ -131,6 +146,7 @@ def main() -> None:
         "decision_us": _quantiles(whole, mean=True),
         "decision_cpu_us": _quantiles(whole_cpu),
         "decision_cold_cpu_us": _quantiles(cold_cpu),
+        "decision_env_cpu_us": _quantiles(env_warm),
         "load_average": list(os.getloadavg()),
         "load_average_before": load_before,
         "decision_cold_us": _quantiles(cold, mean=True),
@@ -154,6 +170,7 @@ def main() -> None:
                        ("  cpu time", "decision_cpu_us"),
                        ("decision (cold cache)", "decision_cold_us"),
                        ("  cpu time", "decision_cold_cpu_us"),
+                       ("warm, forwarded env", "decision_env_cpu_us"),
                        ("normalize only", "normalize_us"),
                        ("cedar only, 1 request", "cedar_us")):  # fmt: skip
         s = out[key]

@@ -47,6 +47,8 @@ class Script:
     requests: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[str] = field(default_factory=list)
     offered: set[str] = field(default_factory=set)
+    # the main conversation is the request offering this tool (titles, probes offer none)
+    trigger: str = "facility_info"
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -360,7 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, "application/json", b'{"error": "not found"}')
             return
         offered, results = reader(body)
-        if offered and any(name.endswith("facility_info") for name in offered):
+        if offered and any(name.endswith(script.trigger) for name in offered):
             with script.lock:
                 script.offered.update(offered)
                 if len(results) > len(script.tool_results):
@@ -390,8 +392,8 @@ class _Server(ThreadingHTTPServer):
 class FakeModel:
     """``with FakeModel(steps) as fm: fm.url``: serves until the block ends."""
 
-    def __init__(self, steps: list[Step]) -> None:
-        self.script = Script(steps)
+    def __init__(self, steps: list[Step], trigger: str = "facility_info") -> None:
+        self.script = Script(steps, trigger=trigger)
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.script = self.script
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)

@@ -39,7 +39,9 @@ QUIET = {
 # per agent, only in that agent's own runs: these names are also the agent markers
 # that `tenantry` itself reads (an OPENCODE_* variable means "inside OpenCode")
 QUIET_AGENT = {
-    "claude": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+    # MCP_TIMEOUT: the MCP server's start may take over Claude Code's default 30 s on a
+    # loaded 2-core machine; without its tools the scripted session would end at once
+    "claude": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "MCP_TIMEOUT": "60000"},
     "gemini": {"GEMINI_TELEMETRY_ENABLED": "false", "GEMINI_CLI_NO_RELAUNCH": "true"},
     "opencode": {
         "OPENCODE_DISABLE_AUTOUPDATE": "true",

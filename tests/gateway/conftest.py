@@ -98,7 +98,16 @@ class Daemon:
             stderr=log,
             start_new_session=True,
         )
-        wait_for(lambda: socket_answers(self.socket), what="daemon socket")
+        proc = self.proc
+
+        def up() -> bool:
+            if proc.poll() is not None:  # a daemon that died will not answer: say so now
+                tail = (Path(self.state) / "daemon.log").read_text(errors="replace")[-2000:]
+                raise AssertionError(f"the daemon exited ({proc.returncode}): {tail}")
+            return socket_answers(self.socket)
+
+        # a cold start on a loaded 2-core machine can take well over 15 s
+        wait_for(up, timeout=60.0, what="daemon socket")
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         assert self.proc is not None

@@ -8,9 +8,11 @@ middleware, worker-thread hops). Plainly valid calls are answered by
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from tenantry.gateway.mcp import Forwarder, build_server
@@ -90,3 +92,46 @@ def test_anything_unusual_is_left_to_the_sdk() -> None:
         None,
     ):
         assert run_params(bad) is None, bad
+
+
+def test_environment_is_decoded_once_until_it_changes(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured: rebuilding ``dict(os.environ)`` per call was the shim's largest own cost."""
+    fwd = Forwarder(daemon.settings)
+    first = fwd.environ()
+    assert first == dict(os.environ)
+    assert fwd.environ() is first  # unchanged: the same snapshot, nothing decoded again
+    run = run_params({"argv": ["true"]}, fwd.environ())
+    assert run is not None and run["env"] is first
+    monkeypatch.setenv("TENANTRY_TEST_ENV_CHANGED", "1")
+    changed = fwd.environ()
+    assert changed is not first and changed["TENANTRY_TEST_ENV_CHANGED"] == "1"
+    monkeypatch.delenv("TENANTRY_TEST_ENV_CHANGED")
+    assert "TENANTRY_TEST_ENV_CHANGED" not in fwd.environ()
+
+
+def test_agent_process_is_found_once(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured: walking /proc for the agent process on every call (five reads each)."""
+    from tenantry.agents import agent_session
+
+    walks: list[int] = []
+
+    def walk(pid: int | None = None) -> str:
+        walks.append(1)
+        return "4242-17"
+
+    monkeypatch.setattr(agent_session, "agent_process", walk)
+    sessions = daemon.settings.state_path / "agent-sessions"
+    fwd = Forwarder(daemon.settings)
+    fwd._told = False
+    fwd._claim_session()
+    assert fwd.client.claims.get("session", "") == ""  # nothing recorded yet
+    agent_session.record(str(sessions), "codex", "s-123", key="4242-17")
+    try:
+        fwd._claim_session()  # recorded after the first call (the hook ran later): found
+        assert fwd.client.claims["session"] == "s-123"
+        assert fwd.client.claims["agent"] in ("codex", fwd.client.claims["agent"])
+    finally:
+        agent_session.forget(str(sessions), key="4242-17")
+    assert len(walks) == 1

@@ -132,7 +132,7 @@ async def test_identical_to_git_after_every_kind_of_change(
 ) -> None:
     root = repo_root
     repo = service.git.repo(service.resolve(str(root)).ws)
-    assert repo.runs == 1 and repo.trivial == 1  # primed by the crawl
+    assert repo.runs == 2 and repo.trivial == 1  # primed by the crawl (two runs)
     ok, first = await served(ctx, root)
     assert ok and first == real(root) and repo.trivial == 1
     for what, change in STEPS:
@@ -144,7 +144,7 @@ async def test_identical_to_git_after_every_kind_of_change(
         assert short == real(root, "-sb", "--untracked-files=all"), what
     # git really asked the feed: only the crawl's priming run (and the runs after
     # the repository's own index changed) got the "everything changed" answer
-    assert repo.runs == 2 + 2 * len(STEPS)
+    assert repo.runs == 3 + 2 * len(STEPS)
     assert repo.trivial <= 6, repo.trivial
     assert not (root / ".git" / "index.lock").exists()
 
@@ -228,15 +228,24 @@ def test_journal_forgets_and_then_knows_nothing() -> None:
 
 def test_backing_directory_events_are_reported_under_the_root(tmp_path: Path) -> None:
     got: list[str] = []
+    whats: list[str] = []
     src = WatchdogSource(parse_backing(f"/mnt/ws={tmp_path}/export"))
-    src._notify = got.append
+
+    def notify(path: str, what: str = "", /) -> None:
+        got.append(path)
+        whats.append(what)
+
+    src._notify = notify
     assert src.watched_path("/mnt/ws/p1") == (f"{tmp_path}/export/p1", True)
     assert src.watched_path("/home/x") == ("/home/x", False)
     event = SimpleNamespace(
         event_type="moved", src_path=f"{tmp_path}/export/p1/a", dest_path=f"{tmp_path}/export/p1/b"
     )
     src.deliver(event, (f"{tmp_path}/export/p1", "/mnt/ws/p1"))
-    assert got == ["/mnt/ws/p1/a", "/mnt/ws/p1/b"]
+    assert got == ["/mnt/ws/p1/a", "/mnt/ws/p1/b"] and whats == ["", ""]
+    written = SimpleNamespace(event_type="closed", src_path=f"{tmp_path}/export/p1/c")
+    src.deliver(written, (f"{tmp_path}/export/p1", "/mnt/ws/p1"))
+    assert (got[-1], whats[-1]) == ("/mnt/ws/p1/c", "modified")  # that file alone
     with pytest.raises(Exception, match="MOUNT=BACKING"):
         parse_backing("relative=/x")
 

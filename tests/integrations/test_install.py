@@ -142,6 +142,38 @@ def test_claude_code(tgt: Any, scope: str) -> None:
     }
 
 
+def test_claude_code_http_hooks_with_a_command_fallback(tgt: Any) -> None:
+    """With hook_http the tool hooks are http (no process per command); the dangerous
+    list keeps a command hook, and switching back and forth leaves one set of ours."""
+    import dataclasses
+
+    from tenantry.agents import steer
+    from tenantry.agents.products.claude_code import FALLBACK_IF
+
+    plain = tgt("user")
+    t = dataclasses.replace(plain, hook_http="127.0.0.1:47001")
+    settings = t.home / ".claude/settings.json"
+    install("claude-code", plain)
+    install("claude-code", t)
+    s = js(settings)
+    pre = s["hooks"]["PreToolUse"]
+    assert len(pre) == 1 and pre[0]["matcher"] == "Bash"
+    http, *fallback = pre[0]["hooks"]
+    assert http == {"type": "http", "url": "http://127.0.0.1:47001/v1/hook/claude-code",
+                    "timeout": 10}  # fmt: skip
+    assert [h["if"] for h in fallback] == list(FALLBACK_IF)
+    assert {h["command"] for h in fallback} == {HOOK + "claude-code"}
+    assert s["hooks"]["PostToolUseFailure"][0]["hooks"] == [http]
+    assert s["hooks"]["SessionStart"][0]["hooks"][0]["command"] == HOOK + "claude-code"
+    # every program the built-in dangerous list names has a fallback pattern
+    for command in ("rm -rf x", "scancel 1", "kill -1", "dd of=/dev/sda", "mkfs.ext4 /dev/x",
+                    "chmod -R 777 .", "pkill x", "shred f", "wipefs /dev/x"):  # fmt: skip
+        assert steer.dangerous(command), command
+        assert f"Bash({command.split()[0]} *)" in FALLBACK_IF or command.startswith("mkfs")
+    uninstall("claude-code", t)
+    assert not settings.exists() or "hooks" not in js(settings)
+
+
 def test_claude_user_keeps_the_big_state_file(tgt: Any) -> None:
     t = tgt("user")
     state = {

@@ -51,6 +51,7 @@ def test_claude_code_in_a_sandboxed_session(tmp_path: Path) -> None:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "MCP_TIMEOUT": "60000",  # the sandboxed MCP server's start on a loaded machine
         "NO_COLOR": "1",
     }
 

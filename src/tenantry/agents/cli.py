@@ -114,8 +114,15 @@ def _run(args: argparse.Namespace, *, remove: bool) -> int:
     from tenantry.core.errors import UsageError
 
     scope = "system" if args.system else "user" if args.user else "project"
-    t = installer.target(scope, args.project, root=args.root)
-    records = files.Records(settings_from(args).state_path / "install")
+    settings = settings_from(args)
+    # http hooks cannot fail closed on every command (hook_on_unreachable = closed), and a
+    # TCP caller is known by its uid only, never as a sandboxed session (claimed_agents =
+    # refuse): then the command hook stays
+    http = settings.hook_http
+    if settings.hook_on_unreachable == "closed" or settings.claimed_agents == "refuse":
+        http = ""
+    t = installer.target(scope, args.project, root=args.root, hook_http=http)
+    records = files.Records(settings.state_path / "install")
     agents = list(AGENTS) if args.agent == "all" else [args.agent]
     skipped: list[str] = []
     plans = []

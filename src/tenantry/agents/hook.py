@@ -31,6 +31,7 @@ import os
 import sys
 
 from tenantry.agents import steer
+from tenantry.agents.hook_fast import AGENTS as AGENTS  # the one list, in the light module
 from tenantry.client import fastjson  # json's text without the json package's imports
 
 TYPE_CHECKING = False  # the hook's path avoids importing typing (and dataclasses)
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
     # A checker calls one daemon op: (op name, params) -> result. It raises
     # tenantry.core.errors.TenantryError (DaemonUnavailable when nothing answers).
     Checker = Callable[[str, dict[str, Any]], Any]
-
-AGENTS = ("claude-code", "codex", "gemini-cli", "opencode", "cursor")
 
 
 class HookInput:
@@ -435,8 +434,13 @@ def run(
     *,
     checker_factory: Callable[[str, str], Checker] | None = None,
     env: Mapping[str, str] | None = None,
+    config: tuple[bool, str] | None = None,
 ) -> int:
-    """Read one payload, decide, answer. Returns the exit code."""
+    """Read one payload, decide, answer. Returns the exit code.
+
+    ``config`` is (``hook_redirect``, ``hook_on_unreachable``) when the caller
+    has them (the daemon answering a hook itself); otherwise they are loaded.
+    """
     from tenantry.core import errors
 
     env = os.environ if env is None else env
@@ -465,7 +469,7 @@ def run(
         verdict = Verdict("none")
         context = lessons_for(inp, checker)
     else:
-        redirect_on, mode = _config(env)
+        redirect_on, mode = config if config is not None else _config(env)
         verdict = decide(inp, checker, redirect=redirect_on, on_unreachable=mode)
         if verdict.decision in {"deny", "ask"} and checker is not None:
             _report_decision(inp, verdict, checker)

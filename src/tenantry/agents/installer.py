@@ -33,6 +33,7 @@ def target(
     home: str | None = None,
     root: str | None = None,
     exe: tuple[str, ...] = (),
+    hook_http: str = "",
 ) -> Target:
     return Target(
         scope=scope,
@@ -40,6 +41,7 @@ def target(
         project=Path(project).resolve() if project else Path.cwd(),
         root=Path(root or "/"),
         exe=exe,
+        hook_http=hook_http,
     )
 
 

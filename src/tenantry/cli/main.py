@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # runs before every agent tool call: no argparse, no settings of its own
         import os
 
-        from tenantry.agents.hook import main as hook_main
+        from tenantry.agents.hook_fast import main as hook_main
 
         for opt, var in (("socket", "TENANTRY_SOCKET"), ("state-dir", "TENANTRY_STATE_DIR")):
             if opt in fast[1]:

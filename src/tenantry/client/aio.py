@@ -39,13 +39,13 @@ class AsyncClient:
     def _checkout(self) -> wire.AsyncConnection:
         while self._idle:
             conn = self._idle.pop()
-            if conn.open:
+            if conn.connected:  # ``request`` checks that the daemon did not close it meanwhile
                 return conn
             conn.close()
         return wire.AsyncConnection(self.settings.socket)
 
     def _checkin(self, conn: wire.AsyncConnection) -> None:
-        if conn.open and len(self._idle) < POOL:
+        if conn.connected and len(self._idle) < POOL:
             self._idle.append(conn)
         else:
             conn.close()
@@ -59,7 +59,7 @@ class AsyncClient:
         for attempt in range(2):
             conn = self._checkout()
             try:
-                if not conn.open:
+                if not conn.connected:
                     await conn.connect()
             except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
                 if attempt == 0:

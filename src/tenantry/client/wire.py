@@ -305,14 +305,20 @@ class AsyncConnection:
         self._writer: asyncio.StreamWriter | None = None
 
     @property
-    def open(self) -> bool:
-        """Usable for the next request (not closed by either side while idle)."""
+    def connected(self) -> bool:
+        """Connected and not closed by this side nor seen closed (no system call)."""
         return (
             self._writer is not None
             and self._reader is not None
             and not self._writer.is_closing()
             and not self._reader.at_eof()
-            and not _closed_by_peer(self._writer.get_extra_info("socket"))
+        )
+
+    @property
+    def open(self) -> bool:
+        """Usable for the next request (not closed by either side while idle)."""
+        return self.connected and not _closed_by_peer(
+            self._writer.get_extra_info("socket") if self._writer is not None else None
         )
 
     async def connect(self) -> None:

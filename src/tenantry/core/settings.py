@@ -107,6 +107,12 @@ DECLARED: tuple[Setting, ...] = (
         "Agent hooks when the daemon is down: closed-dangerous (deny the built-in dangerous"
         " list, allow the rest), closed (deny every shell command) or open (allow all).",
     ),
+    Setting(
+        "hook_http",
+        "",
+        "Also answer agent hooks over HTTP on 127.0.0.1:PORT (Claude Code's http hook type:"
+        " no process per tool call); `tenantry install` then writes http hooks; empty = off.",
+    ),
     Setting("hook_redirect", True, "Agent hooks redirect raw squeue/sbatch/find/grep to Tenantry."),
     Setting("budgets_file", "", "Budgets and rate limits (TOML or JSON); empty = defaults."),
     Setting("admin_users", "", "Comma-separated staff users allowed to stop anyone's sessions."),
@@ -249,6 +255,7 @@ class Settings:
     guard_hold_s: float
     http: str
     hook_on_unreachable: str
+    hook_http: str
     hook_redirect: bool
     budgets_file: str
     admin_users: str

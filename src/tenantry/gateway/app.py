@@ -28,7 +28,7 @@ from tenantry.commands.service import CommandService
 from tenantry.core.errors import TenantryError, Unavailable, UsageError
 from tenantry.core.events import Bus, Event, EventType
 from tenantry.core.settings import Settings
-from tenantry.gateway import opserve
+from tenantry.gateway import hookserve, opserve
 from tenantry.gateway.envs import SessionEnvs
 from tenantry.gateway.identity import own_peer
 from tenantry.jobs.service import JobService
@@ -188,6 +188,15 @@ class DaemonApp(Starlette):
                 scope["app"] = self
                 status = await opserve.serve_op(rt, self.envs, scope, receive, send)
                 opserve.observe(rt, scope["path"][len(opserve.PREFIX) :], status, t0)
+                return
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].startswith(hookserve.PREFIX)
+        ):
+            rt = getattr(self.state, "runtime", None)
+            if rt is not None:
+                await hookserve.serve_hook(rt, self.envs, scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
 

@@ -35,6 +35,8 @@ class _HeaderTimeout(PeerCredProtocol):
         super().connection_lost(exc)
 
 
-def protocol_with(header_timeout_s: float) -> type[PeerCredProtocol]:
-    """The socket protocol class closing connections without a request head in time."""
-    return type("HeaderTimeoutProtocol", (_HeaderTimeout,), {"header_timeout_s": header_timeout_s})
+def protocol_with(header_timeout_s: float, tcp_peers: bool = False) -> type[PeerCredProtocol]:
+    """The socket protocol class closing connections without a request head in time
+    (``tcp_peers``: knowing loopback TCP callers by uid, for the hook listener only)."""
+    attrs = {"header_timeout_s": header_timeout_s, "tcp_peers": tcp_peers}
+    return type("HeaderTimeoutProtocol", (_HeaderTimeout,), attrs)

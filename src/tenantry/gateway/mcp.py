@@ -74,14 +74,34 @@ class Forwarder:
         self.client = AsyncClient(settings)
         self._sessions = str(settings.state_path / "agent-sessions")
         self._told = bool(self.client.claims.get("session"))
+        self._agent_key: str | None = None  # our agent process (``agent_session``), found once
+        self._environ: dict[str, str] = {}
+        self._environ_raw: object = None
+
+    def environ(self) -> dict[str, str]:
+        """This process's environment as a dict, rebuilt only when it changed.
+
+        Every command forwards it; decoding ``os.environ`` item by item on each
+        call is most of the shim's own work for a short command. Callers must not
+        modify the dict.
+        """
+        raw = getattr(os.environ, "_data", None)  # the bytes mapping behind os.environ
+        if raw is None or raw != self._environ_raw:
+            self._environ = dict(os.environ)
+            self._environ_raw = dict(raw) if isinstance(raw, dict) else None
+        return self._environ
 
     def _claim_session(self) -> None:
         """Take the session id the agent's hook recorded when the agent gives us none."""
         if self._told:
             return
-        from tenantry.agents.agent_session import lookup
+        from tenantry.agents.agent_session import agent_process, lookup
 
-        agent, session = lookup(self._sessions)
+        if self._agent_key is None:  # our parent does not change: walk /proc once
+            self._agent_key = agent_process()
+        if not self._agent_key:
+            return
+        agent, session = lookup(self._sessions, self._agent_key)
         if session:
             if self.client.claims.get("agent") in ("", "human"):
                 self.client.claims["agent"] = agent
@@ -287,7 +307,7 @@ def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
         params = {
             "argv": argv,
             "cwd": cwd or os.getcwd(),
-            "env": dict(os.environ),
+            "env": fwd.environ(),
             "timeout_s": timeout_s,
             "resources": resources,
             "where": where,
@@ -354,7 +374,7 @@ def build_server(settings: Settings, fwd: Forwarder | None = None) -> MCPServer:
             "output": output,
             "error": error,
             "array": array,
-            "env": dict(os.environ),
+            "env": fwd.environ(),
             "force": force,
         }
         result: dict[str, Any] = await fwd.call("jobs.submit", params)

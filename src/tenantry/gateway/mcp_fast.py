@@ -20,6 +20,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
 
 from tenantry.core.errors import TenantryError
@@ -35,8 +36,10 @@ def _number(x: object) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def run_params(args: object) -> dict[str, Any] | None:
+def run_params(args: object, env: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The daemon's ``commands.run`` params for valid arguments; None for the SDK to judge.
+
+    ``env`` is the environment to forward (default: a copy of ``os.environ``).
 
     Raises ``TenantryError`` for a memory size that does not parse (the SDK
     path reports it the same way).
@@ -68,7 +71,7 @@ def run_params(args: object) -> dict[str, Any] | None:
     return {
         "argv": argv,
         "cwd": cwd or os.getcwd(),
-        "env": dict(os.environ),
+        "env": dict(os.environ) if env is None else env,
         "timeout_s": float(timeout) if timeout is not None else None,
         "resources": resources,
         "where": where,
@@ -77,8 +80,12 @@ def run_params(args: object) -> dict[str, Any] | None:
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
-    """A tool's structured result as the SDK sends it (text and structured content)."""
-    text = json.dumps(result, indent=2, ensure_ascii=False)
+    """A tool's structured result as the SDK sends it (text and structured content).
+
+    The text is serialized as the SDK does it (``pydantic_core.to_json``, indented),
+    which also keeps it off the pure-Python path of ``json.dumps(indent=...)``.
+    """
+    text = pydantic_core.to_json(result, fallback=str, indent=2).decode()
     return {
         "content": [{"type": "text", "text": text}],
         "isError": False,
@@ -119,7 +126,7 @@ class FastRunCommand:
         if not isinstance(params, dict) or params.get("name") != "run_command":
             return False
         try:
-            run = run_params(params.get("arguments"))
+            run = run_params(params.get("arguments"), self.fwd.environ())
         except TenantryError as err:
             run, early = None, message_of(err)
         else:

@@ -103,18 +103,21 @@ def unix_server(settings: Settings, app: Any, **options: Any) -> uvicorn.Server:
 
     ``options`` are more ``uvicorn.Config`` settings for this server.
     """
-    config = uvicorn.Config(
-        app,
-        http=protocol_with(float(settings.header_timeout_s)),
-        limit_concurrency=int(settings.max_connections),
-        timeout_keep_alive=int(max(1, settings.idle_timeout_s)),
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-        **options,
-    )
-    return uvicorn.Server(config)
+    return uvicorn.Server(limited_config(settings, app, **options))
+
+
+def limited_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
+    """uvicorn's config with the daemon's limits (header timeout, connections, keep-alive)."""
+    defaults: dict[str, Any] = {
+        "http": protocol_with(float(settings.header_timeout_s)),
+        "limit_concurrency": int(settings.max_connections),
+        "timeout_keep_alive": int(max(1, settings.idle_timeout_s)),
+        "lifespan": "on",
+        "log_level": "warning",
+        "access_log": False,
+        "timeout_graceful_shutdown": 5,
+    }
+    return uvicorn.Config(app, **{**defaults, **options})
 
 
 @contextlib.asynccontextmanager
@@ -129,6 +132,27 @@ async def dashboard_alongside(settings: Settings, app: Any) -> AsyncIterator[Non
         yield
     finally:
         http.should_exit = True
+        await task
+
+
+@contextlib.asynccontextmanager
+async def hooks_alongside(settings: Settings, app: Any) -> AsyncIterator[None]:
+    """Answers agent hooks on ``hook_http`` (loopback TCP, when set) while the block runs."""
+    if not settings.hook_http:
+        yield
+        return
+    from tenantry.gateway import hookserve
+
+    tcp = hookserve.bind(settings.hook_http)
+    http = protocol_with(float(settings.header_timeout_s), tcp_peers=True)
+    config = limited_config(settings, hookserve.loopback_app(app), lifespan="off", http=http)
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve(sockets=[tcp]))
+    log.info("agent hooks on http://%s:%d/v1/hook/", *tcp.getsockname()[:2])
+    try:
+        yield
+    finally:
+        server.should_exit = True
         await task
 
 
@@ -147,7 +171,7 @@ async def serve(settings: Settings) -> None:
     server = unix_server(settings, app, proxy_headers=False)
     app.state.session_listener = SessionListener(server)
     try:
-        async with dashboard_alongside(settings, app):
+        async with dashboard_alongside(settings, app), hooks_alongside(settings, app):
             log.info(
                 "tenantry %s serving %s (backend %s, state %s%s); Ctrl-C to stop",
                 __version__,

@@ -9,18 +9,27 @@ the MDT changelog. A change source implements ``ChangeSource``:
 ``watch(root)`` / ``unwatch(root)``
     start and stop following one workspace (an absolute directory).
 ``start(notify)``
-    begin delivering. ``notify(path)`` is thread-safe and takes an absolute
-    path that may have been created, modified, deleted, or renamed (call it
-    for both ends of a rename). It is a hint: the index re-lists the path's
-    parent directory and compares stats, so spurious or duplicate calls cost
-    one directory scan and never corrupt anything; coalescing happens in the index.
+    begin delivering. ``notify(path, what="")`` is thread-safe and takes an
+    absolute path that may have been created, modified, deleted, or renamed
+    (call it for both ends of a rename). With ``what=MODIFIED`` the source says
+    that only the contents or attributes of the file at ``path`` changed (a
+    write, a truncate, a chmod; Lustre's CLOSE, MTIME, SATTR and TRUNC records):
+    the index then re-reads that file alone. Otherwise it re-lists the path's
+    parent directory and compares stats. Either way it is a hint: spurious or
+    duplicate calls cost a file read or a directory scan and never corrupt
+    anything (a MODIFIED path that turns out to be new, gone or no longer a
+    file is looked up in its directory); coalescing happens in the index.
 ``aclose()``
     stop and release everything.
 
 Optionally ``complete(root)`` (True when the source sees *every* change under
 ``root``, whoever makes it) and ``cookie_dir(root)`` (a directory it watches
-where a file may be created to flush the feed): what ``tenantry git status``
-needs before it trusts the feed (``tenantry.index.gitstatus``). inotify sees
+where a file may be created to flush the feed): with both, queries wait for a
+cookie instead of trusting time (every change made before the query is
+applied first), and ``tenantry git status`` trusts the feed
+(``tenantry.index.gitstatus``). ``backed(root)`` says the source watches a
+different tree than the one the index reads (see below), whose client caches
+may lag the event: a file refreshed then is checked once more. inotify sees
 the changes made through this host's kernel, so it is complete on a local file
 system and not on a network or FUSE mount, where other hosts (or the server)
 change files unseen; there a *backing* directory can be watched instead
@@ -48,7 +57,14 @@ from tenantry.core.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[str], None]
+# ``what`` of a notification: only this file's contents or attributes changed
+MODIFIED = "modified"
+# a file the index creates to flush a change source (never indexed, never reported)
+COOKIE_PREFIX = ".tenantry-cookie-"
+
+
+class Notify(Protocol):
+    def __call__(self, path: str, what: str = "", /) -> None: ...
 
 
 class ChangeSource(Protocol):
@@ -126,9 +142,9 @@ class ManualSource:
     async def start(self, notify: Notify) -> None:
         self._notify = notify
 
-    def changed(self, path: str) -> None:
+    def changed(self, path: str, what: str = "") -> None:
         if self._notify is not None:
-            self._notify(path)
+            self._notify(path, what)
 
     async def aclose(self) -> None:
         self._notify = None
@@ -136,6 +152,7 @@ class ManualSource:
 
 # inotify reports our own reads (open, close-without-write): never react to them
 _IGNORED_EVENTS = frozenset({"opened", "closed_no_write"})
+_FILE_EVENTS = frozenset({"modified", "closed", "attrib"})
 
 
 class WatchdogSource:
@@ -181,8 +198,14 @@ class WatchdogSource:
             self._complete[root] = backed or fs_type(where) in LOCAL_FS
         return self._complete[root]
 
+    def backed(self, root: str) -> bool:
+        return self.watched_path(root)[1]
+
     def cookie_dir(self, root: str) -> str:
-        return os.path.join(self.watched_path(root)[0], ".git")
+        """``.git`` of the watched tree (a repository), else the watched root itself."""
+        where = self.watched_path(root)[0]
+        git = os.path.join(where, ".git")
+        return git if os.path.isdir(git) else where
 
     async def start(self, notify: Notify) -> None:
         from watchdog.observers import Observer
@@ -227,8 +250,11 @@ class WatchdogSource:
     def deliver(self, event: Any, mapping: tuple[str, str] | None = None) -> None:
         if event.event_type in _IGNORED_EVENTS or self._notify is None:
             return
-        if event.event_type == "modified" and getattr(event, "is_directory", False):
+        is_dir = getattr(event, "is_directory", False)
+        if event.event_type == "modified" and is_dir:
             return  # its entries changed: they come as their own events
+        # a write, truncate or chmod of a file (IN_MODIFY, IN_CLOSE_WRITE, IN_ATTRIB)
+        what = MODIFIED if event.event_type in _FILE_EVENTS and not is_dir else ""
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             if not raw:
                 continue
@@ -238,7 +264,7 @@ class WatchdogSource:
                 if rel is None:
                     continue
                 path = os.path.join(mapping[1], rel) if rel else mapping[1]
-            self._notify(path)
+            self._notify(path, what)
 
     async def aclose(self) -> None:
         logging.getLogger(_WATCHDOG_LOGGER).removeHandler(self._overflow)

@@ -32,7 +32,13 @@ from tenantry.core.errors import Conflict, IndexError_, NotFound, UsageError
 from tenantry.core.events import Event, EventType, Subscription
 from tenantry.core.tasks import TaskGroup
 from tenantry.index import crawl, query, store
-from tenantry.index.changes import ChangeSource, ManualSource, WatchdogSource, parse_backing
+from tenantry.index.changes import (
+    MODIFIED,
+    ChangeSource,
+    ManualSource,
+    WatchdogSource,
+    parse_backing,
+)
 from tenantry.index.gitstatus import GitRun, GitStatus
 from tenantry.index.ignore import ALWAYS_SKIPPED, IGNORE_FILES, Rules, is_ignored
 from tenantry.service.runtime import Runtime
@@ -61,7 +67,8 @@ class Workspace:
     swept_at: float | None = None
     rules: dict[str, Rules | None] = field(default_factory=dict)
     crawl: asyncio.Task[None] | None = None
-    # refreshes after gateway commands: queries wait for them, commands do not
+    # refreshes after gateway commands and change notifications: queries wait for
+    # them, commands do not
     inflight: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -69,6 +76,8 @@ class Workspace:
 class Counters:
     fs_ops: int = 0
     syncs: int = 0
+    file_refreshes: int = 0
+    barriers: int = 0
     sweeps: int = 0
     sweep_rounds: int = 0
     notifications: int = 0
@@ -100,9 +109,13 @@ class IndexService:
         self.workspaces: dict[int, Workspace] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
-        self._pending: set[tuple[int, str]] = set()
+        # directories to re-list, each with the children to re-list deep (a change
+        # inside a directory the index has not listed yet: that subtree is new)
+        self._pending: dict[tuple[int, str], set[str]] = {}
+        self._pending_files: set[tuple[int, str]] = set()  # files to re-read alone
         self._flush: asyncio.TimerHandle | None = None
         self._timers: set[asyncio.TimerHandle] = set()
+        self._file_rechecks: dict[tuple[int, str], asyncio.TimerHandle] = {}
         self._tasks = TaskGroup("index")  # failures logged and shown in info
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscription = Subscription()
@@ -135,6 +148,7 @@ class IndexService:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
+        self._file_rechecks.clear()
         await self.source.aclose()
         tasks = [t for t in [self._sweeper, *self._tasks] if t is not None]
         for t in tasks:
@@ -310,11 +324,17 @@ class IndexService:
         await self._quiet(self._prime_git(ws))
 
     async def _prime_git(self, ws: Workspace) -> None:
-        """A repository's first ``git status`` checks every file: do it with the crawl."""
+        """A repository's first two ``git status`` check every file: run them with the crawl.
+
+        The first (the trivial fsmonitor answer) stores the token; git marks the
+        entries valid for the fsmonitor only in the run after, which lstats every
+        tracked file once more. From the third on, git checks what the feed reported.
+        """
         if self.git_offload(ws.root)[0] is None:
             return
         if await self._io(os.path.isdir, os.path.join(ws.root, ".git")):
-            await self.git_status(ws, ["--porcelain"])
+            for _ in range(2):
+                await self.git_status(ws, ["--porcelain"])
 
     async def wait_ready(self, path: str) -> None:
         ws = self.workspaces[self.resolve(path).ws]
@@ -345,8 +365,13 @@ class IndexService:
         deep: bool = False,
         force: frozenset[str] = frozenset(),
         dir_id: int | None = None,
+        descend: frozenset[str] = frozenset(),
     ) -> None:
-        """Make the index match directory ``rel`` (and its subtree when ``deep``)."""
+        """Make the index match directory ``rel`` (and its subtree when ``deep``).
+
+        ``force``: names whose text is read even if their stat did not move;
+        ``descend``: subdirectories synced deep although already known.
+        """
         ws = self.workspaces.get(ws_id)
         if ws is None:
             return
@@ -383,9 +408,14 @@ class IndexService:
         if children:
             await asyncio.gather(
                 *(
-                    self.sync(ws_id, crawl.join(rel, c.name), deep=deep or c.new, dir_id=c.id)
+                    self.sync(
+                        ws_id,
+                        crawl.join(rel, c.name),
+                        deep=deep or c.new or c.name in descend,
+                        dir_id=c.id,
+                    )
                     for c in children
-                    if c.new or deep
+                    if c.new or deep or c.name in descend
                 )
             )
 
@@ -426,19 +456,19 @@ class IndexService:
 
     # --- freshness signals ----------------------------------------------
 
-    def _notify_threadsafe(self, path: str) -> None:
-        self._on_loop(self.notify, path)
+    def _notify_threadsafe(self, path: str, what: str = "") -> None:
+        self._on_loop(self.notify, path, what)
 
     def _lost_threadsafe(self, root: str) -> None:
         self._on_loop(self.lost, root)
 
-    def _on_loop(self, fn: Callable[[str], None], path: str) -> None:
-        """Call ``fn(path)`` on the event loop (from the change source's thread)."""
+    def _on_loop(self, fn: Callable[..., None], *args: str) -> None:
+        """Call ``fn(*args)`` on the event loop (from the change source's thread)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(fn, path)
+            loop.call_soon_threadsafe(fn, *args)
 
     def lost(self, root: str) -> None:
         """The change source dropped events under ``root``: git status checks everything."""
@@ -446,18 +476,30 @@ class IndexService:
         if scope is not None:
             self.git.repo(scope.ws).journal.lose()
 
-    def notify(self, path: str) -> None:
-        """``path`` (absolute) may have changed: re-list its parent soon (coalesced)."""
+    def notify(self, path: str, what: str = "") -> None:
+        """``path`` (absolute) may have changed: refresh it soon (coalesced).
+
+        ``what=MODIFIED`` (only that file's contents or attributes changed): re-read
+        the file alone; otherwise re-list its parent directory.
+        """
         self.counters.notifications += 1
         scope = self._match(os.path.normpath(path))
         if scope is None or not scope.rel:
             return
-        self.git.record(scope.ws, scope.rel)
+        if self.git.record(scope.ws, scope.rel):
+            return  # a cookie: never indexed
         ws = self.workspaces[scope.ws]
         target = self._dir_to_sync(ws, scope.rel)
         if target is None:
             return
-        self._pending.add((ws.id, target))
+        parent, _, name = scope.rel.rpartition("/")
+        if what == MODIFIED and target == parent and name not in IGNORE_FILES:
+            self._pending_files.add((ws.id, scope.rel))
+        else:
+            descend = self._pending.setdefault((ws.id, target), set())
+            if target != parent:
+                # a listing of that directory may be under way and miss this change
+                descend.add(scope.rel[len(target) + 1 if target else 0 :].split("/")[0])
         if self._flush is None and self._loop is not None:
             self._flush = self._loop.call_later(DEBOUNCE_S, self._flush_pending)
 
@@ -483,10 +525,100 @@ class IndexService:
         return anc
 
     def _flush_pending(self) -> None:
-        self._flush = None
-        pending, self._pending = self._pending, set()
-        for ws_id, rel in pending:
-            self._spawn(self._quiet(self.sync(ws_id, rel)))
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        dirs, self._pending = self._pending, {}
+        files, self._pending_files = self._pending_files, set()
+        force: dict[tuple[int, str], set[str]] = {}
+        for ws_id, rel in sorted(files):
+            parent, _, name = rel.rpartition("/")
+            if (ws_id, parent) in dirs:  # re-listed anyway: read the file there
+                force.setdefault((ws_id, parent), set()).add(name)
+            else:
+                self._refresh_task(ws_id, self.refresh_file(ws_id, rel))
+        for (ws_id, rel), descend in dirs.items():
+            names = frozenset(force.get((ws_id, rel), ()))
+            sync = self.sync(ws_id, rel, force=names, descend=frozenset(descend))
+            self._refresh_task(ws_id, sync)
+
+    def _refresh_task(self, ws_id: int, aw: Awaitable[None]) -> None:
+        """Run a refresh of workspace ``ws_id``; its queries wait for it (``wait_fresh``)."""
+        task = self._spawn(self._quiet(aw))
+        ws = self.workspaces.get(ws_id)
+        if ws is not None:
+            ws.inflight.add(task)
+            task.add_done_callback(ws.inflight.discard)
+
+    async def refresh_file(self, ws_id: int, rel: str, *, recheck: bool = False) -> None:
+        """Re-read one file the change source named, without listing its directory.
+
+        A file the index lacks, or one that is gone or no longer a regular file, is
+        looked up in its directory instead (a sync of the parent). ``recheck``: stat
+        it and read it again only if its stat moved.
+        """
+        ws = self.workspaces.get(ws_id)
+        if ws is None:
+            return
+        parent, _, name = rel.rpartition("/")
+        done = False
+        found: crawl.Found | None = None
+        async with self._lock(ws_id, parent):  # the parent's sync writes this row too
+            row = await self.db.fetchone(
+                "SELECT id, kind, size, mtime_ns, mode FROM entries WHERE ws = ? AND path = ?",
+                (ws_id, rel),
+            )
+            if row is not None and row[1] == "f":
+                known = crawl.Known(row[0], row[1], row[2], row[3], row[4])
+                found, ops = await self._io(
+                    crawl.scan_file, ws.root, rel, self.max_bytes, known if recheck else None
+                )
+                self.counters.fs_ops += ops
+                self.counters.file_refreshes += 1
+                if found is not None:
+                    f = found
+                    done = await self.db.write(lambda c: store.apply_file(c, ws_id, known.id, f))
+        if not done:
+            await self.sync(ws_id, parent, force=frozenset({name}))
+            return
+        if found is not None:
+            self._recheck_file(ws, rel, racy=found.racy, again=recheck)
+
+    def _recheck_file(self, ws: Workspace, rel: str, *, racy: bool, again: bool) -> None:
+        """Check a refreshed file once more, later, where its read may not be the last word.
+
+        Where the change source sees every change through the file system the index
+        reads, never: a later change, even in the same clock tick, is its own event.
+        Where it watches a backing tree, the mount's client caches may have served
+        the read before the change reached them (a stale stat and text that agree,
+        with an old mtime): the stat is checked once more after the caches' usual
+        lifetime, whatever the mtime said. With an incomplete source, a file whose
+        mtime is too fresh to trust (``racy``) is read again.
+        """
+        complete = getattr(self.source, "complete", None)
+        backed = getattr(self.source, "backed", None)
+        is_complete = complete is not None and complete(ws.root)
+        is_backed = backed is not None and bool(backed(ws.root))
+        if is_complete and not is_backed:
+            return
+        if not racy and (again or not is_backed):
+            return
+        assert self._loop is not None
+        ws_id = ws.id
+        key = (ws_id, rel)
+        earlier = self._file_rechecks.pop(key, None)
+        if earlier is not None:  # a burst of edits of one file: one re-check, after the last
+            earlier.cancel()
+            self._timers.discard(earlier)
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            self._file_rechecks.pop(key, None)
+            self._refresh_task(ws_id, self.refresh_file(ws_id, rel, recheck=is_complete))
+
+        handle = self._loop.call_later(crawl.RACY_S + 0.1, fire)
+        self._timers.add(handle)
+        self._file_rechecks[key] = handle
 
     async def _on_event(self, event: Event) -> None:
         if event.type is not EventType.COMMAND_FINISHED:
@@ -498,14 +630,39 @@ class IndexService:
         if scope is None:
             return
         ws = self.workspaces[scope.ws]
-        task = self._spawn(self._quiet(self.refresh(cwd)))
-        ws.inflight.add(task)
-        task.add_done_callback(ws.inflight.discard)
+        if self._cookie_dir(ws) is not None:
+            return  # the change source reports what the command changed; queries barrier
+        self._refresh_task(ws.id, self.refresh(cwd))
+
+    def _cookie_dir(self, ws: Workspace) -> str | None:
+        """Where a cookie flushes the change source of ``ws``, if it sees every change."""
+        complete = getattr(self.source, "complete", None)
+        cookie_dir = getattr(self.source, "cookie_dir", None)
+        if complete is None or cookie_dir is None or not complete(ws.root):
+            return None
+        return str(cookie_dir(ws.root))
 
     async def wait_fresh(self, scope: query.Scope, timeout: float = 60.0) -> None:
-        """Wait for refreshes that gateway commands started in this workspace."""
+        """Wait until the index holds every change made before this call (queries).
+
+        Where the change source sees every change, a cookie file is created and
+        removed in the watched tree and the call waits until the source reports
+        it: the source delivers in order, so every earlier change has been
+        notified by then; the refreshes those notifications asked for run at once
+        (no coalescing delay) and are awaited. Elsewhere (no complete source) it
+        waits for the refreshes already running, such as the one after a gateway
+        command.
+        """
         ws = self.workspaces.get(scope.ws)
-        if ws is not None and ws.inflight:
+        if ws is None:
+            return
+        cookie_dir = self._cookie_dir(ws)
+        if cookie_dir is not None:
+            self.counters.barriers += 1
+            await self.git.barrier(cookie_dir)  # False after 5 s: answer what we have
+            if self._pending or self._pending_files:
+                self._flush_pending()
+        if ws.inflight:
             await asyncio.wait(list(ws.inflight), timeout=timeout)
 
     async def refresh(self, path: str) -> None:
@@ -628,12 +785,14 @@ class IndexService:
             "syncs": c.syncs,
             "sweeps": c.sweeps,
             "notifications": c.notifications,
-            "pending": len(self._pending) + len(self._tasks),
+            "file_refreshes": c.file_refreshes,
+            "barriers": c.barriers,
+            "pending": len(self._pending) + len(self._pending_files) + len(self._tasks),
         }
 
     async def settle(self) -> None:
         """Wait until no refresh is queued or running (tests, benchmarks)."""
-        while self._pending or self._flush is not None or self._tasks:
+        while self._pending or self._pending_files or self._flush is not None or self._tasks:
             tasks = list(self._tasks)
             if tasks:
                 await asyncio.wait(tasks)

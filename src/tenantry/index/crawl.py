@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenantry.index.changes import COOKIE_PREFIX
 from tenantry.index.ignore import IGNORE_FILES, Rules, compile_rules, is_ignored
 
 # entries.text values
@@ -99,6 +100,13 @@ def read_text(
     except OSError:
         return TEXT_UNREADABLE, None, None
     try:
+        return _read_fd(fd, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int, max_bytes: int) -> tuple[int, str | None, bytes | None]:
+    try:
         chunks = []
         left = max_bytes + 1
         while left > 0:
@@ -110,8 +118,6 @@ def read_text(
         raw = b"".join(chunks)
     except OSError:
         return TEXT_UNREADABLE, None, None
-    finally:
-        os.close(fd)
     if len(raw) > max_bytes:
         return TEXT_TOO_LARGE, None, None
     if b"\0" in raw:
@@ -197,6 +203,8 @@ def _scan_fd(
     full_chain = [*chain, out.rules] if out.rules is not None else list(chain)
     for entry in entries:
         name = entry.name
+        if name.startswith(COOKIE_PREFIX):
+            continue  # a change source's flush marker, gone in a moment
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
@@ -230,6 +238,49 @@ def _scan_fd(
                 found.text_state = -1  # unchanged: keep what the index holds
         out.found.append(found)
     return out
+
+
+def scan_file(
+    root: str, rel: str, max_bytes: int, known: Known | None = None
+) -> tuple[Found | None, int]:
+    """One file the change source named, without listing its directory; (found, ops).
+
+    With ``known`` (a re-check) the file is only stat'ed, and read again if its
+    stat differs; without, it is opened and read (the source said it changed).
+    None when it is gone or no longer a regular file: its directory must tell.
+    """
+    path = os.path.join(root, rel)
+    name = rel.rpartition("/")[2]
+    now_ns = time.time_ns()
+    if known is not None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None, 1
+        if not stat.S_ISREG(st.st_mode):
+            return None, 1
+        if (st.st_size, st.st_mtime_ns, st.st_mode) == (known.size, known.mtime_ns, known.mode):
+            found = Found(name, "f", st.st_size, st.st_mtime_ns, st.st_mode, text_state=-1)
+            found.racy = now_ns - st.st_mtime_ns < int(RACY_S * 1e9)
+            return found, 1
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None, 2 if known is not None else 1
+    ops = 3 if known is not None else 2
+    try:
+        st = os.fstat(fd)  # the opened file's own stat: text and stat always agree
+        if not stat.S_ISREG(st.st_mode):
+            return None, ops
+        found = Found(name, "f", st.st_size, st.st_mtime_ns, st.st_mode)
+        found.racy = now_ns - st.st_mtime_ns < int(RACY_S * 1e9)
+        if st.st_size > max_bytes:
+            found.text_state = TEXT_TOO_LARGE
+        else:
+            found.text_state, found.text, found.blob = _read_fd(fd, max_bytes)
+        return found, ops
+    finally:
+        os.close(fd)
 
 
 def changed_dirs(root: str, dirs: list[tuple[str, int]]) -> list[str]:

@@ -45,7 +45,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-COOKIE_PREFIX = "tenantry-cookie-"
+from tenantry.index.changes import COOKIE_PREFIX
+
 JOURNAL_MAX = 20_000  # paths remembered per workspace; an older token gets the trivial answer
 BARRIER_S = 5.0  # wait this long for the cookie; then git checks everything
 
@@ -145,15 +146,19 @@ class GitStatus:
     def forget(self, ws: int) -> None:
         self.repos.pop(ws, None)
 
-    def record(self, ws: int, rel: str) -> None:
-        """A path of workspace ``ws`` changed (the feed's notification); cookies resolve here."""
+    def record(self, ws: int, rel: str) -> bool:
+        """A path of workspace ``ws`` changed (the feed's notification); cookies resolve here.
+
+        True when ``rel`` is a cookie (nothing else to do for it).
+        """
         name = rel.rpartition("/")[2]
         if name.startswith(COOKIE_PREFIX):
             fut = self._cookies.get(name)
             if fut is not None and not fut.done():
                 fut.set_result(None)
-            return
+            return True
         self.repo(ws).journal.record(rel)
+        return False
 
     async def barrier(self, cookie_dir: str) -> bool:
         """Create and remove a cookie in ``cookie_dir``; True once the feed reported it."""

@@ -131,19 +131,37 @@ def apply_scan(conn: sqlite3.Connection, ws: int, dir_id: int, scan: DirScan) ->
         if f.kind == "d":
             out.append(Child(rid, f.name, f.kind, False))
             continue  # a directory's own stat is written when it is scanned
-        state = old[6] if f.text_state < 0 else f.text_state
-        if (old[3], old[4], old[5], old[6]) != (f.size, f.mtime_ns, f.mode, state):
-            conn.execute(
-                "UPDATE entries SET size = ?, mtime_ns = ?, mode = ?, text = ? WHERE id = ?",
-                (f.size, f.mtime_ns, f.mode, state, rid),
-            )
-        if f.text_state >= 0:
-            if old[6] == TEXT_INDEXED:
-                blob = conn.execute("SELECT z FROM content WHERE id = ?", (rid,)).fetchone()
-                if blob is not None:
-                    _drop_text(conn, rid, blob[0])
-            _put_text(conn, rid, f)
+        _update_file(conn, rid, (old[3], old[4], old[5], old[6]), f)
     return out
+
+
+def apply_file(conn: sqlite3.Connection, ws: int, rid: int, found: Found) -> bool:
+    """Update one file's row from a scan of that file alone; False if the row is gone."""
+    row = conn.execute(
+        "SELECT kind, size, mtime_ns, mode, text FROM entries WHERE id = ? AND ws = ?", (rid, ws)
+    ).fetchone()
+    if row is None or row[0] != "f":
+        return False
+    _update_file(conn, rid, (row[1], row[2], row[3], row[4]), found)
+    return True
+
+
+def _update_file(
+    conn: sqlite3.Connection, rid: int, old: tuple[int, int, int, int], f: Found
+) -> None:
+    """Write a file's new stat (old: size, mtime, mode, text state) and text, if read."""
+    state = old[3] if f.text_state < 0 else f.text_state
+    if old != (f.size, f.mtime_ns, f.mode, state):
+        conn.execute(
+            "UPDATE entries SET size = ?, mtime_ns = ?, mode = ?, text = ? WHERE id = ?",
+            (f.size, f.mtime_ns, f.mode, state, rid),
+        )
+    if f.text_state >= 0:
+        if old[3] == TEXT_INDEXED:
+            blob = conn.execute("SELECT z FROM content WHERE id = ?", (rid,)).fetchone()
+            if blob is not None:
+                _drop_text(conn, rid, blob[0])
+        _put_text(conn, rid, f)
 
 
 def _delete_child(conn: sqlite3.Connection, ws: int, rel: str, rid: int, kind: str) -> None:

@@ -334,6 +334,13 @@ class LeaseManager(PilotLinks):
         if any(lv.lease.state in ("ready", "pending", "disconnected") for lv in pool):
             return  # this pool's leases will free a slot
         which = "user" if user_n >= self.cfg.max_per_user else "session"
+        owner = waiting[0].principal.key
+        if any(
+            lv.lease.state == "draining"
+            and (lv.lease.key.user == key.user if which == "user" else lv.lease.owner == owner)
+            for lv in self._live.values()
+        ):
+            return  # a lease counted against the cap is ending (released, walltime): room comes
         limit = self.cfg.max_per_user if which == "user" else self.cfg.max_per_session
         err = LeaseCapReached(
             f"{which} already holds {limit} busy lease(s), the most allowed",

@@ -93,7 +93,11 @@ class Embedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return cast("Matrix", out)
-        encoded = self._tok.encode_batch([clean(t) for t in texts], add_special_tokens=False)
+        cleaned = [clean(t) for t in texts]
+        if len(cleaned) == 1:  # a query: no batch (and no thread pool hand-off) for one text
+            encoded = [self._tok.encode(cleaned[0], add_special_tokens=False)]
+        else:
+            encoded = self._tok.encode_batch(cleaned, add_special_tokens=False)
         limit = self._table.shape[0] - 1
         for i, enc in enumerate(encoded):
             ids = enc.ids[:MAX_TOKENS]

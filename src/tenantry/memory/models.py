@@ -42,7 +42,7 @@ class Trust(enum.StrEnum):
 
     @property
     def rank(self) -> int:
-        return _TRUST_ORDER.index(self)
+        return _TRUST_RANK[self]
 
     @staticmethod
     def lowest(*levels: Trust) -> Trust:
@@ -50,6 +50,7 @@ class Trust(enum.StrEnum):
 
 
 _TRUST_ORDER = (Trust.UNTRUSTED, Trust.AGENT_OBSERVED, Trust.PROBE_VERIFIED, Trust.STAFF_APPROVED)
+_TRUST_RANK = {t: i for i, t in enumerate(_TRUST_ORDER)}  # a recall asks for dozens of ranks
 
 
 class Status(enum.StrEnum):
@@ -61,7 +62,10 @@ class Status(enum.StrEnum):
 
     @property
     def live(self) -> bool:
-        return self in (Status.CANDIDATE, Status.ACTIVE, Status.STALE)
+        return self in _LIVE
+
+
+_LIVE = frozenset((Status.CANDIDATE, Status.ACTIVE, Status.STALE))
 
 
 class Source(enum.StrEnum):

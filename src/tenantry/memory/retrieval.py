@@ -35,7 +35,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from tenantry.core.models import Principal
-from tenantry.memory import postings, signature, terms, vocab
+from tenantry.memory import bm25, postings, signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
 from tenantry.memory.vectors import VectorIndex
@@ -47,16 +47,17 @@ _L_COLUMNS = ", ".join("l." + c.strip() for c in _COLUMNS.split(","))
 _BM25 = "bm25(lessons_fts, 3.0, 1.0, 2.0, 2.5)"
 
 MAX_TERMS = 16  # rarest query terms kept
-POSTINGS_BUDGET = 2000  # most postings BM25 scores per query (beyond the rarest term)
+POSTINGS_BUDGET = 1000  # most postings BM25 scores per query (beyond the rarest term)
 POOL = 25  # candidates ranked per source
 PREFETCH = 60  # BM25 hits fetched before visibility filtering
 PREFETCH_DENSE = 60  # the same with dense similarity (a larger prefetch measured no better)
-W_TIER = 1.0  # weight of the trusted tier's ranking when the budget starved the query
+W_TIER = 0.5  # weight of the trusted tier's own ranking when the budget starved the query
 W_EXPANDED = 1.8  # weight of the expanded query's ranking (dev-tuned, see bench/memory.md)
 TIER_TERMS = 32  # query terms asked of the trusted tier
 TOP_PER_TERM = 400  # best postings kept per query term the budget leaves out (0 = off)
 TOP_TERMS_CACHED = 2048  # terms whose best postings stay in memory (oldest dropped first)
 SIG_POOL = 12  # lessons taken per exact signature match
+DOCS_CACHED = 8192  # trusted lessons' indexed terms kept in memory (all dropped when full)
 
 W_SIG_EXACT = 0.9
 W_SIG_TRUST = 0.1  # extra per trust rank on an exact signature match
@@ -278,16 +279,15 @@ async def search(
     to the query in the bundled embedding model, fused by reciprocal rank.
     """
     want = dict(subject or {})
-    asked = terms.query_terms(text + " " + " ".join(want.values()))
+    own = terms.query_terms(text)
+    asked = terms.query_terms(text + " " + " ".join(want.values())) if want else own
     words = choose_words(store, asked)
     common = common_words(store, asked, words)
     added = (expander or vocab.DEFAULT).expand(text)
     expanded = choose_words(store, [*added, *words]) if added else []
     expanded_common = common_words(store, [*added, *asked], expanded) if added else []
     # the trusted tier is small: every query term (and expansion) fits its budget
-    tier_words = [
-        w for w in dict.fromkeys([*terms.query_terms(text), *added]) if store.df.get(w, 0) > 0
-    ][:TIER_TERMS]
+    tier_words = [w for w in dict.fromkeys([*own, *added]) if store.df.get(w, 0) > 0][:TIER_TERMS]
     # when the budget dropped none of the query's terms, the main ranking already saw
     # them all and the tier would only repeat it (as a hidden trust boost)
     starved = len(words) < len([w for w in asked if store.df.get(w, 0)])
@@ -295,6 +295,11 @@ async def search(
     if not sig_lines and text.strip() and "\n" not in text.strip():
         sig_lines = [signature.normalize(text)]
     sig_lines += [s for s in signature.multiline_signatures(text) if s not in sig_lines]
+    sig_lines += [
+        short
+        for short in dict.fromkeys(signature.without_tail(s) for s in sig_lines)
+        if short and short not in sig_lines
+    ]
     sig_hashes = [h for h in (signature.signature_hash(s) for s in sig_lines) if h]
     vis_sql, vis_args = visibility(viewer)
     statuses = _statuses(include_history)
@@ -337,10 +342,19 @@ async def search(
 
     def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
         ranked = lexical(conn, words, common)
-        if expanded and expanded != words:
-            ranked = fuse(ranked, lexical(conn, expanded, expanded_common), W_EXPANDED)
-        if tier_words and starved:
-            ranked = fuse(ranked, lexical(conn, tier_words, table="trusted_fts"), W_TIER)
+        more = lexical(conn, expanded, expanded_common) if expanded and expanded != words else []
+        tier = lexical(conn, tier_words, table="trusted_fts") if tier_words and starved else []
+        if tier:  # the tier's lessons compete in each list on that list's scale (see below)
+            # (on PostgreSQL a list is the BM25 of its rare terms alone, see retrieval_pg)
+            scored = [*words, *common] if sqlite else words
+            ranked = _with_candidates(conn, store, ranked, tier, scored)
+            if more:
+                scored = [*expanded, *expanded_common] if sqlite else expanded
+                more = _with_candidates(conn, store, more, tier, scored)
+        if more:
+            ranked = fuse(ranked, more, W_EXPANDED)
+        if tier:
+            ranked = fuse(ranked, tier, W_TIER)
         extra: list[Lesson] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
             rows = conn.execute(
@@ -359,7 +373,7 @@ async def search(
         return ranked, extra
 
     ranked, extra = await store.db.read(run)
-    hits = rank(ranked, extra, text, want, sig_lines, set(sig_hashes), set(words), None)
+    hits = rank(ranked, extra, text, want, sig_lines, set(sig_hashes), {*words, *own}, None)
     if vectors is not None and qvec is not None and len(hits) > 1:
         hits = rerank_dense(hits, vectors.similarities(qvec, [h.lesson.id for h in hits]))
     return hits[:limit]
@@ -467,6 +481,46 @@ def _bm25(
     return [(row_to_lesson(r), -float(r["r"])) for r in joined]
 
 
+def _with_candidates(
+    conn: Conn,
+    store: LessonStore,
+    ranked: list[tuple[Lesson, float]],
+    found: list[tuple[Lesson, float]],
+    words: list[str],
+) -> list[tuple[Lesson, float]]:
+    """``ranked`` (BM25 of ``words`` in the whole index) joined by the lessons of ``found`` it
+    lacks, each scored on the same scale: its BM25 for ``words`` with the whole index's
+    statistics, computed from its indexed text (kept in memory: it is never rewritten)."""
+    have = {les.id for les, _ in ranked}
+    new = {les.id: les for les, _ in found if les.id not in have}
+    if not new or not words:
+        return ranked
+    cache = store.doc_terms
+    need = [i for i in new if i not in cache]
+    if need:
+        rows = conn.execute(
+            "SELECT l.id, f.title, f.body, f.subjects, f.signature FROM lessons l"
+            " JOIN lessons_fts f ON f.rowid = l.seq"
+            f" WHERE l.id IN ({','.join('?' * len(need))})",
+            need,
+        ).fetchall()
+        if len(cache) + len(rows) > DOCS_CACHED:
+            cache.clear()
+        for r in rows:
+            cache[str(r[0])] = bm25.doc((str(r[1]), str(r[2]), str(r[3]), str(r[4])))
+    n = store.n_docs or 1
+    idfs = {w: bm25.idf(n, store.df.get(w, 0)) for w in dict.fromkeys(words)}
+    avgdl = store.n_tokens / n
+    out = list(ranked)
+    for i, les in new.items():
+        d = cache.get(i)
+        x = bm25.score(d, idfs, avgdl) if d is not None else None
+        if x is not None:
+            out.append((les, x))
+    out.sort(key=lambda x: x[1], reverse=True)
+    return out
+
+
 def _fused_cut(by_bm25: list[int], sims: dict[int, float]) -> list[int]:
     """``by_bm25`` (best first) re-ordered by BM25 rank and dense rank fused (RRF)."""
     by_sim = sorted(sims, key=sims.__getitem__, reverse=True)
@@ -493,14 +547,18 @@ def rank(
     qset: set[str],
     limit: int | None,
 ) -> list[Hit]:
-    """Combine BM25 candidates and direct matches into the final order."""
+    """Combine BM25 candidates and direct matches into the final order.
+
+    ``qset`` holds the query's own terms (``terms.query_terms(text)``) and those asked of the index.
+    """
     best = max((s for _, s in ranked), default=0.0) or 1.0
     pool: dict[str, tuple[Lesson, float]] = {les.id: (les, s / best) for les, s in ranked}
     for les in extra:
         pool.setdefault(les.id, (les, 0.0))
     text_low = text.lower()
-    qset = qset | set(terms.query_terms(text))
     sig_sets = [set(s.split()) for s in sig_lines]
+    # a signature sharing under half its words with all of them is under 0.5 with each one
+    sig_words = set().union(*sig_sets)
     hits: list[Hit] = []
     for les, base in pool.values():
         score = base
@@ -508,7 +566,12 @@ def rank(
         if les.sig_hash and les.sig_hash in sig_hashes:
             score += W_SIG_EXACT + W_SIG_TRUST * les.trust.rank
             matched.append("signature")
-        elif les.error_signature and sig_lines:
+        elif (
+            les.error_signature
+            and sig_lines
+            and 2 * len(signature.words(les.error_signature) & sig_words)
+            >= len(signature.words(les.error_signature))
+        ):
             near = signature.best_similarity(les.error_signature, sig_sets)
             if near >= 0.5:
                 score += W_SIG_NEAR * near

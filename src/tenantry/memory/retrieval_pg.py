@@ -5,11 +5,10 @@ same processed text (``terms.index_text``), with a GIN index on its
 ``to_tsvector('simple', ...)``. A query asks that index for the candidates
 holding any query term (``plainto_tsquery`` per term, OR-ed: the same parser
 on both sides, so it finds a superset), then scores them in Python with the
-BM25 that FTS5's ``bm25()`` computes (k1 = 1.2, b = 0.75, the column weights
-of ``retrieval._BM25``) over the exact whitespace tokens. ``retrieval.search``
-calls ``bm25`` where SQLite asks FTS5; everything else -- fusion, signature
-and subject matches, boosts, visibility, dense re-ranking -- is the same code
-on both engines.
+BM25 that FTS5's ``bm25()`` computes (``tenantry.memory.bm25``) over the exact
+whitespace tokens. ``retrieval.search`` calls ``bm25`` where SQLite asks FTS5;
+everything else -- fusion, signature and subject matches, boosts, visibility,
+dense re-ranking -- is the same code on both engines.
 
 The candidate set is bounded by ``retrieval.choose_words`` (the postings
 budget), so fetching every candidate's text stays cheap; document
@@ -18,20 +17,17 @@ frequencies and the average length come from the table itself, per query.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tenantry.memory import retrieval
+from tenantry.memory.bm25 import scores as bm25_of
 from tenantry.memory.models import Lesson
 from tenantry.memory.retrieval import Dense
 from tenantry.memory.store import row_to_lesson
 from tenantry.store.engine import Conn
 
-K1 = 1.2
-B = 0.75
-WEIGHTS = (3.0, 1.0, 2.0, 2.5)  # title, body, subjects, signature (as retrieval._BM25)
 _TEXT = "f.title || ' ' || f.body || ' ' || f.subjects || ' ' || f.signature"
 _TSV = f"to_tsvector('simple', {_TEXT})"  # the GIN index's expression
 
@@ -45,22 +41,11 @@ def bm25_scores(
     (their document frequencies are counted here); scores are positive, higher
     is better, and a document with none of the words is left out.
     """
-    cols = {seq: [Counter(c.split()) for c in fields] for seq, fields in docs.items()}
-    lengths = {seq: sum(sum(c.values()) for c in cs) for seq, cs in cols.items()}
-    avgdl = avgdl or 1.0
-    scores: dict[int, float] = {}
-    for w in dict.fromkeys(words):
-        having = [seq for seq, cs in cols.items() if any(w in c for c in cs)]
-        n = len(having)
-        if not n:
-            continue
-        idf = math.log((n_docs - n + 0.5) / (n + 0.5))
-        idf = idf if idf > 0 else 1e-6
-        for seq in having:
-            tf = sum(wt * c[w] for wt, c in zip(WEIGHTS, cols[seq], strict=True))
-            norm = K1 * (1 - B + B * lengths[seq] / avgdl)
-            scores[seq] = scores.get(seq, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
-    return scores
+    wanted = set(words)
+    df: Counter[str] = Counter()
+    for fields in docs.values():
+        df.update(wanted.intersection(" ".join(fields).split()))
+    return bm25_of(docs, words, df.__getitem__, n_docs, avgdl)
 
 
 def bm25(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 
 # Order matters: the more specific patterns run first.
 _SUBS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -67,6 +68,21 @@ def signature_lines(text: str, limit: int = 8) -> list[str]:
     return out
 
 
+_TAIL = re.compile(r"(?:[\s:;,=()\[\]-]*<(?:path|url|n|host|hex|id|ip)>)+[\s:;,.()\[\]-]*$")
+
+
+def without_tail(sig: str) -> str:
+    """A normalized line without the variable parts it ends with ("...exceeded: <path>" ->
+    "...exceeded"), or "" when nothing is stripped or too little is left.
+
+    Tools print the same error with and without what it was about (Python's
+    ``OSError`` appends the path, a lesson's writer often leaves it out), so a
+    query line is also looked up by this shorter key.
+    """
+    short = _TAIL.sub("", sig).strip(" :;,.-")
+    return short if short != sig and len(short) >= 8 else ""
+
+
 def multiline_signatures(text: str, limit: int = 8) -> list[str]:
     """Normalized two-line windows around error-looking lines (signatures may span lines)."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -102,9 +118,15 @@ def similarity(a: str, b: str) -> float:
     return best_similarity(a, [set(b.split())])
 
 
+@lru_cache(maxsize=1 << 14)
+def words(sig: str) -> frozenset[str]:
+    """The word set of a stored signature (a recall compares dozens of them, repeatedly)."""
+    return frozenset(sig.split())
+
+
 def best_similarity(a: str, others: list[set[str]]) -> float:
     """The highest ``similarity`` of ``a`` to signatures given as word sets (split once)."""
-    wa = set(a.split())
+    wa = words(a)
     if not wa:
         return 0.0
     return max((len(wa & wb) / len(wa | wb) for wb in others if wb), default=0.0)

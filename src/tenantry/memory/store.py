@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,12 @@ _COLUMNS = (
     " verified_at, created_at, updated_at, classes, sensitive"
 )
 
+
+# the terms of the index on PostgreSQL, counted as retrieval_pg counts a lesson's length
+_PG_TOKENS = (
+    "SELECT coalesce(sum(array_length(regexp_split_to_array(btrim(title || ' ' || body"
+    " || ' ' || subjects || ' ' || signature), '\\s+'), 1)), 0) FROM lessons_fts"
+)
 
 # the FTS5 tables are plain tables on PostgreSQL (see migrations/postgresql/)
 SCHEMA = Schema("memory", __package__ or "tenantry.memory", legacy_file="memory.sqlite3")
@@ -133,7 +139,7 @@ def fts_fields(les: Lesson) -> tuple[str, str, str, str]:
     )
 
 
-def _insert(conn: Conn, les: Lesson, actor: str) -> set[str]:
+def _insert(conn: Conn, les: Lesson, actor: str) -> list[str]:
     marks = ", ".join("?" * len(_COLUMNS.split(",")))
     cur = conn.execute(
         f"INSERT INTO lessons ({_COLUMNS}) VALUES ({marks}) RETURNING seq", _values(les)
@@ -155,7 +161,7 @@ def _insert(conn: Conn, les: Lesson, actor: str) -> set[str]:
             (seq, *fields),
         )
     _log(conn, les.id, actor, "created", {"trust": les.trust.value, "status": les.status.value})
-    return set(" ".join(fields).split())
+    return " ".join(fields).split()
 
 
 def _tiered(les: Lesson) -> bool:
@@ -192,29 +198,43 @@ class LessonStore(StartClose):
         self.db: Store = SQLiteStore(store) if isinstance(store, str | Path) else store
         self.df: dict[str, int] = {}
         self.n_docs = 0
+        self.n_tokens = 0  # terms in the index, all lessons and columns (BM25's average length)
         # term -> (n_docs when computed, highest seq then, {seq: score}): see retrieval.top_postings
         self.top_postings: dict[str, tuple[int, int, dict[int, float]]] = {}
+        # lesson id -> its indexed terms for BM25 (see retrieval._with_candidates, bm25.doc)
+        self.doc_terms: dict[str, tuple[int, dict[str, float]]] = {}
 
     async def start(self) -> None:
         if self._owned:
             await self.db.start()
         await self.db.migrate(SCHEMA)
 
-        def load(conn: Conn) -> tuple[dict[str, int], int]:
-            df = {r[0]: int(r[1]) for r in conn.execute("SELECT term, doc FROM lessons_vocab")}
-            n = conn.execute("SELECT count(*) FROM lessons").fetchone()[0]
-            return df, int(n)
+        sqlite = self.db.engine == "sqlite"
 
-        self.df, self.n_docs = await self.db.read(load)
+        def load(conn: Conn) -> tuple[dict[str, int], int, int]:
+            df: dict[str, int] = {}
+            tokens = 0
+            if sqlite:  # fts5vocab also counts each term's instances: the index's length
+                for r in conn.execute("SELECT term, doc, cnt FROM lessons_vocab"):
+                    df[r[0]] = int(r[1])
+                    tokens += int(r[2])
+            else:
+                df = {r[0]: int(r[1]) for r in conn.execute("SELECT term, doc FROM lessons_vocab")}
+                tokens = int(conn.execute(_PG_TOKENS).fetchone()[0])
+            n = conn.execute("SELECT count(*) FROM lessons").fetchone()[0]
+            return df, int(n), tokens
+
+        self.df, self.n_docs, self.n_tokens = await self.db.read(load)
 
     async def aclose(self) -> None:
         if self._owned:
             await self.db.aclose()
 
-    def _count(self, words: Iterable[str]) -> None:
-        for w in words:
+    def _count(self, words: Sequence[str]) -> None:
+        for w in set(words):
             self.df[w] = self.df.get(w, 0) + 1
         self.n_docs += 1
+        self.n_tokens += len(words)
 
     # -- writes ------------------------------------------------------------------
     async def add(self, les: Lesson, actor: str) -> Lesson:
@@ -225,7 +245,7 @@ class LessonStore(StartClose):
     async def add_many(self, lessons: Sequence[Lesson], actor: str) -> int:
         """Bulk insert in one transaction (imports, benchmarks)."""
 
-        def fn(conn: Conn) -> list[set[str]]:
+        def fn(conn: Conn) -> list[list[str]]:
             return [_insert(conn, les, actor) for les in lessons]
 
         for words in await self.db.write(fn):
@@ -235,7 +255,7 @@ class LessonStore(StartClose):
     async def supersede(self, old_id: str, new: Lesson, actor: str) -> Lesson:
         """Insert ``new`` and mark ``old_id`` superseded by it, atomically."""
 
-        def fn(conn: Conn) -> set[str]:
+        def fn(conn: Conn) -> list[str]:
             row = conn.execute("SELECT status FROM lessons WHERE id = ?", (old_id,)).fetchone()
             if row is None:
                 raise NotFound(f"no lesson {old_id}")

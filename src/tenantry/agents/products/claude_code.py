@@ -9,6 +9,13 @@
   ``DIR/.claude/settings.json``, ``~/.claude/settings.json`` or
   ``/etc/claude-code/managed-settings.json``; handlers ``{type: command,
   command, timeout}`` (seconds).
+- With ``hook_http`` set (the daemon's loopback hook listener), the tool hooks
+  are Claude Code's ``http`` type instead: Claude Code POSTs each payload to
+  the daemon, which decides (``gateway.hookserve``), and no process starts per
+  command. An http hook that gets no answer lets the command through, so the
+  command hook stays for the commands the built-in dangerous list can match
+  (``if`` patterns, ``FALLBACK_IF``): when the daemon is down they still fail
+  closed; when it is up they are decided twice, with the same verdict.
 - Rules: the site-rules block in ``CLAUDE.md`` (project root, ``~/.claude/``,
   or ``/etc/claude-code/``).
 """
@@ -22,6 +29,7 @@ from tenantry.agents import files
 from tenantry.agents.products.common import (
     Target,
     hook_command,
+    hook_url,
     set_grouped_hooks,
     set_server,
 )
@@ -55,8 +63,30 @@ def server_entry(t: Target) -> dict[str, Any]:
     return {"type": "stdio", "command": argv[0], "args": [*argv[1:], "mcp"], "env": {}}
 
 
+# Where the built-in dangerous list (agents.steer.dangerous) can match: the
+# programs it names, and the shells and wrappers a command can hide them in.
+FALLBACK_IF = tuple(
+    f"Bash({name} *)"
+    for name in (
+        "rm", "scancel", "sbatch", "kill", "killall", "pkill", "chmod", "chown", "dd",
+        "shred", "wipefs", "mkfs", "mkfs.*", "bash", "sh", "zsh", "dash", "ksh", "eval",
+        "xargs", "sudo", "env", "nohup", "timeout", "nice", "exec", "command", "watch",
+        "time", "for", "while", "until", ":",
+    )
+)  # fmt: skip
+
+
 def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
     handler = {"type": "command", "command": hook_command(t, AGENT), "timeout": 10}
+    if t.hook_http:
+        http = {"type": "http", "url": hook_url(t, AGENT), "timeout": 10}
+        fallback = [{**handler, "if": pattern} for pattern in FALLBACK_IF]
+        return {
+            "PreToolUse": {"matcher": "Bash", "hooks": [http, *fallback]},
+            "PostToolUseFailure": {"matcher": "Bash", "hooks": [http]},
+            "SessionStart": {"hooks": [handler]},
+            "SessionEnd": {"hooks": [handler]},
+        }
     return {
         "PreToolUse": {"matcher": "Bash", "hooks": [handler]},
         "PostToolUseFailure": {"matcher": "Bash", "hooks": [handler]},

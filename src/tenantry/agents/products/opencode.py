@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.agents import files
-from tenantry.agents.products.common import Target, set_server
+from tenantry.agents.products.common import Target, hook_argv, set_server
 from tenantry.agents.rules import SITE_RULES
 from tenantry.core.errors import UsageError
 
@@ -92,7 +92,7 @@ def server_entry(t: Target) -> dict[str, Any]:
 
 
 def plugin_text(t: Target) -> str:
-    return PLUGIN.replace("__HOOK__", json.dumps([*t.argv0, "hook", "--agent", AGENT]))
+    return PLUGIN.replace("__HOOK__", json.dumps(hook_argv(t, AGENT)))
 
 
 def _config(data: dict[str, Any], t: Target, on: bool) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from tenantry.core.errors import TenantryError
 from tenantry.core.models import Principal
 from tenantry.safety.policy.engine import Engine, Outcome, Request
+from tenantry.safety.policy.envmemo import EnvJson
 from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.normalize import Env, OwnerLookup, WhereOf, build
 from tenantry.safety.policy.observed import Look, recording, unchanged
@@ -78,6 +79,7 @@ class Judge:
         self._principals: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
         # raw request -> (decision, the looks it depended on); see the module docstring
         self._decided: dict[tuple[Any, ...], tuple[Decision, list[Look]]] = {}
+        self._env_json = EnvJson(separators=(",", ":"))
         self.cache_hits = 0
 
     @property
@@ -173,8 +175,13 @@ class Judge:
     def _key(self, p: Principal, action: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         """The raw request as a cache key (None when it cannot be one)."""
         hour = self.env.hour if self.env.hour is not None else time.localtime().tm_hour
+        env = params.get("env")
         try:
-            raw = json.dumps(params, separators=(",", ":"))
+            if isinstance(env, dict):  # the environment's text once per environment
+                rest = {k: v for k, v in params.items() if k != "env"}
+                raw: Any = (json.dumps(rest, separators=(",", ":")), self._env_json(env))
+            else:
+                raw = json.dumps(params, separators=(",", ":"))
         except (TypeError, ValueError):
             return None
         return (p, action, hour, raw)

@@ -1,0 +1,86 @@
+"""Claude Code from npm with its ``http`` hooks: the daemon decides, no process per command."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from tests.agents.fake_model import FakeModel, Step
+from tests.agents.harness import Sandbox, cli_path
+
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _install(sandbox: Sandbox) -> int:
+    port = _free_port()
+    (sandbox.state / "config.toml").write_text(f'hook_http = "127.0.0.1:{port}"\n')
+    sandbox.tenantry(
+        "install", "--agent", "claude-code", "--project", str(sandbox.project), "--yes"
+    )
+    return port
+
+
+def _claude(sandbox: Sandbox, fm: FakeModel, **env: str) -> None:
+    r = sandbox.run(
+        [cli_path("claude"), "-p", "check the facility", "--output-format", "stream-json",
+         "--verbose", "--allowedTools", "Bash"],
+        240, **{"ANTHROPIC_BASE_URL": fm.url, "ANTHROPIC_API_KEY": "sk-fake", **env},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_http_hook_is_installed_and_decides_in_the_daemon(sandbox: Sandbox) -> None:
+    port = _install(sandbox)
+    settings = json.loads((sandbox.project / ".claude" / "settings.json").read_text())
+    pre = settings["hooks"]["PreToolUse"][0]
+    assert pre["hooks"][0] == {
+        "type": "http",
+        "url": f"http://127.0.0.1:{port}/v1/hook/claude-code",
+        "timeout": 10,
+    }
+    assert all(h["type"] == "command" and h["if"] for h in pre["hooks"][1:])
+    assert settings["hooks"]["SessionStart"][0]["hooks"][0]["type"] == "command"
+    script = [
+        Step("Bash", {"command": "squeue -u me", "description": "list my jobs"}),
+        Step("Bash", {"command": "rm -rf ~", "description": "clean up"}),
+        Step("Bash", {"command": "echo hello-$((6*7))", "description": "greet"}),
+        Step(text="all done"),
+    ]
+    with FakeModel(script, trigger="Bash") as fm:
+        _claude(sandbox, fm)
+        results = list(fm.script.tool_results)
+    assert len(results) == 3, results
+    # squeue matches no fallback pattern: only the daemon's http answer can redirect it
+    assert "squeue goes through Tenantry" in results[0]
+    assert "Tenantry policy" in results[1] and "rm -rf ~" in results[1]
+    assert "hello-42" in results[2]
+    events = sandbox.tenantry_json("events", "--since", "3600", "--limit", "500")["events"]
+    rules = {(e.get("data") or {}).get("rule") for e in events if e["type"] == "hook.decision"}
+    assert "redirect.squeue" in rules, [e["type"] for e in events]
+
+
+def test_without_a_daemon_the_dangerous_list_still_fails_closed(sandbox: Sandbox) -> None:
+    _install(sandbox)
+    (sandbox.project / "build-x").mkdir()
+    script = [
+        Step("Bash", {"command": "cd . && rm -rf build-x", "description": "clean"}),
+        Step("Bash", {"command": "echo still-$((6*7))", "description": "greet"}),
+        Step(text="all done"),
+    ]
+    # the state directory is a file: no daemon can start, nothing answers the http hook
+    broken = sandbox.base / "not-a-dir"
+    broken.write_text("")
+    with FakeModel(script, trigger="Bash") as fm:
+        _claude(sandbox, fm, TENANTRY_STATE_DIR=str(broken), TENANTRY_SOCKET=str(broken) + "s")
+        results = list(fm.script.tool_results)
+    assert len(results) == 2, results
+    assert "fails closed" in results[0], results[0]
+    assert (sandbox.project / "build-x").is_dir()
+    assert "still-42" in results[1]
