@@ -107,7 +107,13 @@ class Daemon:
             return socket_answers(self.socket)
 
         # a cold start on a loaded 2-core machine can take well over 15 s
-        wait_for(up, timeout=60.0, what="daemon socket")
+        try:
+            wait_for(up, timeout=60.0, what="daemon socket")
+        except AssertionError:
+            if proc.poll() is None:  # a daemon that never answered is not left running
+                proc.kill()
+                proc.wait(timeout=15)
+            raise
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         assert self.proc is not None
