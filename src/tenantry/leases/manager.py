@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import os
 import secrets
@@ -35,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.backends.base import Backend
+from tenantry.client.wire import env_digest
 from tenantry.core.errors import (
     BackendError,
     LeaseCapReached,
@@ -287,8 +286,7 @@ class LeaseManager(PilotLinks):
         if env_id is None:
             if len(self._env_ids) >= ENV_IDS:
                 self._env_ids.clear()
-            text = json.dumps(sorted(env.items()), separators=(",", ":"))
-            env_id = self._env_ids[key] = hashlib.sha256(text.encode()).hexdigest()[:32]
+            env_id = self._env_ids[key] = env_digest(env)[:32]
         if env_id not in live.envs:
             self._send(live, p.Env(id=env_id, env=dict(env)))
             live.envs[env_id] = None
