@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.core.errors import UsageError
+from tenantry.core.jsontext import json_object
 
 BEGIN = "<!-- tenantry:begin (managed by `tenantry install`; `tenantry uninstall` removes it) -->"
 END = "<!-- tenantry:end -->"
@@ -75,17 +76,13 @@ def read_text(path: Path) -> str | None:
 def edit_json(path: Path, fn: Callable[[dict[str, Any]], None]) -> Change:
     """Plan an edit of a JSON object file; an edit that empties it deletes it."""
     before = read_text(path)
-    data: Any = {}
+    data: dict[str, Any] = {}
     if before is not None and before.strip():
-        try:
-            data = json.loads(before)
-        except ValueError as exc:
-            raise UsageError(
-                f"{path} is not valid JSON ({exc}); Tenantry will not rewrite it",
-                hint="fix or move the file, then run the command again",
-            ) from exc
-        if not isinstance(data, dict):
-            raise UsageError(f"{path} does not hold a JSON object; Tenantry will not rewrite it")
+        data = json_object(
+            before,
+            f"{path} (Tenantry will not rewrite it)",
+            hint="fix or move the file, then run the command again",
+        )
     fn(data)
     if not data:
         after = None

@@ -15,13 +15,13 @@
 from __future__ import annotations
 
 import grp
-import json
 import os
 import pwd
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from tenantry.core.errors import PermissionDenied, UsageError
+from tenantry.core.jsontext import json_object
 from tenantry.core.models import AgentProduct, Principal
 from tenantry.facility.seams import CLAIMS, Authenticator, Peer, Viewer
 
@@ -61,12 +61,7 @@ def staff_members(group: str) -> frozenset[str]:
 
 
 def parse_claims(raw: str) -> dict[str, str]:
-    try:
-        data = json.loads(raw or "{}")
-    except ValueError as exc:
-        raise UsageError("the principal header is not valid JSON") from exc
-    if not isinstance(data, dict):
-        raise UsageError("the principal header must be a JSON object")
+    data = json_object(raw, "the principal header")
     out: dict[str, str] = {}
     for key in CLAIMS:
         value = data.get(key, "")

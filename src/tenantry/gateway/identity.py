@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import pwd
 from collections.abc import MutableMapping
@@ -24,6 +23,7 @@ from typing import Any
 
 from tenantry.core.errors import PermissionDenied, UsageError
 from tenantry.core.events import Event, EventType
+from tenantry.core.jsontext import json_object
 from tenantry.core.models import AgentProduct, Principal
 from tenantry.gateway import edge
 from tenantry.gateway.peercred import PEER_KEY, SOCKET_KEY
@@ -34,12 +34,7 @@ _HOST = os.uname().nodename
 
 
 def parse_claims(raw: str) -> dict[str, str]:
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise UsageError("the principal header is not valid JSON") from exc
-    if not isinstance(data, dict):
-        raise UsageError("the principal header must be a JSON object")
+    data = json_object(raw, "the principal header")
     out: dict[str, str] = {}
     for key in ("agent", "session", "host", "project"):
         value = data.get(key, "")

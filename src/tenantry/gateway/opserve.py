@@ -29,6 +29,7 @@ from tenantry.core.errors import (
     UsageError,
 )
 from tenantry.core.events import Event, EventType
+from tenantry.core.jsontext import json_object
 from tenantry.core.models import Principal
 from tenantry.gateway import edge
 from tenantry.gateway.envs import ENV_DIGEST, SessionEnvs
@@ -158,12 +159,7 @@ async def serve_op(
             raise NotFound(f"unknown operation {name!r}", hint="see facility.info for the list")
         declared = headers.get(b"content-length", b"").decode("latin-1")
         body = await read_body(receive, declared, int(rt.settings.max_body_bytes))
-        try:
-            params = json.loads(body or b"{}")
-        except ValueError as exc:
-            raise UsageError(f"request body is not valid JSON: {exc}") from exc
-        if not isinstance(params, dict):
-            raise UsageError("request body must be a JSON object of parameters")
+        params = json_object(body, "request body", hint="send a JSON object of parameters")
         edge.check_params(params)
         if ENV_DIGEST in params:  # an environment this session sent before, by its digest
             params = envs.expand(p, params)

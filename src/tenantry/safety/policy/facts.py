@@ -20,13 +20,13 @@ File format (every key optional)::
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tenantry.core.errors import UsageError
+from tenantry.core.jsontext import json_object
 from tenantry.core.models import TIERS
 
 DEFAULT_LIMITS: dict[str, int] = {
@@ -162,16 +162,12 @@ class Facts:
 
     @classmethod
     def load(cls, path: str | Path) -> Facts:
+        hint = "a facts file is JSON with users, partitions, qos, jobs, limits"
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(
-                f"cannot read facts file {path}: {exc}",
-                hint="a facts file is JSON with users, partitions, qos, jobs, limits",
-            ) from exc
-        if not isinstance(data, dict):
-            raise UsageError(f"facts file {path} must hold a JSON object")
-        return cls.from_dict(data)
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read facts file {path}: {exc}", hint=hint) from exc
+        return cls.from_dict(json_object(text, f"facts file {path}", hint=hint))
 
     def with_partitions(self, parts: dict[str, PartitionFacts]) -> Facts:
         return dataclasses.replace(self, partitions=parts)
