@@ -1,5 +1,5 @@
-"""What the start-up benchmarks share: the checkout, the CPU time of finished child
-processes, the environment of a throw-away daemon state directory, and a daemon."""
+"""What the benchmarks share: the checkout, the CPU time of finished child processes, the
+environment of a throw-away daemon state directory, a daemon, and percentiles."""
 
 from __future__ import annotations
 
@@ -42,3 +42,11 @@ def serve(env: dict[str, str], log: IO[bytes] | None = None) -> subprocess.Popen
         stderr=out,
         start_new_session=True,
     )
+
+
+def pct(xs: list[float], q: float) -> float:
+    """The ``q`` quantile (0-1) of ``xs`` by nearest rank; NaN for no samples."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]

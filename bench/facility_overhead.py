@@ -31,16 +31,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from _common import pct
 from tenantry.client.sync import Client
 from tenantry.core.settings import load
 
 AGENT = {"agent": "claude-code", "session": "bench", "host": "", "project": ""}
 RUN = {"argv": ["true"], "cwd": "/tmp"}
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
 def timed(fn: Callable[[], Any], n: int) -> dict[str, float]:

@@ -28,13 +28,9 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
+from _common import pct
 from tenantry.client.sync import Client as TClient
 from tenantry.core.settings import load
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
 def summary(name: str, lat: list[float], wall: float) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from _common import pct
 from tenantry.core.events import Bus
 from tenantry.core.models import AgentProduct, Principal
 from tenantry.core.settings import load
@@ -61,11 +62,6 @@ def tree(root: Path, files: int) -> None:
         d = root / f"pkg{i % 40}" / f"mod{i % 7}"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"f{i}.py").write_text(f"# file {i}\n" + line * 30)
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 async def one(layout: str, src: Path, state: Path) -> dict[str, float]:
