@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from tenantry.core import errors
 from tenantry.core.models import JobState
-from tenantry.facility.poller import StatusView, ViewerLike
+from tenantry.facility.poller import StatusView, Viewer
 
 __all__ = ["JobViewSource", "PolledJobView", "StatusReader"]
 
@@ -39,10 +39,10 @@ class JobViewSource(Protocol):
 class StatusReader(Protocol):
     """The poller's reads (``StatusCache`` or ``ReplicatedStatus``)."""
 
-    def status_of(self, job_id: str, viewer: ViewerLike) -> StatusView: ...
+    def status_of(self, job_id: str, viewer: Viewer) -> StatusView: ...
 
     async def wait_change(
-        self, job_id: str, viewer: ViewerLike, since: int, *, timeout_s: float | None = None
+        self, job_id: str, viewer: Viewer, since: int, *, timeout_s: float | None = None
     ) -> StatusView: ...
 
 
@@ -53,7 +53,7 @@ class PolledJobView:
         self.views = views
         self.status = status
 
-    def _polled(self, view: dict[str, Any], viewer: ViewerLike) -> StatusView | None:
+    def _polled(self, view: dict[str, Any], viewer: Viewer) -> StatusView | None:
         bid = str(view.get("backend_id") or "")
         if not bid:
             return None
@@ -81,18 +81,18 @@ class PolledJobView:
             out["exit_code"] = st.exit_code
         return out
 
-    async def status_of(self, job_id: str, viewer: ViewerLike, owner: str = "") -> dict[str, Any]:
+    async def status_of(self, job_id: str, viewer: Viewer, owner: str = "") -> dict[str, Any]:
         view = await self.views.status_of(job_id, viewer, owner)
         return self._merge(view, self._polled(view, viewer))
 
-    async def jobs_of(self, viewer: ViewerLike, *, active: bool = False) -> list[dict[str, Any]]:
+    async def jobs_of(self, viewer: Viewer, *, active: bool = False) -> list[dict[str, Any]]:
         rows = [self._merge(v, self._polled(v, viewer)) for v in await self.views.jobs_of(viewer)]
         if active:
             rows = [r for r in rows if not _terminal(str(r.get("state")))]
         return rows
 
     async def wait_change(
-        self, job_id: str, viewer: ViewerLike, state: str, timeout_s: float, owner: str = ""
+        self, job_id: str, viewer: Viewer, state: str, timeout_s: float, owner: str = ""
     ) -> dict[str, Any]:
         """The view once its (polled) state differs from ``state``, or at the timeout."""
         deadline = time.monotonic() + timeout_s

@@ -38,6 +38,7 @@ from tenantry.backends import slurm_parse as sp
 from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
 from tenantry.core.models import JobState
+from tenantry.facility.seams import Viewer
 
 __all__ = [
     "JobStatus",
@@ -50,33 +51,12 @@ __all__ = [
     "StatusCache",
     "StatusView",
     "Viewer",
-    "ViewerLike",
 ]
 
 log = logging.getLogger(__name__)
 
 WATCH_S = 90.0  # a reader's jobs stay watched this long after its last read (> a long poll)
 _PLAIN_ID = re.compile(r"^\d+(?:_\d+)?$")  # a job or one array task (sacct --jobs takes it)
-
-
-@dataclass(frozen=True, slots=True)
-class Viewer:
-    """Who asks: from the socket (SO_PEERCRED) or MUNGE, never from the request."""
-
-    uid: int
-    user: str
-    is_staff: bool = False
-
-
-class ViewerLike(Protocol):
-    """Any viewer with these fields will do (``facility.seams.Viewer`` too)."""
-
-    @property
-    def uid(self) -> int: ...
-    @property
-    def user(self) -> str: ...
-    @property
-    def is_staff(self) -> bool: ...
 
 
 # the fields of a JobStatus that are the SlurmJob's as Slurm reported them
@@ -329,10 +309,10 @@ class StatusCache:
         return sorted((s for s in self._current.values() if s.user == user), key=lambda s: s.seq)
 
     # -- reading --------------------------------------------------------------------
-    def _visible(self, st: JobStatus, viewer: ViewerLike) -> bool:
+    def _visible(self, st: JobStatus, viewer: Viewer) -> bool:
         return viewer.is_staff or st.user == viewer.user or not self.private_jobs
 
-    def _shown(self, st: JobStatus, viewer: ViewerLike) -> JobStatus:
+    def _shown(self, st: JobStatus, viewer: Viewer) -> JobStatus:
         if viewer.is_staff or st.user == viewer.user:
             return st
         return replace(st, comment="")
@@ -346,7 +326,7 @@ class StatusCache:
             )
         return stale
 
-    def _lookup(self, job_id: str, viewer: ViewerLike) -> JobStatus:
+    def _lookup(self, job_id: str, viewer: Viewer) -> JobStatus:
         if self.on_read is not None:
             self.on_read()
         st = self._current.get(str(job_id))
@@ -361,12 +341,12 @@ class StatusCache:
             )
         return st
 
-    def status_of(self, job_id: str, viewer: ViewerLike) -> StatusView:
+    def status_of(self, job_id: str, viewer: Viewer) -> StatusView:
         """The current status of one job the viewer may see (NotFound otherwise)."""
         st = self._lookup(job_id, viewer)
         return StatusView(self._shown(st, viewer), self._staleness())
 
-    def jobs_of(self, viewer: ViewerLike, *, active_only: bool = False) -> list[StatusView]:
+    def jobs_of(self, viewer: Viewer, *, active_only: bool = False) -> list[StatusView]:
         """Every job the viewer may see (staff: all), newest change last."""
         if self.on_read is not None:
             self.on_read()
@@ -380,7 +360,7 @@ class StatusCache:
         rows.sort(key=lambda v: v.status.seq)
         return rows
 
-    def next_change(self, job_id: str, viewer: ViewerLike, since: int) -> JobStatus | None:
+    def next_change(self, job_id: str, viewer: Viewer, since: int) -> JobStatus | None:
         """The first recorded change of ``job_id`` after ``since`` (the newest if trimmed)."""
         st = self._lookup(job_id, viewer)
         if st.seq <= since:
@@ -391,7 +371,7 @@ class StatusCache:
         return self._shown(st, viewer)
 
     async def wait_change(
-        self, job_id: str, viewer: ViewerLike, since: int, *, timeout_s: float | None = None
+        self, job_id: str, viewer: Viewer, since: int, *, timeout_s: float | None = None
     ) -> StatusView:
         """Block until the job has a change with seq > ``since``; return the first one.
 

@@ -32,7 +32,7 @@ from tenantry.facility.poller import (
     SnapshotSource,
     StatusCache,
     StatusView,
-    ViewerLike,
+    Viewer,
 )
 
 __all__ = ["ReplicatedStatus"]
@@ -95,14 +95,14 @@ class ReplicatedStatus:
         await self.tasks.aclose()
 
     # -- the reads (delegated to the cache) -------------------------------------------
-    def status_of(self, job_id: str, viewer: ViewerLike) -> StatusView:
+    def status_of(self, job_id: str, viewer: Viewer) -> StatusView:
         return self.cache.status_of(job_id, viewer)
 
-    def jobs_of(self, viewer: ViewerLike, *, active_only: bool = False) -> list[StatusView]:
+    def jobs_of(self, viewer: Viewer, *, active_only: bool = False) -> list[StatusView]:
         return self.cache.jobs_of(viewer, active_only=active_only)
 
     async def wait_change(
-        self, job_id: str, viewer: ViewerLike, since: int, *, timeout_s: float | None = None
+        self, job_id: str, viewer: Viewer, since: int, *, timeout_s: float | None = None
     ) -> StatusView:
         return await self.cache.wait_change(job_id, viewer, since, timeout_s=timeout_s)
 

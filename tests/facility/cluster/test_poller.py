@@ -320,20 +320,15 @@ async def test_wait_on_another_users_job_looks_like_an_unknown_one() -> None:
         assert 0.15 < loop.time() - t0 < 2
 
 
-async def test_any_viewer_with_the_fields_will_do() -> None:
-    from dataclasses import dataclass
+async def test_the_services_viewer_is_the_one_the_cache_filters_by() -> None:
+    from tenantry.facility import seams
 
-    @dataclass(frozen=True)
-    class OtherViewer:  # e.g. the service's own Viewer type
-        uid: int
-        user: str
-        is_staff: bool = False
-
+    assert Viewer is seams.Viewer  # one type: what identity proves is what the cache reads
     src, cache, poller = make()
     src.queue = [job("1", "alice", "RUNNING"), job("2", "bob", "RUNNING")]
     await poller.poll_once()
-    assert [v.status.job_id for v in cache.jobs_of(OtherViewer(1, "bob"))] == ["2"]
-    assert len(cache.jobs_of(OtherViewer(3, "carol", is_staff=True))) == 2
+    assert [v.status.job_id for v in cache.jobs_of(seams.Viewer(1, "bob"))] == ["2"]
+    assert len(cache.jobs_of(seams.Viewer(3, "carol", is_staff=True))) == 2
 
 
 def _one_running_job(
