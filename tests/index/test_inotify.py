@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.index.changes import MODIFIED
+from tenantry.index.changes import MODIFIED, WatchdogSource
 from tenantry.index.inotify import IN_CREATE, IN_Q_OVERFLOW, InotifyTree, parse
 
 
@@ -38,6 +38,7 @@ def tree(tmp_path: Path) -> Iterator[tuple[InotifyTree, Seen, Path]]:
     (root / "a" / "b").mkdir(parents=True)
     (root / "a" / "b" / "f.txt").write_text("x\n")
     t.add(str(root))
+    t.add_tree(str(root))
     yield t, seen, root
     t.close()
 
@@ -112,3 +113,52 @@ def test_parse_reads_names_and_padding() -> None:
     raw = struct.pack("iIII", 3, IN_CREATE, 0, 16) + b"name.txt".ljust(16, b"\0")
     raw += struct.pack("iIII", 4, IN_CREATE, 0, 0)
     assert parse(raw) == [(3, IN_CREATE, 0, "name.txt"), (4, IN_CREATE, 0, "")]
+
+
+def test_a_tree_removed_during_its_first_walk_leaves_no_watch(tmp_path: Path) -> None:
+    seen = Seen()
+    t = InotifyTree(seen.notify, seen.on_lost)
+    t.open()
+    try:
+        root = tmp_path / "ws"
+        for i in range(20):
+            (root / f"d{i}" / "e").mkdir(parents=True)
+        t.add(str(root))
+        t.remove(str(root))  # before the walk: it stops at once
+        t.add_tree(str(root))
+        assert t._wd_of == {} and t._dir_of == {}
+    finally:
+        t.close()
+
+
+async def test_a_root_is_drained_only_once_its_first_walk_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk runs off the loop; until it ends a query must flush by a cookie."""
+    import threading
+
+    src = WatchdogSource()
+    await src.start(lambda path, what="", /: None)
+    try:
+        assert src._tree is not None
+        release = threading.Event()
+        walk = src._tree.add_tree
+
+        def slow(root: str) -> None:
+            release.wait(10)
+            walk(root)
+
+        monkeypatch.setattr(src._tree, "add_tree", slow)
+        root = tmp_path / "ws"
+        (root / "a").mkdir(parents=True)
+        src.watch(str(root))
+        if not src.complete(str(root)):
+            pytest.skip("not a local file system")
+        assert not src.drain(str(root))  # the loop was not held by the walk, either
+        release.set()
+        await src.ready(str(root))
+        assert src.drain(str(root))
+        assert str(root / "a") in src._tree._wd_of
+    finally:
+        release.set()
+        await src.aclose()

@@ -186,6 +186,7 @@ class WatchdogSource:
         self.notify_on_loop: Notify | None = None
         self._overflow = _OverflowHandler(self)
         self._tree: InotifyTree | None = None
+        self._walks: dict[str, asyncio.Future[None]] = {}  # first walks under way
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def lost(self) -> None:
@@ -263,6 +264,7 @@ class WatchdogSource:
             if self._tree is not None and not backed and fs_type(where) in LOCAL_FS:
                 self._tree.add(root)
                 self._watches[root] = _ON_LOOP
+                self._walk(root)
             else:
                 handler = _Handler(self, (where, root) if backed else None)
                 observer = self._observer or self._start_observer()
@@ -281,6 +283,28 @@ class WatchdogSource:
         elif watch is not None and self._observer is not None:
             self._observer.unschedule(watch)
 
+    def _walk(self, root: str) -> None:
+        """Watch ``root``'s subdirectories on a worker thread; ``drain`` waits for it."""
+        tree, loop = self._tree, self._loop
+        assert tree is not None and loop is not None
+        walk = loop.run_in_executor(None, tree.add_tree, root)
+        self._walks[root] = walk
+
+        def done(f: asyncio.Future[None]) -> None:
+            if self._walks.get(root) is f:
+                del self._walks[root]
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("cannot watch under %s: %s", root, f.exception())
+                tree.partial.add(root)
+
+        walk.add_done_callback(done)
+
+    async def ready(self, root: str) -> None:
+        """Wait until every directory of ``root`` is watched (its first walk ended)."""
+        walk = self._walks.get(root)
+        if walk is not None:
+            await asyncio.wait([walk])
+
     def drain(self, root: str) -> bool:
         """Notify every change made under ``root`` before this call, now, on the loop.
 
@@ -288,7 +312,9 @@ class WatchdogSource:
         follows (its threads may hold events) or one with an unwatched directory.
         """
         tree = self._tree
-        if tree is None or self._watches.get(root) is not _ON_LOOP or root in tree.partial:
+        if tree is None or self._watches.get(root) is not _ON_LOOP:
+            return False
+        if root in tree.partial or root in self._walks:  # not every directory watched yet
             return False
         tree.read()
         return True
@@ -320,6 +346,10 @@ class WatchdogSource:
         if self._tree is not None:
             if self._loop is not None and not self._loop.is_closed():
                 self._loop.remove_reader(self._tree.fd)
+            with self._tree.lock:
+                self._tree.roots.clear()  # a walk under way stops
+            if self._walks:
+                await asyncio.wait(list(self._walks.values()))
             self._tree.close()
             self._tree = None
         self._loop = None

@@ -319,6 +319,9 @@ class IndexService:
             log.exception("crawl of %s failed", ws.root)
             ws.state, ws.error = "error", str(exc)
             return
+        ready = getattr(self.source, "ready", None)
+        if ready is not None:  # every directory watched: queries can drain the source
+            await ready(ws.root)
         ws.state, ws.error = "ready", ""
         ws.crawled_at = time.time()
         ts = ws.crawled_at

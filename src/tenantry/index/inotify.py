@@ -9,7 +9,9 @@ two queues, so only a cookie can tell when it has caught up.)
 
 One descriptor for every watched tree; one watch per directory, added before
 the directory is listed (a file made in a new directory before its watch
-existed is found by that listing and reported). Only changes are asked for
+existed is found by that listing and reported). A tree's first walk runs on a
+worker thread (``add_tree``; a large workspace takes seconds), the rest on the
+loop; the watch tables are shared under one lock. Only changes are asked for
 (no opens, reads or closes without a write: the index's own reads cost
 nothing). Events are reported as ``notify(path, what)`` (``changes.Notify``):
 ``what = MODIFIED`` for a write, truncate or attribute change of a file,
@@ -20,12 +22,14 @@ renamed directory) or a directory's attributes. A queue overflow calls
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
 import logging
 import os
 import struct
+import threading
 from collections.abc import Callable
 
 from tenantry.index.changes import MODIFIED, Notify
@@ -96,6 +100,7 @@ class InotifyTree:
         self._dir_of: dict[int, str] = {}  # watch descriptor -> directory
         self._wd_of: dict[str, int] = {}
         self._moving: dict[int, str] = {}  # a directory's IN_MOVED_FROM, by cookie
+        self.lock = threading.Lock()  # the tables, between the loop and a first walk
 
     def open(self) -> None:
         self._libc = _libc()
@@ -116,17 +121,22 @@ class InotifyTree:
     # --- watches ---------------------------------------------------------
 
     def add(self, root: str) -> None:
-        """Watch every directory under ``root``; OSError when ``root`` itself fails."""
-        self._add_watch(root)  # raises: the caller reports it
-        self.roots.add(root)
-        self.partial.discard(root)
-        self._add_tree(root, report=False)
+        """Watch ``root`` itself (OSError when that fails); ``add_tree`` does the rest."""
+        with self.lock:
+            self._add_watch(root)  # raises: the caller reports it
+            self.roots.add(root)
+            self.partial.discard(root)
+
+    def add_tree(self, root: str) -> None:
+        """Watch every directory under ``root`` (any thread; stops if it is removed)."""
+        self._add_tree(root, report=False, locked=True)
 
     def remove(self, root: str) -> None:
-        self.roots.discard(root)
-        self.partial.discard(root)
-        for path in [p for p in self._wd_of if _within(p, root)]:
-            self._rm_watch(path)
+        with self.lock:
+            self.roots.discard(root)
+            self.partial.discard(root)
+            for path in [p for p in self._wd_of if _within(p, root)]:
+                self._rm_watch(path)
 
     def _add_watch(self, path: str) -> None:
         assert self._libc is not None
@@ -148,10 +158,12 @@ class InotifyTree:
         if self._libc is not None:
             self._libc.inotify_rm_watch(self.fd, wd)  # EINVAL if already gone: fine
 
-    def _add_tree(self, top: str, *, report: bool) -> None:
+    def _add_tree(self, top: str, *, report: bool, locked: bool = False) -> None:
         """Watch the directories under ``top`` (watched itself), each before it is listed.
 
         ``report``: notify every entry found (a tree that appeared at once).
+        ``locked``: take the lock per directory (a walk off the loop), and stop
+        once ``top`` is no longer watched.
         """
         for base, dirs, files in os.walk(top):
             kept = []
@@ -160,11 +172,18 @@ class InotifyTree:
                 if os.path.islink(path):
                     continue
                 try:
-                    self._add_watch(path)
+                    if locked:
+                        with self.lock:
+                            if top not in self.roots:
+                                return
+                            self._add_watch(path)
+                    else:
+                        self._add_watch(path)
                     kept.append(d)
                 except OSError as exc:
                     if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
-                        self._mark_partial(path, exc)
+                        with self.lock if locked else contextlib.nullcontext():
+                            self._mark_partial(path, exc)
             dirs[:] = kept
             if report:
                 for name in (*dirs, *files):
@@ -180,6 +199,10 @@ class InotifyTree:
 
     def read(self) -> int:
         """Handle every event queued now; returns how many."""
+        with self.lock:
+            return self._read()
+
+    def _read(self) -> int:
         n = 0
         while self.fd >= 0:
             try:
@@ -255,7 +278,7 @@ class InotifyTree:
 
     def _overflowed(self) -> None:
         self._lost()
-        for root in list(self.roots):
+        for root in list(self.roots):  # on the loop: an overflow is rare
             try:
                 self._add_watch(root)
                 self._add_tree(root, report=False)
