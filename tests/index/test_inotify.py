@@ -162,3 +162,14 @@ async def test_a_root_is_drained_only_once_its_first_walk_ended(
     finally:
         release.set()
         await src.aclose()
+
+
+def test_a_bounded_read_leaves_the_rest_for_the_next(
+    tree: tuple[InotifyTree, Seen, Path],
+) -> None:
+    t, seen, root = tree
+    for i in range(400):  # more than one read's worth of events
+        (root / f"f{i:03d}-{'x' * 60}.txt").write_text("x")
+    first = t.read(most=1)
+    assert 0 < first < t.read() + first  # the rest came with the next read
+    assert {p for p, _ in seen.take()} >= {str(root / f"f399-{'x' * 60}.txt")}

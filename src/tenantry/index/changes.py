@@ -228,7 +228,7 @@ class WatchdogSource:
         tree = InotifyTree(self._tree_notify, self.lost)
         try:
             tree.open()
-            self._loop.add_reader(tree.fd, tree.read)
+            self._loop.add_reader(tree.fd, tree.on_readable)
             self._tree = tree
         except OSError as exc:  # no inotify here: watchdog's observer (or nothing) instead
             log.warning("inotify unavailable: %s", exc)

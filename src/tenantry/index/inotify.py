@@ -69,6 +69,7 @@ MASK = (
 _FILE_CHANGED = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (struct inotify_event)
 READ_BYTES = 64 * 1024
+READS_PER_WAKEUP = 16  # the loop's callback: then other work runs (and it is called again)
 
 
 def _libc() -> ctypes.CDLL:
@@ -197,28 +198,41 @@ class InotifyTree:
 
     # --- events ----------------------------------------------------------
 
-    def read(self) -> int:
-        """Handle every event queued now; returns how many."""
-        with self.lock:
-            return self._read()
+    def read(self, most: int | None = None) -> int:
+        """Handle the events queued now (at most ``most`` reads of them); returns how many.
 
-    def _read(self) -> int:
-        n = 0
-        while self.fd >= 0:
+        Without ``most`` it reads until the descriptor would block: every change
+        made before the call has been reported when it returns (a drain). The
+        loop's reader callback passes a bound, so a long burst of changes does
+        not hold the loop in one callback.
+        """
+        with self.lock:
+            return self._read(most)
+
+    def on_readable(self) -> None:
+        self.read(READS_PER_WAKEUP)
+
+    def _read(self, most: int | None) -> int:
+        n = reads = 0
+        drained = False
+        while self.fd >= 0 and (most is None or reads < most):
             try:
                 buf = os.read(self.fd, READ_BYTES)
             except BlockingIOError:
+                drained = True
                 break
             except InterruptedError:
                 continue
+            reads += 1
             events = parse(buf)
             n += len(events)
             for wd, mask, cookie, name in events:
                 self._event(wd, mask, cookie, name)
-        for path in self._moving.values():  # moved out of every watched tree
-            for sub in [p for p in self._wd_of if _within(p, path)]:
-                self._rm_watch(sub)
-        self._moving.clear()
+        if drained:  # a rename's two halves are queued together: these left the trees
+            for path in self._moving.values():
+                for sub in [p for p in self._wd_of if _within(p, path)]:
+                    self._rm_watch(sub)
+            self._moving.clear()
         return n
 
     def _event(self, wd: int, mask: int, cookie: int, name: str) -> None:
