@@ -27,6 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from _common import small_workspace
 from tenantry.core.events import Bus
 from tenantry.core.settings import load
 from tenantry.index import ops as index_ops
@@ -47,11 +48,7 @@ async def p50_ms(call: Callable[[], Awaitable[Any]], n: int) -> float:
 async def main(n: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tnt-barrier-bench-"))
     ws = tmp / "ws"
-    for d in range(20):
-        sub = ws / f"pkg{d}"
-        sub.mkdir(parents=True)
-        for f in range(25):
-            (sub / f"m{f}.py").write_text(f"def f{f}():\n    return {d * f}\n")
+    small_workspace(ws)
     settings = load(env={}, overrides={"state_dir": str(tmp / "state"), "index_sweep_s": 0})
     runtime = Runtime(settings, journal=None, bus=Bus(), backend=None)  # type: ignore[arg-type]
     svc = IndexService(runtime)
