@@ -14,6 +14,15 @@ from typing import IO
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def small_workspace(ws: Path) -> None:
+    """The workspace the ``find`` benchmarks index: 20 directories of 25 ``.py`` files."""
+    for d in range(20):
+        sub = ws / f"pkg{d}"
+        sub.mkdir(parents=True)
+        for f in range(25):
+            (sub / f"m{f}.py").write_text(f"def f{f}():\n    return {d * f}\n")
+
+
 def child_cpu() -> float:
     """CPU seconds (user + system) of every child process that has exited so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -41,6 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _common import small_workspace
+
 
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
@@ -92,11 +94,7 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="tnt-client-bench-"))
     ws = tmp / "ws"
-    for d in range(20):
-        sub = ws / f"pkg{d}"
-        sub.mkdir(parents=True)
-        for f in range(25):
-            (sub / f"m{f}.py").write_text(f"def f{f}():\n    return {d * f}\n")
+    small_workspace(ws)
     env = {
         k: v
         for k, v in os.environ.items()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tenantry.core.events import Event, EventType
-from tenantry.index import crawl
+from tenantry.index import crawl, gitstatus
 from tenantry.index.changes import MODIFIED, ManualSource
 from tenantry.index.component import IndexService
 from tenantry.index.grep import GrepSpec
@@ -132,7 +132,49 @@ async def test_answers_right_after_each_change_equal_find_and_rg(
         for change in single_changes(root, step):
             got = await snapshot(service, root)  # no waiting but the barrier
             assert differences(got, truth(root)) == [], (step, change)
-    assert service.counters.barriers > 0
+    # drained on the loop: no cookie was needed for any of those answers
+    assert service.counters.drains > 0 and service.counters.barriers == 0
+
+
+async def test_a_query_with_nothing_pending_writes_no_cookie(
+    service: IndexService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = await watched_tree(service, tmp_path, seed=5, files=30)
+    cookies: list[str] = []
+    real_touch = gitstatus._touch_and_remove
+
+    def counted(path: str) -> None:
+        cookies.append(path)
+        real_touch(path)
+
+    monkeypatch.setattr(gitstatus, "_touch_and_remove", counted)
+    scope = service.resolve(str(root))
+    for _ in range(3):
+        await service.wait_fresh(scope)
+    assert cookies == [] and service.counters.drains == 3
+    # a change made just before the query: seen, still without a cookie
+    (root / "src" / "just_made.py").write_text("needle\n")
+    await service.wait_fresh(scope)
+    assert await index_find(service, root, name="just_made.py")
+    assert cookies == []
+
+
+async def test_a_backed_root_still_flushes_its_feed_by_a_cookie(tmp_path: Path) -> None:
+    """watchdog's threads may hold events of a backing tree: there a cookie is the barrier."""
+    mnt, export = tmp_path / "mnt", tmp_path / "export"
+    (mnt / "ws").mkdir(parents=True)
+    (export / "ws").mkdir(parents=True)
+    rt = runtime(tmp_path, index_sweep_s=0, index_watch_backing=f"{mnt}={export}")
+    svc = IndexService(rt)
+    await svc.start()
+    try:
+        await svc.add(str(mnt / "ws"), wait=True)
+        assert svc.source.complete(str(mnt / "ws"))  # type: ignore[attr-defined]
+        assert not svc.source.drain(str(mnt / "ws"))  # type: ignore[attr-defined]
+        await svc.wait_fresh(svc.resolve(str(mnt / "ws")))
+        assert svc.counters.barriers == 1 and svc.counters.drains == 0
+    finally:
+        await svc.aclose()
 
 
 class CountingOs:

@@ -146,7 +146,7 @@ DECLARED: tuple[Setting, ...] = (
     ),
     Setting("index_sweep_s", 30.0, "Workspace index: seconds between directory sweeps; 0 = off."),
     Setting("index_max_file_bytes", 1_048_576, "Workspace index: largest file whose text is kept."),
-    Setting("index_watch", True, "Workspace index: follow changes with inotify (watchdog)."),
+    Setting("index_watch", True, "Workspace index: follow changes with inotify."),
     Setting(
         "index_watch_backing",
         "",

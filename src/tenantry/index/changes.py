@@ -47,13 +47,17 @@ Lustre is available here, so only the interface and the inotify source ship.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tenantry.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from tenantry.index.inotify import InotifyTree
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +160,14 @@ _FILE_EVENTS = frozenset({"modified", "closed", "attrib"})
 
 
 class WatchdogSource:
-    """inotify (through ``watchdog``): changes arrive within milliseconds.
+    """inotify: changes arrive within milliseconds.
 
-    ``backing`` maps a mount point to the directory that holds its files on this
-    host: a root under such a mount is followed there, and events are reported
-    under the root.
+    A root on a local file system is watched by ``InotifyTree`` on the event
+    loop (``tenantry.index.inotify``), so ``drain(root)`` delivers every change
+    made before it. Any other root goes through ``watchdog``'s threads.
+    ``backing`` maps a mount point to the directory that holds its files on
+    this host: a root under such a mount is followed there (through watchdog),
+    and events are reported under the root.
     """
 
     def __init__(self, backing: dict[str, str] | None = None) -> None:
@@ -174,7 +181,13 @@ class WatchdogSource:
         # called with each watched root when the kernel dropped events (inotify queue
         # overflow, which watchdog only logs): what was not reported must be assumed
         self.on_lost: Callable[[str], None] | None = None
+        # ``notify`` for the roots read on the event loop, called there (the
+        # index's own, not its thread-safe hop); ``start``'s when unset
+        self.notify_on_loop: Notify | None = None
         self._overflow = _OverflowHandler(self)
+        self._tree: InotifyTree | None = None
+        self._walks: dict[str, asyncio.Future[None]] = {}  # first walks under way
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def lost(self) -> None:
         for root in list(self._watches):
@@ -208,30 +221,54 @@ class WatchdogSource:
         return git if os.path.isdir(git) else where
 
     async def start(self, notify: Notify) -> None:
+        from tenantry.index.inotify import InotifyTree
+
+        self._notify = notify
+        self._loop = asyncio.get_running_loop()
+        tree = InotifyTree(self._tree_notify, self.lost)
+        try:
+            tree.open()
+            self._loop.add_reader(tree.fd, tree.on_readable)
+            self._tree = tree
+        except OSError as exc:  # no inotify here: watchdog's observer (or nothing) instead
+            log.warning("inotify unavailable: %s", exc)
+        for root in list(self._pending):
+            self.watch(root)
+        self._pending.clear()
+
+    def _tree_notify(self, path: str, what: str = "", /) -> None:
+        notify = self.notify_on_loop or self._notify
+        if notify is not None:
+            notify(path, what)
+
+    def _start_observer(self) -> Any:
         from watchdog.observers import Observer
 
         # watchdog warns from its own thread when a re-created directory reuses an
         # inotify watch; that is expected under churn and harmless
         warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
-        self._notify = notify
         logging.getLogger(_WATCHDOG_LOGGER).addHandler(self._overflow)
         self._observer = Observer()
         self._observer.daemon = True
         self._observer.start()
-        for root in list(self._pending):
-            self.watch(root)
-        self._pending.clear()
+        return self._observer
 
     def watch(self, root: str) -> None:
-        if self._observer is None:
+        if self._loop is None:
             self._pending.add(root)
             return
         if root in self._watches:
             return
         where, backed = self.watched_path(root)
-        handler = _Handler(self, (where, root) if backed else None)
         try:
-            self._watches[root] = self._observer.schedule(handler, where, recursive=True)
+            if self._tree is not None and not backed and fs_type(where) in LOCAL_FS:
+                self._tree.add(root)
+                self._watches[root] = _ON_LOOP
+                self._walk(root)
+            else:
+                handler = _Handler(self, (where, root) if backed else None)
+                observer = self._observer or self._start_observer()
+                self._watches[root] = observer.schedule(handler, where, recursive=True)
             self.failed.pop(root, None)
         except OSError as exc:  # e.g. out of inotify watches: the sweep still works
             log.warning("cannot watch %s: %s", root, exc)
@@ -241,8 +278,46 @@ class WatchdogSource:
         self._pending.discard(root)
         watch = self._watches.pop(root, None)
         self._complete.pop(root, None)
-        if watch is not None and self._observer is not None:
+        if watch is _ON_LOOP and self._tree is not None:
+            self._tree.remove(root)
+        elif watch is not None and self._observer is not None:
             self._observer.unschedule(watch)
+
+    def _walk(self, root: str) -> None:
+        """Watch ``root``'s subdirectories on a worker thread; ``drain`` waits for it."""
+        tree, loop = self._tree, self._loop
+        assert tree is not None and loop is not None
+        walk = loop.run_in_executor(None, tree.add_tree, root)
+        self._walks[root] = walk
+
+        def done(f: asyncio.Future[None]) -> None:
+            if self._walks.get(root) is f:
+                del self._walks[root]
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("cannot watch under %s: %s", root, f.exception())
+                tree.partial.add(root)
+
+        walk.add_done_callback(done)
+
+    async def ready(self, root: str) -> None:
+        """Wait until every directory of ``root`` is watched (its first walk ended)."""
+        walk = self._walks.get(root)
+        if walk is not None:
+            await asyncio.wait([walk])
+
+    def drain(self, root: str) -> bool:
+        """Notify every change made under ``root`` before this call, now, on the loop.
+
+        False where that cannot be known without a cookie: a root watchdog
+        follows (its threads may hold events) or one with an unwatched directory.
+        """
+        tree = self._tree
+        if tree is None or self._watches.get(root) is not _ON_LOOP:
+            return False
+        if root in tree.partial or root in self._walks:  # not every directory watched yet
+            return False
+        tree.read()
+        return True
 
     def watching(self, root: str) -> bool:
         return root in self._watches
@@ -268,6 +343,16 @@ class WatchdogSource:
 
     async def aclose(self) -> None:
         logging.getLogger(_WATCHDOG_LOGGER).removeHandler(self._overflow)
+        if self._tree is not None:
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(self._tree.fd)
+            with self._tree.lock:
+                self._tree.roots.clear()  # a walk under way stops
+            if self._walks:
+                await asyncio.wait(list(self._walks.values()))
+            self._tree.close()
+            self._tree = None
+        self._loop = None
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)
@@ -277,6 +362,7 @@ class WatchdogSource:
 
 
 _WATCHDOG_LOGGER = "watchdog.observers.inotify_c"
+_ON_LOOP = object()  # the watch of a root ``InotifyTree`` follows
 
 
 class _OverflowHandler(logging.Handler):

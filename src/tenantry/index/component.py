@@ -78,6 +78,7 @@ class Counters:
     syncs: int = 0
     file_refreshes: int = 0
     barriers: int = 0
+    drains: int = 0
     sweeps: int = 0
     sweep_rounds: int = 0
     notifications: int = 0
@@ -105,6 +106,7 @@ class IndexService:
         self.git = GitStatus(str(s.state_path))
         if isinstance(self.source, WatchdogSource):
             self.source.on_lost = self._lost_threadsafe
+            self.source.notify_on_loop = self.notify
         self.counters = Counters()
         self.workspaces: dict[int, Workspace] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -317,6 +319,9 @@ class IndexService:
             log.exception("crawl of %s failed", ws.root)
             ws.state, ws.error = "error", str(exc)
             return
+        ready = getattr(self.source, "ready", None)
+        if ready is not None:  # every directory watched: queries can drain the source
+            await ready(ws.root)
         ws.state, ws.error = "ready", ""
         ws.crawled_at = time.time()
         ts = ws.crawled_at
@@ -645,21 +650,27 @@ class IndexService:
     async def wait_fresh(self, scope: query.Scope, timeout: float = 60.0) -> None:
         """Wait until the index holds every change made before this call (queries).
 
-        Where the change source sees every change, a cookie file is created and
-        removed in the watched tree and the call waits until the source reports
-        it: the source delivers in order, so every earlier change has been
-        notified by then; the refreshes those notifications asked for run at once
-        (no coalescing delay) and are awaited. Elsewhere (no complete source) it
-        waits for the refreshes already running, such as the one after a gateway
-        command.
+        Where the change source sees every change, it is first made to deliver
+        everything made before this call: by draining it on the loop where it can
+        (``drain(root)``: an inotify descriptor read until it would block), else
+        by a cookie file created and removed in the watched tree, waiting until
+        the source reports it (the source delivers in order, so every earlier
+        change has been notified by then). The refreshes those notifications
+        asked for run at once (no coalescing delay) and are awaited. Elsewhere
+        (no complete source) it waits for the refreshes already running, such
+        as the one after a gateway command.
         """
         ws = self.workspaces.get(scope.ws)
         if ws is None:
             return
         cookie_dir = self._cookie_dir(ws)
         if cookie_dir is not None:
-            self.counters.barriers += 1
-            await self.git.barrier(cookie_dir)  # False after 5 s: answer what we have
+            drain = getattr(self.source, "drain", None)
+            if drain is not None and drain(ws.root):
+                self.counters.drains += 1
+            else:
+                self.counters.barriers += 1
+                await self.git.barrier(cookie_dir)  # False after 5 s: answer what we have
             if self._pending or self._pending_files:
                 self._flush_pending()
         if ws.inflight:
@@ -787,6 +798,7 @@ class IndexService:
             "notifications": c.notifications,
             "file_refreshes": c.file_refreshes,
             "barriers": c.barriers,
+            "drains": c.drains,
             "pending": len(self._pending) + len(self._pending_files) + len(self._tasks),
         }
 
