@@ -23,14 +23,13 @@ renamed directory) or a directory's attributes. A queue overflow calls
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import logging
 import os
-import struct
 import threading
 from collections.abc import Callable
+
+import inotify_simple
 
 from tenantry.index.changes import MODIFIED, Notify
 
@@ -50,8 +49,6 @@ IN_ONLYDIR = 0x0100_0000
 IN_DONT_FOLLOW = 0x0200_0000
 IN_EXCL_UNLINK = 0x0400_0000
 IN_ISDIR = 0x4000_0000
-IN_NONBLOCK = os.O_NONBLOCK
-IN_CLOEXEC = os.O_CLOEXEC
 
 MASK = (
     IN_MODIFY
@@ -67,25 +64,13 @@ MASK = (
     | IN_EXCL_UNLINK
 )
 _FILE_CHANGED = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE
-_HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (struct inotify_event)
 READ_BYTES = 64 * 1024
 READS_PER_WAKEUP = 16  # the loop's callback: then other work runs (and it is called again)
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
 def parse(buf: bytes) -> list[tuple[int, int, int, str]]:
     """The ``(wd, mask, cookie, name)`` of each ``struct inotify_event`` in ``buf``."""
-    out: list[tuple[int, int, int, str]] = []
-    pos, size = 0, _HEADER.size
-    while pos + size <= len(buf):
-        wd, mask, cookie, length = _HEADER.unpack_from(buf, pos)
-        raw = buf[pos + size : pos + size + length].split(b"\0", 1)[0]
-        out.append((wd, mask, cookie, os.fsdecode(raw)))
-        pos += size + length
-    return out
+    return [(e.wd, e.mask, e.cookie, e.name) for e in inotify_simple.parse_events(buf)]
 
 
 class InotifyTree:
@@ -94,7 +79,7 @@ class InotifyTree:
     def __init__(self, notify: Notify, lost: Callable[[], None]) -> None:
         self._notify = notify
         self._lost = lost
-        self._libc: ctypes.CDLL | None = None
+        self._ino: inotify_simple.INotify | None = None
         self.fd = -1
         self.roots: set[str] = set()
         self.partial: set[str] = set()  # roots with a directory that could not be watched
@@ -104,16 +89,13 @@ class InotifyTree:
         self.lock = threading.Lock()  # the tables, between the loop and a first walk
 
     def open(self) -> None:
-        self._libc = _libc()
-        fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-        self.fd = fd
+        self._ino = inotify_simple.INotify(nonblocking=True)  # close-on-exec
+        self.fd = self._ino.fileno()
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
+        if self._ino is not None:
+            self._ino.close()
+        self._ino = None
         self.fd = -1
         self._dir_of.clear()
         self._wd_of.clear()
@@ -140,11 +122,11 @@ class InotifyTree:
                 self._rm_watch(path)
 
     def _add_watch(self, path: str) -> None:
-        assert self._libc is not None
-        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), MASK)
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_add_watch {path}: {os.strerror(err)}")
+        assert self._ino is not None
+        try:
+            wd: int = self._ino.add_watch(path, MASK)
+        except OSError as exc:
+            raise OSError(exc.errno, f"inotify_add_watch {path}: {exc.strerror}") from exc
         old = self._dir_of.get(wd)
         if old is not None and old != path:
             self._wd_of.pop(old, None)
@@ -156,8 +138,9 @@ class InotifyTree:
         if wd is None:
             return
         self._dir_of.pop(wd, None)
-        if self._libc is not None:
-            self._libc.inotify_rm_watch(self.fd, wd)  # EINVAL if already gone: fine
+        if self._ino is not None:
+            with contextlib.suppress(OSError):  # EINVAL if already gone: fine
+                self._ino.rm_watch(wd)
 
     def _add_tree(self, top: str, *, report: bool, locked: bool = False) -> None:
         """Watch the directories under ``top`` (watched itself), each before it is listed.
