@@ -191,6 +191,32 @@ def redirect(command: str) -> Finding | None:
     return None
 
 
+ACTIVE = ["PENDING", "RUNNING", "SUSPENDED"]  # what squeue lists
+
+
+def answerable(command: str, user: str) -> list[str] | None:
+    """The job states to list when the hook may answer ``command`` itself, else None.
+
+    Only the forms whose answer is the caller's own jobs: ``squeue --me`` or
+    ``squeue -u USER`` (its active jobs) and a plain ``sacct`` (all its jobs,
+    ``[]``); a plain ``squeue`` lists every user's and is redirected instead.
+    """
+    if _META & set(command):
+        return None
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    if not argv:
+        return None
+    name, args = _base(argv[0]), argv[1:]
+    if name == "squeue" and args in (["--me"], ["-u", user], ["--user", user], [f"--user={user}"]):
+        return ACTIVE
+    if name == "sacct" and args in ([], ["-X"]):
+        return []
+    return None
+
+
 def _msg(what: str, instead: str) -> str:
     return (
         f"Tenantry: {what} goes through Tenantry on this HPC system; instead use {instead}. "
