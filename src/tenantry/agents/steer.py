@@ -42,14 +42,19 @@ _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
 _META = set(";|&$`<>()\n")
 
 
+def _plain(command: str) -> list[str]:
+    """The argv of a single plain command (no chaining, substitution or redirection), or []."""
+    if _META & set(command):
+        return []
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return []
+
+
 def only_tenantry(command: str) -> bool:
     """A single plain ``tenantry ...`` call: no chaining, substitution or redirection."""
-    if _META & set(command):
-        return False
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return False
+    argv = _plain(command)
     return bool(argv) and _base(argv[0]) == "tenantry"
 
 
@@ -201,12 +206,7 @@ def answerable(command: str, user: str) -> list[str] | None:
     ``squeue -u USER`` (its active jobs) and a plain ``sacct`` (all its jobs,
     ``[]``); a plain ``squeue`` lists every user's and is redirected instead.
     """
-    if _META & set(command):
-        return None
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return None
+    argv = _plain(command)
     if not argv:
         return None
     name, args = _base(argv[0]), argv[1:]
