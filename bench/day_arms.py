@@ -110,10 +110,10 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
         step["argv"] = [*ctx.tenantry, "grep", "-n", act.arg, ctx.workspace]
     elif tenantry_agent and act.cls == "sbatch":  # what the hook steers sbatch to
         step["argv"] = [*ctx.tenantry, "submit", *_batch_job(act, ctx, actor)]
-    elif tenantry_agent and act.cls == "squeue":
-        step["argv"] = [*ctx.tenantry, "jobs"]
-    elif tenantry_agent and act.cls == "sacct":  # finished jobs are in the cache's list too
-        step["argv"] = [*ctx.tenantry, "jobs", "--limit", "50"]
+    elif tenantry_agent and act.cls == "squeue":  # the hook answers it from the status cache
+        step["argv"] = ["squeue", "--me"]
+    elif tenantry_agent and act.cls == "sacct":  # the form the hook answers (all own jobs)
+        step["argv"] = ["sacct", "-X"]
     elif tenantry_agent and act.cls == "git":  # what the hook steers git status to
         step["argv"] = [*ctx.tenantry, "git", "-C", ctx.workspace, "--no-optional-locks",
                         "status", "--porcelain"]  # fmt: skip

@@ -4,8 +4,9 @@
 starts it as the actor's Unix user). SPEC holds ``t0`` (epoch start of the
 day), ``env``, ``cwd``, ``log`` (where to write JSON lines), an optional
 ``hook`` argv (the agent's pre-tool hook, run with the agent's JSON payload
-before each command; a ``deny`` answer skips the command), an optional
-``hook_url`` (Claude Code's http hook: the payload is POSTed there instead, as
+before each command; a ``deny`` answer skips the command, and one whose
+reason begins "Tenantry answered" stands for it: the hook answered in its
+place), an optional ``hook_url`` (Claude Code's http hook: the payload is POSTed there instead, as
 the agent's own process does, and ``hook`` runs only for commands whose
 program is in ``hook_if``, the installed fallback; an http hook that gets no
 answer lets the command through, as in Claude Code), and ``steps``:
@@ -28,7 +29,20 @@ from typing import Any
 TIMEOUT_S = 180.0
 
 
-def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, command: str, sid: str) -> bool:
+ANSWERED = "Tenantry answered"  # a denial whose reason is the command's answer (the hook's)
+
+
+def _verdict(answer: Any) -> str:
+    """``deny``, ``answered`` (the hook answered in the command's place) or ``""``."""
+    spec = answer.get("hookSpecificOutput", {}) if isinstance(answer, dict) else {}
+    if not isinstance(spec, dict) or spec.get("permissionDecision") != "deny":
+        return ""
+    return (
+        "answered" if str(spec.get("permissionDecisionReason", "")).startswith(ANSWERED) else "deny"
+    )
+
+
+def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, command: str, sid: str) -> str:
     payload = {
         "hook_event_name": "PreToolUse",
         "session_id": sid,
@@ -48,15 +62,13 @@ def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, command: str, s
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return True  # the hook fails closed
+        return "deny"  # the hook fails closed
     if out.returncode == 2:
-        return True
+        return "deny"
     try:
-        answer = json.loads(out.stdout) if out.stdout.strip() else {}
+        return _verdict(json.loads(out.stdout) if out.stdout.strip() else {})
     except ValueError:
-        return False
-    spec = answer.get("hookSpecificOutput", {}) if isinstance(answer, dict) else {}
-    return isinstance(spec, dict) and spec.get("permissionDecision") == "deny"
+        return ""
 
 
 def _payload(cwd: str, command: str, sid: str) -> bytes:
@@ -71,7 +83,7 @@ def _payload(cwd: str, command: str, sid: str) -> bytes:
     ).encode()
 
 
-def _http_denies(url: str, cwd: str, command: str, sid: str) -> bool:
+def _http_denies(url: str, cwd: str, command: str, sid: str) -> str:
     """One http hook call on a fresh loopback connection; no answer lets the command run."""
     import socket
     import urllib.parse
@@ -89,16 +101,14 @@ def _http_denies(url: str, cwd: str, command: str, sid: str) -> bool:
             while chunk := s.recv(65536):
                 out += chunk
     except OSError:
-        return False  # Claude Code: a non-blocking hook error
+        return ""  # Claude Code: a non-blocking hook error
     top, _, rest = out.partition(b"\r\n\r\n")
     if not top.startswith(b"HTTP/1.1 200"):
-        return False
+        return ""
     try:
-        answer = json.loads(rest) if rest.strip() else {}
+        return _verdict(json.loads(rest) if rest.strip() else {})
     except ValueError:
-        return False
-    spec = answer.get("hookSpecificOutput", {}) if isinstance(answer, dict) else {}
-    return isinstance(spec, dict) and spec.get("permissionDecision") == "deny"
+        return ""
 
 
 def _run(step: dict[str, Any], env: dict[str, str], cwd: str) -> int:
@@ -139,18 +149,19 @@ def main(path: str) -> int:
             time.sleep(delay)
         ts = time.time()
         t = time.perf_counter()
-        denied = False
+        verdict = ""
         hook_s = 0.0
         if hook_url and "argv" in step:  # the http hook, and the fallback where it matches
             command = " ".join(step["argv"])
-            denied = _http_denies(hook_url, cwd, command, sid)
-            if not denied and hook and step["argv"][0].rsplit("/", 1)[-1] in hook_if:
-                denied = _hook_denies(hook, env, cwd, command, sid)
+            verdict = _http_denies(hook_url, cwd, command, sid)
+            if not verdict and hook and step["argv"][0].rsplit("/", 1)[-1] in hook_if:
+                verdict = _hook_denies(hook, env, cwd, command, sid)
             hook_s = time.perf_counter() - t
         elif hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool
-            denied = _hook_denies(hook, env, cwd, " ".join(step["argv"]), sid)
+            verdict = _hook_denies(hook, env, cwd, " ".join(step["argv"]), sid)
             hook_s = time.perf_counter() - t
-        rc = -1 if denied else _run(step, env, cwd)
+        denied = verdict == "deny"
+        rc = -1 if denied else 0 if verdict == "answered" else _run(step, env, cwd)
         rows.append(
             {
                 "cls": step["cls"],
@@ -160,6 +171,7 @@ def main(path: str) -> int:
                 "hook_s": round(hook_s, 6),
                 "rc": rc,
                 "denied": denied,
+                "answered": verdict == "answered",
                 "via_tenantry": bool(step.get("via_tenantry")),
             }
         )

@@ -6,6 +6,9 @@ event. Measured with a warm in-process client (no process start):
 
   commands.run ["true"]   as the human and as a (claimed) agent
   jobs.list               a cached read (the executor still asks for the decision)
+  policy.check            what an agent's hook asks before ``ls -la`` (forwarded to the
+                          service, or answered from the service's earlier answer the
+                          executor keeps: ``facility/answers.py``)
 
 Budgets are lifted (``replace_defaults = true``) so the agent is never limited.
 Each run starts fresh daemons; the table prints the median over runs of each
@@ -112,6 +115,11 @@ def one_run(n: int) -> dict[str, dict[str, float]]:
             for who, client in (("human", human), ("agent", agent)):
                 out[f"{mode}: commands.run ({who})"] = timed(partial(_run, client), n)
             out[f"{mode}: jobs.list (agent)"] = timed(partial(agent.call, "jobs.list", {}), n)
+            check = {"action": "run_command", "command": "ls -la",
+                     "params": {"command": "ls -la", "cwd": str(base)}}  # fmt: skip
+            out[f"{mode}: policy.check ls (agent)"] = timed(
+                partial(agent.call, "policy.check", check), n
+            )
         return out
     finally:
         for proc in reversed(procs):

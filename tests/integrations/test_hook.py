@@ -538,3 +538,44 @@ def test_a_failed_command_through_the_real_daemon(daemon: Any) -> None:
     assert h["hookEventName"] == "PostToolUseFailure"
     assert added["lesson"]["id"] in h["additionalContext"]
     assert "pass -A" in h["additionalContext"]
+
+
+class JobsDaemon(Daemon):
+    """Answers ``jobs.list`` with one job (or raises ``jobs_exc``)."""
+
+    def __init__(self, jobs_exc: Exception | None = None) -> None:
+        super().__init__()
+        self.jobs_exc = jobs_exc
+
+    def __call__(self, op: str, params: dict[str, Any]) -> Any:
+        if op == "jobs.list":
+            self.calls.append((op, params))
+            if self.jobs_exc is not None:
+                raise self.jobs_exc
+            job = {"id": "t7", "backend_id": "4242", "name": "train", "state": "RUNNING"}
+            return {"jobs": [job]}
+        return super().__call__(op, params)
+
+
+def test_squeue_of_ones_own_jobs_is_answered_by_the_hook_from_the_cache() -> None:
+    import pwd
+
+    from tenantry.core.errors import PolicyDenied
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    for command, states in [("squeue --me", steer.ACTIVE), (f"squeue -u {me}", steer.ACTIVE),
+                            ("sacct -X", [])]:  # fmt: skip
+        daemon = JobsDaemon()
+        out, _ = run_hook("claude-code", with_command("claude-code", PRE["claude-code"], command),
+                          daemon)  # fmt: skip
+        msg = denied("claude-code", out)
+        assert msg and msg.startswith(hook.ANSWERED) and "4242" in msg and "RUNNING" in msg
+        assert daemon.calls == [("jobs.list", {"all": True, "states": states, "limit": 50})]
+    # every user's jobs, another user's, or an op that fails: the redirect as before
+    for command, daemon in [("squeue", JobsDaemon()), ("squeue -u someone-else", JobsDaemon()),
+                            ("squeue --me", JobsDaemon(PolicyDenied("no")))]:  # fmt: skip
+        out, _ = run_hook("claude-code", with_command("claude-code", PRE["claude-code"], command),
+                          daemon)  # fmt: skip
+        msg = denied("claude-code", out)
+        assert msg and "tenantry jobs" in msg and not msg.startswith(hook.ANSWERED), command
+        assert daemon.ops()[-1] == "telemetry.hook"

@@ -228,7 +228,8 @@ def decide(
     if redirect:
         found = steer.redirect(command)
         if found:
-            return Verdict("deny", found.message, found.rule)
+            answered = _answer(command, checker) if checker is not None else None
+            return answered or Verdict("deny", found.message, found.rule)
     danger = steer.dangerous(command)
     if checker is None:
         return _unreachable(danger, on_unreachable)
@@ -252,6 +253,46 @@ def decide(
     except errors.TenantryError as err:
         return _unreachable(danger, on_unreachable, str(err))
     return _from_policy(result)
+
+
+ANSWERED = "Tenantry answered"  # how an answer in place of the command begins
+ANSWER_ROWS = 50
+
+
+def _answer(command: str, checker: Checker) -> Verdict | None:
+    """``squeue --me``, ``sacct``: the caller's jobs from the status cache, in the hook.
+
+    The agent gets the listing ``tenantry jobs`` prints as the reason of a denial, so
+    nothing starts and Slurm is not asked; None (the redirect stands) on any error.
+    """
+    import pwd
+
+    from tenantry.core import errors
+
+    states = steer.answerable(command, pwd.getpwuid(os.getuid()).pw_name)
+    if states is None:
+        return None
+    try:
+        result = checker("jobs.list", {"all": True, "states": states, "limit": ANSWER_ROWS})
+    except errors.TenantryError:
+        return None
+    jobs = result.get("jobs") if isinstance(result, dict) else None
+    if not isinstance(jobs, list):
+        return None
+    from tenantry.cli.common import job_rows
+
+    listing = job_rows(jobs) if jobs else "(no jobs)"
+    return Verdict(
+        "deny",
+        f"{ANSWERED} `{command}` itself, from the shared status cache (Slurm was not"
+        f" asked; `tenantry jobs` prints the same):\n{listing}",
+        "answer.jobs",
+    )
+
+
+def _answered(verdict: Verdict) -> bool:
+    """An answer in place of the command (its op is the record), not a refusal."""
+    return verdict.rule.startswith("answer.")
 
 
 def _unreachable(danger: steer.Finding | None, mode: str, why: str = "") -> Verdict:
@@ -471,7 +512,7 @@ def run(
     else:
         redirect_on, mode = config if config is not None else _config(env)
         verdict = decide(inp, checker, redirect=redirect_on, on_unreachable=mode)
-        if verdict.decision in {"deny", "ask"} and checker is not None:
+        if verdict.decision in {"deny", "ask"} and checker is not None and not _answered(verdict):
             _report_decision(inp, verdict, checker)
     text, code = render(inp, verdict, context)
     if text:

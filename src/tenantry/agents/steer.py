@@ -42,14 +42,19 @@ _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
 _META = set(";|&$`<>()\n")
 
 
+def _plain(command: str) -> list[str]:
+    """The argv of a single plain command (no chaining, substitution or redirection), or []."""
+    if _META & set(command):
+        return []
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return []
+
+
 def only_tenantry(command: str) -> bool:
     """A single plain ``tenantry ...`` call: no chaining, substitution or redirection."""
-    if _META & set(command):
-        return False
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return False
+    argv = _plain(command)
     return bool(argv) and _base(argv[0]) == "tenantry"
 
 
@@ -188,6 +193,27 @@ def redirect(command: str) -> Finding | None:
         hint = _recursive_search(argv)
         if hint:
             return Finding(f"redirect.{name}", _msg(f"recursive {name}", hint))
+    return None
+
+
+ACTIVE = ["PENDING", "RUNNING", "SUSPENDED"]  # what squeue lists
+
+
+def answerable(command: str, user: str) -> list[str] | None:
+    """The job states to list when the hook may answer ``command`` itself, else None.
+
+    Only the forms whose answer is the caller's own jobs: ``squeue --me`` or
+    ``squeue -u USER`` (its active jobs) and a plain ``sacct`` (all its jobs,
+    ``[]``); a plain ``squeue`` lists every user's and is redirected instead.
+    """
+    argv = _plain(command)
+    if not argv:
+        return None
+    name, args = _base(argv[0]), argv[1:]
+    if name == "squeue" and args in (["--me"], ["-u", user], ["--user", user], [f"--user={user}"]):
+        return ACTIVE
+    if name == "sacct" and args in ([], ["-X"]):
+        return []
     return None
 
 

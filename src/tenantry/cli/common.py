@@ -154,3 +154,33 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     for r in rows:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def job_rows(jobs: list[dict[str, Any]]) -> str:
+    """Jobs as the table ``tenantry jobs`` prints (the hook answers ``squeue`` with it too)."""
+    import time
+
+    from tenantry.core.units import format_duration
+
+    rows = []
+    for j in jobs:
+        elapsed = None
+        if j.get("started_at"):
+            elapsed = (j.get("ended_at") or time.time()) - j["started_at"]
+        rows.append(
+            [
+                j["id"],
+                j.get("backend_id", ""),
+                j.get("name", "")[:24],
+                j["state"],
+                "" if j.get("exit_code") is None else str(j["exit_code"]),
+                format_duration(elapsed),
+                j.get("principal", ""),
+                (j.get("reason") or "")[:40],
+            ]
+        )
+    text = table(rows, ["JOBID", "BACKEND_ID", "NAME", "STATE", "EXIT", "ELAPSED", "BY", "REASON"])
+    stale = [j for j in jobs if j.get("stale")]
+    if stale:
+        text += f"\n(status may be stale: {stale[0].get('stale_reason', '')})"
+    return text

@@ -7,7 +7,15 @@ import os
 import sys
 import time
 
-from tenantry.cli.common import add_json, client_from, command, emit, settings_from, table
+from tenantry.cli.common import (
+    add_json,
+    client_from,
+    command,
+    emit,
+    job_rows,
+    settings_from,
+    table,
+)
 from tenantry.core import errors
 
 TYPE_CHECKING = False  # the CLI client path avoids importing typing (and argparse: fastrun)
@@ -279,36 +287,9 @@ def _submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_rows(jobs: list[dict[str, Any]]) -> str:
-    from tenantry.core.units import format_duration
-
-    rows = []
-    for j in jobs:
-        elapsed = None
-        if j.get("started_at"):
-            elapsed = (j.get("ended_at") or time.time()) - j["started_at"]
-        rows.append(
-            [
-                j["id"],
-                j.get("backend_id", ""),
-                j.get("name", "")[:24],
-                j["state"],
-                "" if j.get("exit_code") is None else str(j["exit_code"]),
-                format_duration(elapsed),
-                j.get("principal", ""),
-                (j.get("reason") or "")[:40],
-            ]
-        )
-    text = table(rows, ["JOBID", "BACKEND_ID", "NAME", "STATE", "EXIT", "ELAPSED", "BY", "REASON"])
-    stale = [j for j in jobs if j.get("stale")]
-    if stale:
-        text += f"\n(status may be stale: {stale[0].get('stale_reason', '')})"
-    return text
-
-
 def _status(args: argparse.Namespace) -> int:
     res = client_from(args).call("jobs.status", {"ids": args.ids})
-    emit(args, res, lambda r: _job_rows(r["jobs"]))
+    emit(args, res, lambda r: job_rows(r["jobs"]))
     if not args.json:
         for lesson in (x for job in res["jobs"] for x in job.get("lessons") or []):
             sys.stderr.write(f"tenantry: lesson [{lesson.get('trust', '?')}] {lesson['title']}\n")
@@ -319,7 +300,7 @@ def _jobs(args: argparse.Namespace) -> int:
     res = client_from(args).call(
         "jobs.list", {"all": not args.session, "states": args.state, "limit": args.limit}
     )
-    emit(args, res, lambda r: _job_rows(r["jobs"]))
+    emit(args, res, lambda r: job_rows(r["jobs"]))
     return 0
 
 
@@ -328,7 +309,7 @@ def _wait(args: argparse.Namespace) -> int:
     for chunk in client_from(args).stream("jobs.wait", {"id": args.id, "timeout_s": args.timeout}):
         if "result" in chunk:
             result = chunk["result"]
-    emit(args, result, lambda r: _job_rows([r["job"]]))
+    emit(args, result, lambda r: job_rows([r["job"]]))
     if not args.json:  # lessons attached to a failed job, as `run` prints them
         for lesson in result.get("lessons") or []:
             title = lesson.get("title") or lesson.get("body", "")[:80]

@@ -41,10 +41,12 @@ from tenantry.core.errors import (
     SessionStopped,
     TenantryError,
 )
-from tenantry.core.events import Event, Subscription
+from tenantry.core.events import Bus, Event, EventType, Subscription
 from tenantry.core.models import Principal
 from tenantry.core.tasks import TaskGroup
+from tenantry.facility import answers as answers_mod
 from tenantry.facility import routing
+from tenantry.facility.answers import KeptAnswers
 from tenantry.facility.identity import user_name
 from tenantry.facility.link import open_channel
 from tenantry.facility.seams import FacilityChannel
@@ -165,8 +167,15 @@ class UserLayerGate:
 
 
 class Forwarder:
-    def __init__(self, link: FacilityChannel) -> None:
+    """Sends the service's ops to it; a ``policy.check`` it answered before may come from
+    ``answers`` (``facility.answers``), recorded on the bus, which the service receives."""
+
+    def __init__(
+        self, link: FacilityChannel, answers: KeptAnswers | None = None, bus: Bus | None = None
+    ) -> None:
         self.link = link
+        self.answers = answers
+        self.bus = bus
 
     def forwards(self, op_name: str) -> bool:
         return routing.forwarded(op_name)
@@ -174,11 +183,41 @@ class Forwarder:
     async def forward(
         self, principal: Principal, op_name: str, params: dict[str, Any], request_id: str
     ) -> tuple[Any, list[str]]:
+        answers = self.answers if op_name == answers_mod.OP else None
+        key = answers.key(principal, params) if answers is not None else None
+        if answers is not None and key is not None:
+            kept = answers.get(key)
+            if kept is not None:
+                await self._record(principal, params, kept)
+                return kept, []
+            params = {**params, "reuse": True}
         wait = params.get("timeout_s")
         timeout = self.link.timeout_s + (float(wait) if isinstance(wait, int | float) else 0.0)
-        return await self.link.call(
+        result, warnings = await self.link.call(
             principal, op_name, params, request_id=request_id, timeout_s=timeout
         )
+        if answers is not None and key is not None and isinstance(result, dict):
+            if warnings:
+                result.pop("reuse", None)
+            else:
+                answers.put(key, result)
+        return result, warnings
+
+    async def _record(self, principal: Principal, params: dict[str, Any], kept: Any) -> None:
+        """The service did not see this check: say on the bus (sent to it) what was answered."""
+        if self.bus is None:
+            return
+        answer = kept if isinstance(kept, dict) else {}
+        await self.bus.publish(
+            Event(
+                EventType.POLICY_DECISION,
+                principal=principal.key,
+                subject=str(params.get("action", "")),
+                outcome=str(answer.get("decision", "")),
+                data={"rule": answer.get("rule", ""), "source": answer.get("source", ""),
+                      "kept": True},
+            )
+        )  # fmt: skip
 
 
 class RemoteLessons:
@@ -221,6 +260,8 @@ class Executor:
         self._subscription = Subscription()
         self.dropped = 0
         self.sent = 0
+        # the service's reusable policy answers, served while its policy version holds
+        self.answers = KeptAnswers()
 
     @property
     def active(self) -> bool:
@@ -237,7 +278,7 @@ class Executor:
         if (rt.settings.state_path / USER_POLICY).is_file() and isinstance(local, PolicyCheck):
             rt.gates["policy"] = UserLayerGate(local)
         rt.gates["facility"] = RemoteGate(self.link, rt)
-        rt.forwarder = Forwarder(self.link)
+        rt.forwarder = Forwarder(self.link, self.answers, rt.bus)
         rt.lessons = RemoteLessons(self.link)
         rt.budgets = RemoteBudgets(self.link)
         rt.flags = self
@@ -265,17 +306,24 @@ class Executor:
         handled: set[int] = set()
         version = -1
         while True:
+            ask: dict[str, Any] = {"version": version, "timeout_s": STOP_WAIT_S}
+            if self.answers.version is not None:
+                ask["policy"] = self.answers.version
             try:
                 result, _ = await self.link.call(
-                    self.me,
-                    "facility.stops",
-                    {"version": version, "timeout_s": STOP_WAIT_S},
-                    timeout_s=STOP_WAIT_S + self.link.timeout_s,
+                    self.me, "facility.stops", ask, timeout_s=STOP_WAIT_S + self.link.timeout_s
                 )
             except TenantryError:
+                self.answers.forget()  # the service may change unseen meanwhile
                 await asyncio.sleep(PAUSE_MAX_S)  # unreachable: agents are refused anyway
                 continue
+            except BaseException:
+                self.answers.forget()
+                raise
             version = int((result or {}).get("version", -1))
+            policy = (result or {}).get("policy")
+            # kept answers hold under this kill-switch version and this policy version only
+            self.answers.announce(policy if isinstance(policy, str) else None, version)
             stops = [s for s in (result or {}).get("stopped", []) if isinstance(s, dict)]
             handled &= {int(s.get("id", 0)) for s in stops}  # a stop set again is swept again
             for stop in stops:

@@ -160,12 +160,17 @@ def _stop_concerns(stop: dict[str, Any], user: str) -> bool:
 
 @op("facility.stops", "Executor: active stops that concern its user, once they change")
 async def stops(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
-    """Long poll: returns when the kill switch changed since ``version`` (or at the timeout)."""
+    """Long poll: returns when the kill switch changed since ``version`` (or at the timeout).
+
+    With ``policy`` (the policy version the executor holds) it returns as well when the
+    facility policy's version moved; the answer names the current one (``policy``).
+    """
     svc = _service(ctx)
     since = param(params, "version", int, -1)
     timeout = min(max(param(params, "timeout_s", float, 30.0), 0.0), 300.0)
-    version = await svc.wait_stops(since, timeout)
+    held = params.get("policy")
+    version = await svc.wait_stops(since, timeout, held if isinstance(held, str) else None)
     listed = REGISTRY["admin.list_stopped"]
     everything = (await listed.fn(ctx, {}))["stopped"]
     mine = [s for s in everything if isinstance(s, dict) and _stop_concerns(s, ctx.principal.user)]
-    return {"version": version, "stopped": mine}
+    return {"version": version, "stopped": mine, "policy": svc.policy_version()}

@@ -213,8 +213,19 @@ class FacilityService:
 
     def _stops_moved(self) -> None:
         self.stops_version += 1
+        self.wake_stops()
+
+    def wake_stops(self) -> None:
+        """Answer the executors' long polls now (the stops or the policy's version moved)."""
         self._stops_changed.set()
         self._stops_changed = asyncio.Event()
+
+    def policy_version(self) -> str:
+        """The facility policy's version ("" without one): executors' kept answers key on it."""
+        from tenantry.safety.policy.component import PolicyService
+
+        policy = self.runtime.gates.get("policy")
+        return policy.version if isinstance(policy, PolicyService) else ""
 
     async def from_replica(self, row: dict[str, Any]) -> None:
         """An event another replica journaled: into the job view, or the kill switch."""
@@ -231,12 +242,21 @@ class FacilityService:
                 kind, row["principal"], row["subject"], row["outcome"], row["data"], row["ts"]
             )
 
-    async def wait_stops(self, since: int, timeout_s: float) -> int:
-        """The kill switch's version once it differs from ``since`` (or at the timeout)."""
-        if self.stops_version == since:
+    async def wait_stops(self, since: int, timeout_s: float, policy: str | None = None) -> int:
+        """The kill switch's version once it differs from ``since`` (or at the timeout).
+
+        With ``policy`` (a policy version the caller holds) it returns as well once the
+        policy's version differs from it.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.stops_version == since and policy in (None, self.policy_version()):
+            left = deadline - loop.time()
+            if left <= 0:
+                break
             changed = self._stops_changed
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout_s)
+                await asyncio.wait_for(changed.wait(), left)
         return self.stops_version
 
     def viewer(self, p: Principal) -> Viewer:
@@ -310,6 +330,11 @@ def create(runtime: Runtime) -> FacilityService:
     service.replica_events = replica_events(runtime, service)
     runtime.identify = identity
     runtime.gates["facility"] = service
+    from tenantry.safety.policy.component import PolicyService
+
+    policy = runtime.gates.get("policy")
+    if isinstance(policy, PolicyService):
+        policy.watch(service.wake_stops)  # executors drop the answers they kept
     return service
 
 

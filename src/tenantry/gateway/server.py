@@ -29,10 +29,21 @@ log = logging.getLogger(__name__)
 
 
 def _private_dir(path: Path) -> None:
+    """Make ``path`` a directory only its owner may enter; never a shared one (``/tmp``)."""
+    import stat
+
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = path.stat()
     if st.st_uid != os.getuid():
         raise UsageError(f"{path} belongs to uid {st.st_uid}, not to you")
+    if st.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
+        # root owns /tmp: making it 0700 would lock every other user out of it
+        raise UsageError(
+            f"{path} is a shared directory (mode {stat.S_IMODE(st.st_mode):o}); the daemon"
+            " keeps its socket and state in a private one",
+            hint="give --socket (or TENANTRY_SOCKET) a path in a directory of its own,"
+            " e.g. /tmp/tenantry-$USER/sock",
+        )
     os.chmod(path, 0o700)
 
 

@@ -14,6 +14,9 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +58,10 @@ class PolicyService:
         self.flagged: dict[str, float] = {}  # principal key -> when it last got flagged content
         self._tasks = TaskGroup("policy")  # the facts refresh loop; failures shown in info
         self.facts_refreshed_at = 0.0
+        # the policy's version: this process, its loads and its judge's facts (``version``)
+        self._nonce = f"{os.getpid()}-{time.time_ns()}"
+        self._loads = 0
+        self._watchers: list[Callable[[], None]] = []
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -110,12 +117,29 @@ class PolicyService:
                 protected=self.protected_paths(),
                 owner_of=self.owner_of,
                 where_of=self.where_of,
+                on_change=self._changed,
             )
             self.load_error = None
         except TenantryError as err:
             log.error("policy: %s", err)
             self.judge = None
             self.load_error = err
+        self._loads += 1
+        self._changed()
+
+    @property
+    def version(self) -> str:
+        """Changes whenever a decision could: a load of the policies, new facts, a restart."""
+        generation = self.judge.generation if self.judge is not None else -1
+        return f"{self._nonce}.{self._loads}.{generation}"
+
+    def watch(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` after every change of ``version``."""
+        self._watchers.append(fn)
+
+    def _changed(self) -> None:
+        for fn in list(self._watchers):
+            fn()
 
     def protected_paths(self) -> tuple[str, ...]:
         out = [str(self.state)]

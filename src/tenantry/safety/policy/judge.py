@@ -8,7 +8,9 @@ sent, the hour), consulted before any normalization. Every look at the world
 the normalizer made (``observed.look``: symlinks, scripts, ``PATH``, placement,
 job owners) is kept with the entry and checked again on a hit, so a request
 whose files or placement changed is judged afresh. New facts or policies
-(``set_facts``, a new ``Judge`` on reload) start an empty cache.
+(``set_facts``, a new ``Judge`` on reload) start an empty cache; new facts
+also advance ``generation`` and call ``on_change`` (the facility service tells
+executors, whose caches of its answers key on it: ``reuse``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +44,8 @@ class Decision:
     checks: list[dict[str, Any]] = field(default_factory=list)
     duration_us: float = 0.0
     error: TenantryError | None = None  # bad input: the caller sees this error itself
+    # what normalizing looked at besides the request (``observed``); not part of the answer
+    looks: list[Look] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def decision(self) -> str:
@@ -73,8 +78,11 @@ class Judge:
         read_files: bool = True,
         hour: int | None = None,
         where_of: WhereOf | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.engine = engine
+        self.generation = 0  # advances with every change of the facts
+        self.on_change = on_change
         self.env = Env(facts, owner_of, protected, read_files, hour, where_of)
         self._principals: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
         # raw request -> (decision, the looks it depended on); see the module docstring
@@ -91,9 +99,14 @@ class Judge:
         self._decided.clear()
 
     def set_facts(self, facts: Facts) -> None:
+        changed = facts != self.env.facts
         self.env.facts = facts
         self._principals.clear()
         self._decided.clear()
+        if changed:
+            self.generation += 1
+            if self.on_change is not None:
+                self.on_change()
 
     def entities(self, p: Principal) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         uid, ents, _ = self._entities(p)
@@ -161,6 +174,7 @@ class Judge:
             decision = self._evaluate(principal, action, params, t0)
         finally:
             stop()
+        decision.looks = looks
         if key is not None and decision.error is None:
             if len(self._decided) >= CACHE_SIZE:
                 self._decided.clear()

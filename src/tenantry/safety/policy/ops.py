@@ -16,7 +16,9 @@ async def check(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     """Params: ``action``, ``params`` (the op params to judge), optional ``agent``/``session``.
 
     Judging as another agent product or session of the *same* user is allowed:
-    a dry run grants nothing.
+    a dry run grants nothing. With ``reuse`` the answer says whether the asker
+    may keep it, and on what it rests (``reuse``: ``policy.reuse.describe``;
+    a facility executor keeps its hooks' answers so).
     """
     action = param(params, "action", str, required=True)
     inner = param(params, "params", dict, {})
@@ -34,7 +36,16 @@ async def check(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             principal, agent=product, session=param(params, "session", str, principal.session)
         )
     service = ctx.runtime.component("policy", PolicyService)
-    return service.check(principal, action, inner).to_dict()
+    decision = service.check(principal, action, inner)
+    out = decision.to_dict()
+    if param(params, "reuse", bool, False):
+        from tenantry.safety.policy import reuse
+
+        static = (
+            [service.judge.env.where_of] if service.judge and service.judge.env.where_of else []
+        )
+        out["reuse"] = reuse.describe(decision, service.version, static=static)
+    return out
 
 
 def _approval_view(a: Any) -> dict[str, Any]:
