@@ -2,7 +2,8 @@
 
 Raw text (a pasted error, a question) becomes quoted terms joined by ``OR``
 (see ``terms``), so quotes, colons and paths never break the FTS5 parser.
-The rarest terms that fit a postings budget are scored by FTS5's BM25; the
+The rarest terms that fit a postings budget are scored by FTS5's BM25 (each
+term's list once, then kept in memory: ``scored``); the
 frequent ones (often the topical words) are not dropped but added through
 their best postings, computed once per term and kept in memory
 (``top_postings``), so the work stays bounded at 100k lessons. Two more
@@ -219,12 +220,19 @@ async def warm_top_postings(store: LessonStore, min_df: int = POSTINGS_BUDGET //
     each pay a pass over a frequent term's postings (about 70 ms for a term in
     all of 100k lessons; about 2 s for all such terms at 100k). One read per
     term, so recalls interleave. SQLite's FTS5 only.
+
+    The terms among them that still fit the budget (a query may take them as
+    its rare terms) also get their whole scored list (``scored``): a pass over
+    up to ``POSTINGS_BUDGET`` postings that a recall would otherwise pay.
     """
     if store.db.engine != "sqlite" or not TOP_PER_TERM:
         return 0
     frequent = sorted((w for w, n in store.df.items() if n > min_df), key=lambda w: -store.df[w])
     for word in frequent[:TOP_TERMS_CACHED]:
         await store.db.read(partial(top_postings, store=store, word=word))
+        if store.df.get(word, 0) <= POSTINGS_BUDGET:
+            whole = partial(store.scored.get, table="lessons_fts", word=word, version=store.n_docs)
+            await store.db.read(whole)
     return min(len(frequent), TOP_TERMS_CACHED)
 
 

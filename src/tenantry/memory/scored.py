@@ -25,6 +25,7 @@ through ``retrieval.top_postings``).
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from tenantry.memory import bm25, terms
@@ -49,6 +50,7 @@ class ScoredPostings:
         self.size = 0  # postings held
         # (table, term) -> (version the list was scored at, the list)
         self._lists: dict[tuple[str, str], tuple[int, Arrays]] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._lists)
@@ -72,12 +74,13 @@ class ScoredPostings:
             np.fromiter((r[0] for r in rows), np.int64, len(rows)),
             np.fromiter((r[1] for r in rows), np.float64, len(rows)),
         )
-        self._drop(key)
-        if len(rows) <= LIST_MAX:
-            while self._lists and self.size + len(rows) > self.capacity:
-                self._drop(next(iter(self._lists)))
-            self._lists[key] = (version, found)
-            self.size += len(rows)
+        with self._lock:  # the store's reader threads share the cache
+            self._drop(key)
+            if len(rows) <= LIST_MAX:
+                while self._lists and self.size + len(rows) > self.capacity:
+                    self._drop(next(iter(self._lists)))
+                self._lists[key] = (version, found)
+                self.size += len(rows)
         return found
 
     def _drop(self, key: tuple[str, str]) -> None:
