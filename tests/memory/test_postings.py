@@ -42,3 +42,17 @@ def test_a_list_changed_in_place_is_converted_again() -> None:
     common[0].update({10**9: 100.0})
     after = postings.merge_numpy(np, rare, common, 30)
     assert 10**9 in after and 10**9 not in before
+
+
+@pytest.mark.parametrize(("seed", "terms", "size", "span"), [(6, 5, 300, 2_000), (7, 1, 80, 90)])
+def test_lists_kept_as_arrays_merge_as_the_dictionaries_do(
+    seed: int, terms: int, size: int, span: int
+) -> None:
+    rare, common = lists(seed, terms, size, span)
+    parts = [rare, *common]
+    arrays = [(np.array(list(p), np.int64), np.array(list(p.values()))) for p in parts]
+    for keep in (1, 25, 60, 10_000):
+        assert list(postings.merge_lists(arrays, keep).items()) == list(
+            postings.merge_loop({}, parts, keep).items()
+        )
+    assert postings.merge_lists([], 60) == {}

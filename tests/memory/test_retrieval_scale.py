@@ -130,3 +130,6 @@ async def test_warm_up_fills_the_frequent_terms_only(tmp_path: Path) -> None:
         assert warmed == len(store.top_postings) > 0
         assert "scratch" in store.top_postings and "gpu" not in store.top_postings
         assert len(store.top_postings["scratch"][2]) == 6
+        # within the budget: its whole scored list too, the rarer term's not
+        assert ("lessons_fts", "scratch") in store.scored
+        assert ("lessons_fts", "gpu") not in store.scored

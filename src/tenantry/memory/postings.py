@@ -56,6 +56,20 @@ def merge(
     return merge_numpy(np, scores, common, keep)
 
 
+def as_arrays(postings: dict[int, float]) -> tuple[Any, Any]:
+    """A list of ``retrieval.top_postings`` as (seqs, scores) arrays (converted once)."""
+    import numpy as np
+
+    return _arrays(np, postings)
+
+
+def merge_lists(parts: Sequence[tuple[Any, Any]], keep: int) -> dict[int, float]:
+    """``merge_arrays`` of lists kept as arrays (``scored``): the best ``keep`` of their sums."""
+    import numpy as np
+
+    return merge_arrays(np, parts, keep)
+
+
 def merge_loop(
     scores: dict[int, float], common: Sequence[dict[int, float]], keep: int
 ) -> dict[int, float]:
@@ -71,10 +85,18 @@ def merge_loop(
 def merge_numpy(
     np: Any, scores: dict[int, float], common: Sequence[dict[int, float]], keep: int
 ) -> dict[int, float]:
-    parts = [_arrays(np, p) for p in common]
     n = len(scores)
-    seqs = np.concatenate([np.fromiter(scores.keys(), np.int64, n), *(a for a, _ in parts)])
-    vals = np.concatenate([np.fromiter(scores.values(), np.float64, n), *(b for _, b in parts)])
+    first = (np.fromiter(scores.keys(), np.int64, n), np.fromiter(scores.values(), np.float64, n))
+    return merge_arrays(np, [first, *(_arrays(np, p) for p in common)], keep)
+
+
+def merge_arrays(np: Any, parts: Sequence[tuple[Any, Any]], keep: int) -> dict[int, float]:
+    """The lists given as (seqs, scores) arrays, summed per lesson: the best ``keep``, ties by
+    first appearance (as ``merge_loop`` over the same lists as dictionaries)."""
+    if not parts:
+        return {}
+    seqs = np.concatenate([a for a, _ in parts])
+    vals = np.concatenate([b for _, b in parts])
     uniq, first, inverse = np.unique(seqs, return_index=True, return_inverse=True)
     sums = np.bincount(inverse, weights=vals)  # in input order, as the loop adds them
     cand = np.arange(len(sums))

@@ -2,7 +2,8 @@
 
 Raw text (a pasted error, a question) becomes quoted terms joined by ``OR``
 (see ``terms``), so quotes, colons and paths never break the FTS5 parser.
-The rarest terms that fit a postings budget are scored by FTS5's BM25; the
+The rarest terms that fit a postings budget are scored by FTS5's BM25 (each
+term's list once, then kept in memory: ``scored``); the
 frequent ones (often the topical words) are not dropped but added through
 their best postings, computed once per term and kept in memory
 (``top_postings``), so the work stays bounded at 100k lessons. Two more
@@ -28,14 +29,15 @@ and then they always rank below every live lesson.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any
 
 from tenantry.core.models import Principal
-from tenantry.memory import bm25, postings, signature, terms, vocab
+from tenantry.memory import bm25, postings, scored, signature, terms, vocab
 from tenantry.memory.models import Kind, Lesson, Status
 from tenantry.memory.store import _COLUMNS, LessonStore, row_to_lesson
 from tenantry.memory.vectors import VectorIndex
@@ -218,12 +220,19 @@ async def warm_top_postings(store: LessonStore, min_df: int = POSTINGS_BUDGET //
     each pay a pass over a frequent term's postings (about 70 ms for a term in
     all of 100k lessons; about 2 s for all such terms at 100k). One read per
     term, so recalls interleave. SQLite's FTS5 only.
+
+    The terms among them that still fit the budget (a query may take them as
+    its rare terms) also get their whole scored list (``scored``): a pass over
+    up to ``POSTINGS_BUDGET`` postings that a recall would otherwise pay.
     """
     if store.db.engine != "sqlite" or not TOP_PER_TERM:
         return 0
     frequent = sorted((w for w, n in store.df.items() if n > min_df), key=lambda w: -store.df[w])
     for word in frequent[:TOP_TERMS_CACHED]:
         await store.db.read(partial(top_postings, store=store, word=word))
+        if store.df.get(word, 0) <= POSTINGS_BUDGET:
+            whole = partial(store.scored.get, table="lessons_fts", word=word, version=store.n_docs)
+            await store.db.read(whole)
     return min(len(frequent), TOP_TERMS_CACHED)
 
 
@@ -324,7 +333,9 @@ async def search(
             return index.similarities_by_seq(query_vec, seqs)
 
     prefetch = PREFETCH_DENSE if dense else PREFETCH
-    seen: dict[int, Lesson] = {}  # seq -> lesson decoded by this query's lists
+    # seq -> lesson, shared by the lists of this recall and, on SQLite (a store one process
+    # owns, whose writes it sees), by later recalls until the next write
+    seen: dict[int, Lesson] = store.decoded() if sqlite else {}
 
     def lexical(
         conn: Conn, ws: list[str], common_ws: Sequence[str] = (), table: str = "lessons_fts"
@@ -336,8 +347,23 @@ async def search(
         if not ws:
             return []
         common_postings = [top_postings(conn, store, w) for w in common_ws]
+        if table == "lessons_fts" and len(ws) == 1 and store.df.get(ws[0], 0) > POSTINGS_BUDGET:
+            # a query of frequent terms only: its rarest term's best postings hold its best hits
+            rare = [postings.as_arrays(top_postings(conn, store, ws[0]))]
+        else:
+            v = scored.version(store, table)
+            rare = [store.scored.get(conn, table, w, v) for w in ws]
         return _bm25(
-            conn, terms.fts_query(ws), cond, args, table, dense, prefetch, common_postings, seen
+            conn,
+            terms.fts_query(ws),
+            cond,
+            args,
+            table,
+            dense,
+            prefetch,
+            common_postings,
+            seen,
+            rare,
         )
 
     def run(conn: Conn) -> tuple[list[tuple[Lesson, float]], list[Lesson]]:
@@ -355,28 +381,33 @@ async def search(
             ranked = fuse(ranked, more, W_EXPANDED)
         if tier:
             ranked = fuse(ranked, tier, W_TIER)
-        extra: list[Lesson] = []
+        direct: list[int] = []
         for sig in sig_hashes:  # one query per hash: the index yields them best first
-            rows = conn.execute(
-                f"SELECT {_L_COLUMNS} FROM lessons l WHERE l.sig_hash = ? AND {cond}"
-                " ORDER BY l.trust_rank DESC, l.seq DESC LIMIT ?",
-                (sig, *args, SIG_POOL),
-            )
-            extra += [row_to_lesson(r) for r in rows]
+            direct += [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT l.seq FROM lessons l WHERE l.sig_hash = ? AND {cond}"
+                    " ORDER BY l.trust_rank DESC, l.seq DESC LIMIT ?",
+                    (sig, *args, SIG_POOL),
+                )
+            ]
         for key, value in want.items():
-            rows = conn.execute(
-                f"SELECT {_L_COLUMNS} FROM lesson_subjects s JOIN lessons l ON l.id = s.lesson_id"
-                f" WHERE s.key = ? AND s.value = ? AND {cond} LIMIT ?",
-                (key, value.lower(), *args, POOL),
-            )
-            extra += [row_to_lesson(r) for r in rows]
-        return ranked, extra
+            direct += [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT l.seq FROM lesson_subjects s JOIN lessons l ON l.id = s.lesson_id"
+                    f" WHERE s.key = ? AND s.value = ? AND {cond} LIMIT ?",
+                    (key, value.lower(), *args, POOL),
+                )
+            ]
+        _decode(conn, seen, direct)
+        return ranked, [seen[seq] for seq in direct if seq in seen]
 
     ranked, extra = await store.db.read(run)
     hits = rank(ranked, extra, text, want, sig_lines, set(sig_hashes), {*words, *own}, None)
     if vectors is not None and qvec is not None and len(hits) > 1:
         hits = rerank_dense(hits, vectors.similarities(qvec, [h.lesson.id for h in hits]))
-    return hits[:limit]
+    return [Hit(_detached(h.lesson), h.score, h.matched) for h in hits[:limit]]
 
 
 def _order(h: Hit) -> tuple[bool, bool]:
@@ -421,6 +452,7 @@ def _bm25(
     prefetch: int = PREFETCH,
     common: Sequence[dict[int, float]] = (),
     decoded: dict[int, Lesson] | None = None,
+    rare: Sequence[scored.Arrays] | None = None,
 ) -> list[tuple[Lesson, float]]:
     """BM25 candidates: rank in FTS5 alone, then filter; join in SQL only if too few pass.
 
@@ -437,11 +469,15 @@ def _bm25(
     lesson several of them find is read and decoded once.
     """
     bm25 = _BM25.replace("lessons_fts", table)
-    top = conn.execute(
-        f"SELECT rowid, {bm25} AS r FROM {table} WHERE {table} MATCH ? ORDER BY r LIMIT ?",
-        (match, prefetch),
-    ).fetchall()
-    scores = {int(r[0]): -float(r[1]) for r in top}
+    if rare is None:
+        top = conn.execute(
+            f"SELECT rowid, {bm25} AS r FROM {table} WHERE {table} MATCH ? ORDER BY r LIMIT ?",
+            (match, prefetch),
+        ).fetchall()
+        scores = {int(r[0]): -float(r[1]) for r in top}
+    else:  # the same sum from the terms' scored lists (``scored``)
+        scores = postings.merge_lists(rare, prefetch)
+        top = list(scores)
     if common:
         scores = postings.merge(scores, common, prefetch)
     if scores:
@@ -461,14 +497,7 @@ def _bm25(
             if not best:
                 return []
             memo = decoded if decoded is not None else {}
-            need = [seq for seq in best if seq not in memo]
-            if need:
-                rows = conn.execute(
-                    f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
-                    f" WHERE l.seq IN ({','.join('?' * len(need))})",
-                    need,
-                ).fetchall()
-                memo.update((int(r["seq"]), row_to_lesson(r)) for r in rows)
+            _decode(conn, memo, best)
             found = [(memo[seq], scores[seq]) for seq in best if seq in memo]
             found.sort(key=lambda x: x[1], reverse=True)
             return found
@@ -479,6 +508,31 @@ def _bm25(
         (match, *args, POOL),
     )
     return [(row_to_lesson(r), -float(r["r"])) for r in joined]
+
+
+def _decode(conn: Conn, memo: dict[int, Lesson], seqs: Sequence[int]) -> None:
+    """Read and decode the lessons of ``seqs`` that ``memo`` (store seq -> lesson) lacks."""
+    need = list(dict.fromkeys(seq for seq in seqs if seq not in memo))
+    if need:
+        rows = conn.execute(
+            f"SELECT l.seq, {_L_COLUMNS} FROM lessons l"
+            f" WHERE l.seq IN ({','.join('?' * len(need))})",
+            need,
+        ).fetchall()
+        memo.update((int(r["seq"]), row_to_lesson(r)) for r in rows)
+
+
+def _detached(les: Lesson) -> Lesson:
+    """A copy of a lesson the recalls' memo holds (``LessonStore.decoded``), for the caller."""
+    return replace(
+        les,
+        subject=dict(les.subject),
+        evidence=list(les.evidence),
+        sources=list(les.sources),
+        claim=copy.deepcopy(les.claim),
+        findings=[dict(f) for f in les.findings],
+        classes=list(les.classes),
+    )
 
 
 def _with_candidates(

@@ -20,6 +20,7 @@ from typing import Any
 from tenantry.core.errors import NotFound
 from tenantry.memory import terms
 from tenantry.memory.models import Kind, Lesson, Scope, Source, Status, Trust
+from tenantry.memory.scored import ScoredPostings
 from tenantry.store.engine import Conn, Row, Schema, StartClose, Store
 from tenantry.store.sqlite import SQLiteStore
 
@@ -30,6 +31,8 @@ _COLUMNS = (
     " verified_at, created_at, updated_at, classes, sensitive"
 )
 
+
+LESSONS_DECODED = 4096  # lessons kept decoded for recalls (all dropped when full)
 
 # the terms of the index on PostgreSQL, counted as retrieval_pg counts a lesson's length
 _PG_TOKENS = (
@@ -203,6 +206,9 @@ class LessonStore(StartClose):
         self.top_postings: dict[str, tuple[int, int, dict[int, float]]] = {}
         # lesson id -> its indexed terms for BM25 (see retrieval._with_candidates, bm25.doc)
         self.doc_terms: dict[str, tuple[int, dict[str, float]]] = {}
+        self.generation = 0  # bumped by every write (what the caches of recalls key on)
+        self.scored = ScoredPostings()  # each term's postings with its BM25 there (``scored``)
+        self._decoded: tuple[int, dict[int, Lesson]] = (0, {})
 
     async def start(self) -> None:
         if self._owned:
@@ -230,7 +236,21 @@ class LessonStore(StartClose):
         if self._owned:
             await self.db.aclose()
 
+    def decoded(self) -> dict[int, Lesson]:
+        """Lessons recalls decoded, by store seq, until the next write through this store.
+
+        A recall ranks dozens of lessons, most of them the same from one recall to
+        the next (the lessons of common errors), so their rows are decoded once.
+        Only ``retrieval`` reads it, and it hands out copies (the lessons are mutable).
+        """
+        generation, memo = self._decoded
+        if generation != self.generation or len(memo) >= LESSONS_DECODED:
+            memo = {}
+            self._decoded = (self.generation, memo)
+        return memo
+
     def _count(self, words: Sequence[str]) -> None:
+        self.generation += 1
         for w in set(words):
             self.df[w] = self.df.get(w, 0) + 1
         self.n_docs += 1
@@ -268,6 +288,7 @@ class LessonStore(StartClose):
             _retier(conn, old_id)
             return words
 
+        self.generation += 1  # the old lesson's row changes (see ``decoded``)
         self._count(await self.db.write(fn))
         return new
 
@@ -303,7 +324,11 @@ class LessonStore(StartClose):
             _log(conn, lesson_id, actor, action, {**shown, **(detail or {})})
             return _retier(conn, lesson_id)
 
-        return await self.db.write(fn)
+        self.generation += 1  # a recall from now on decodes the row again
+        try:
+            return await self.db.write(fn)
+        finally:
+            self.generation += 1  # and one that started during the write too
 
     async def endorse(self, lesson_id: str, principal_key: str, user: str, project: str) -> int:
         """Record agreement; returns the number of distinct projects endorsing."""
