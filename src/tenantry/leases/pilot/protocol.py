@@ -247,15 +247,22 @@ _SPARSE: dict[type, frozenset[str]] = {
 }
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}  # field names of each message type, looked up once
+
+
 def to_dict(msg: Message) -> dict[str, Any]:
     """The JSON object of a message (without version and type): bytes in base64,
     tuples as lists, a replay's results as exit objects."""
     if isinstance(msg, Replay):
         return {"results": [to_dict(r) for r in msg.results]}
-    sparse = _SPARSE.get(type(msg), frozenset())
+    kind = type(msg)
+    names = _NAMES.get(kind)
+    if names is None:
+        names = _NAMES[kind] = tuple(f.name for f in fields(msg))
+    sparse = _SPARSE.get(kind, frozenset())
     d: dict[str, Any] = {}
-    for f in fields(msg):
-        name, value = f.name, getattr(msg, f.name)
+    for name in names:
+        value = getattr(msg, name)
         if name in sparse and not value:
             continue
         if isinstance(value, bytes):
@@ -498,7 +505,7 @@ class Seal:
         return self._mac(role, _canonical(body))
 
     def _mac(self, role: str, text: bytes) -> str:
-        return hmac.new(self.key, f"{role}\n".encode() + text, hashlib.sha256).hexdigest()
+        return hmac.digest(self.key, _ROLES[role] + text, "sha256").hex()
 
     def close(self, msg: Message) -> bytes:
         self.send_n += 1
@@ -544,6 +551,8 @@ class Seal:
             return None
         return _object(text)
 
+
+_ROLES = {"daemon": b"daemon\n", "pilot": b"pilot\n"}  # what each side's MACs begin with
 
 # ``,"mac":"`` + 64 hex digits + ``"}``
 _MAC_TAIL = 8 + 64 + 2
