@@ -11,6 +11,8 @@ import pytest
 
 from tenantry.core.spawn import close_on_exec_all, ignored_signals, spawn
 
+from ..path_tools import path_tools
+
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
     out_r, out_w = os.pipe()
@@ -30,13 +32,8 @@ def test_the_program_is_found_on_the_commands_path_and_this_process_keeps_its_ow
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # spawn changes this process's directory
-    tool = tmp_path / "bin" / "tnt-only-here"
-    tool.parent.mkdir()
-    tool.write_text("#!/bin/sh\npwd\n")
-    tool.chmod(0o755)
-    (tool.parent / "plain").write_text("not a program\n")
-    env = {"PATH": f"{tool.parent}:/usr/bin:/bin"}
-    assert _run(["tnt-only-here"], tmp_path, env) == (0, f"{tmp_path}\n")
+    env = path_tools(tmp_path)
+    assert _run(["tnt-only-here"], tmp_path, env) == (0, f"found\n{tmp_path}\n")
     with pytest.raises(PermissionError):
         _run(["plain"], tmp_path, env)
     with pytest.raises(FileNotFoundError):

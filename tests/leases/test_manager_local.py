@@ -17,6 +17,7 @@ from tenantry.leases.manager import LeaseManager
 from tenantry.leases.pilot import protocol as p
 from tenantry.leases.pilot.worker import Pilot, PilotConfig
 
+from ..path_tools import path_tools
 from .conftest import Collect, Stack, Until
 
 PY = sys.executable
@@ -387,14 +388,11 @@ async def test_a_lease_command_starts_clean_on_its_own_path(
     assert not ignored & {int(s) for s in signal.valid_signals()}, ignored
     r = await mgr.run(CommandSpec(argv=("ls", "/proc/self/fd")), alice, collect())
     assert set(r.stdout_tail.split()) <= {"0", "1", "2", "3"}, r.stdout_tail
-    tool = tmp_path / "bin" / "tnt-only-here"
-    tool.parent.mkdir()
-    tool.write_text("#!/bin/sh\necho found\n")
-    tool.chmod(0o755)
-    (tool.parent / "plain").write_text("not a program\n")
-    env = {"PATH": f"{tool.parent}:/usr/bin:/bin"}
-    found = await mgr.run(CommandSpec(argv=("tnt-only-here",), env=env), alice, collect())
-    assert (found.exit_code, found.stdout_tail) == (0, "found\n")
+    env = path_tools(tmp_path)
+    found = await mgr.run(
+        CommandSpec(argv=("tnt-only-here",), cwd=str(tmp_path), env=env), alice, collect()
+    )
+    assert (found.exit_code, found.stdout_tail) == (0, f"found\n{tmp_path}\n")
     plain = await mgr.run(CommandSpec(argv=("plain",), env=env), alice, collect())
     assert plain.exit_code == 126
     missing = await mgr.run(CommandSpec(argv=("tnt-nowhere",), env=env), alice, collect())
