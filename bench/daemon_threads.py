@@ -37,7 +37,11 @@ def thread_cpu(pid: int) -> dict[str, float]:
     with open(f"/proc/{pid}/stat") as fh:
         f = fh.read().rpartition(")")[2].split()
     out["reaped children"] = (int(f[13]) + int(f[14])) / TICK
-    for child, _ in arms._children_map().get(pid, []):  # the spawner, a pilot, ...
+    kids = arms._children_map()
+    todo = [child for child, _ in kids.get(pid, [])]
+    while todo:  # the spawner, a lease's job script and its pilot, ...
+        child = todo.pop()
+        todo.extend(grandchild for grandchild, _ in kids.get(child, []))
         try:
             with open(f"/proc/{child}/cmdline", "rb") as fh:
                 name = fh.read().rstrip(b"\0").rpartition(b"\0")[2].decode()[-24:]

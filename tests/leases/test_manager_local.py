@@ -17,6 +17,7 @@ from tenantry.leases.manager import LeaseManager
 from tenantry.leases.pilot import protocol as p
 from tenantry.leases.pilot.worker import Pilot, PilotConfig
 
+from ..path_tools import path_tools
 from .conftest import Collect, Stack, Until
 
 PY = sys.executable
@@ -371,3 +372,30 @@ async def test_an_environment_crosses_the_link_once(
     assert outs == ["a\n", "a\n", "b\n", "a\n"]
     (live,) = mgr._live.values()
     assert len(live.envs) == 2  # two environments sent, each once
+
+
+async def test_a_lease_command_starts_clean_on_its_own_path(
+    stack: Stack, alice: Principal, collect: type[Collect], tmp_path: Path
+) -> None:
+    """The pilot starts commands by posix_spawn (no Popen work per start): they still
+    get the default signal dispositions, no descriptor beyond 0-2 but the one ``ls``
+    opens, and their program looked up on their own PATH (127 missing, 126 not
+    executable) rather than the pilot's."""
+    mgr = await stack.manager()
+    r = await mgr.run(CommandSpec(argv=("cat", "/proc/self/status")), alice, collect())
+    line = next(x for x in r.stdout_tail.splitlines() if x.startswith("SigIgn:"))
+    ignored = {n + 1 for n in range(64) if int(line.split()[1], 16) >> n & 1}
+    assert not ignored & {int(s) for s in signal.valid_signals()}, ignored
+    r = await mgr.run(CommandSpec(argv=("ls", "/proc/self/fd")), alice, collect())
+    assert set(r.stdout_tail.split()) <= {"0", "1", "2", "3"}, r.stdout_tail
+    env = path_tools(tmp_path)
+    found = await mgr.run(
+        CommandSpec(argv=("tnt-only-here",), cwd=str(tmp_path), env=env), alice, collect()
+    )
+    assert (found.exit_code, found.stdout_tail) == (0, f"found\n{tmp_path}\n")
+    plain = await mgr.run(CommandSpec(argv=("plain",), env=env), alice, collect())
+    assert plain.exit_code == 126
+    missing = await mgr.run(CommandSpec(argv=("tnt-nowhere",), env=env), alice, collect())
+    assert missing.exit_code == 127 and "tnt-nowhere" in missing.reason
+    gone = await mgr.run(CommandSpec(argv=("true",), cwd=str(tmp_path / "no")), alice, collect())
+    assert gone.exit_code == 127 and str(tmp_path / "no") in gone.reason

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import errno
 import json
 import os
 import resource
@@ -40,6 +39,8 @@ import socket
 import subprocess
 import sys
 from typing import Any
+
+from tenantry.core.spawn import ignored_signals, spawn
 
 CHUNK = 65536
 
@@ -58,32 +59,6 @@ def start_ticks(pid: int) -> int | None:
 # process ignores (Python ignores SIGPIPE and SIGXFSZ, the spawner SIGINT, and
 # what the daemon's parent ignored); set by main()
 _DEFAULT_SIGNALS: tuple[int, ...] = ()
-
-
-def _ignored() -> tuple[int, ...]:
-    out = []
-    for sig in signal.valid_signals():
-        with contextlib.suppress(OSError, ValueError):
-            if signal.getsignal(sig) in (signal.SIG_IGN, signal.default_int_handler):
-                out.append(int(sig))
-    return tuple(out)
-
-
-def _program(name: str, env: dict[str, str] | None) -> str:
-    """The file to execute for ``argv[0]``: as given if it holds a slash, else the
-    first executable file of that name on the command's ``PATH``."""
-    if "/" in name:
-        return name
-    found = ""
-    for d in os.get_exec_path(env):
-        candidate = os.path.join(d, name)
-        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
-            return candidate
-        if not found and os.path.exists(candidate):
-            found = candidate  # there but not executable: EACCES, as execvp says
-    if found:
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), found)
-    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 def _rlimit_as(size: int) -> Any:
@@ -168,29 +143,16 @@ class Spawner:
     def spawn(
         self, argv: list[str], cwd: str, env: dict[str, str] | None, out: int, err: int
     ) -> int:
-        """``posix_spawn`` the program in ``cwd`` (this process is single-threaded: it
-        changes its own directory for the child to inherit) in a new session.
-
-        The program is looked up on the command's own ``PATH``, as ``Popen``
-        does, by ``stat`` here rather than by failed ``execve``s in the child.
-        Every descriptor of this process is close-on-exec; the child gets
-        /dev/null and its two pipes as 0, 1 and 2, the default disposition of
-        the signals this process ignores, and an empty signal mask.
-        """
-        os.chdir(cwd)
-        path = _program(argv[0], env)
-        return os.posix_spawn(
-            path,
+        """``posix_spawn`` the program in ``cwd`` in a new session (``core/spawn.py``;
+        this process is single-threaded and every descriptor of it close-on-exec)."""
+        return spawn(
             argv,
+            cwd,
             os.environ if env is None else env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, self.null, 0),
-                (os.POSIX_SPAWN_DUP2, out, 1),
-                (os.POSIX_SPAWN_DUP2, err, 2),
-            ],
-            setsid=True,
-            setsigmask=(),
-            setsigdef=_DEFAULT_SIGNALS,
+            stdin=self.null,
+            stdout=out,
+            stderr=err,
+            default_signals=_DEFAULT_SIGNALS,
         )
 
     def readable(self, fd: int) -> None:
@@ -318,7 +280,7 @@ class Spawner:
 def main() -> int:
     global _DEFAULT_SIGNALS
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the daemon's terminal
-    _DEFAULT_SIGNALS = _ignored()
+    _DEFAULT_SIGNALS = ignored_signals()
     sock = socket.socket(fileno=sys.stdin.fileno())
     spawner = Spawner(sock)
     try:

@@ -154,9 +154,13 @@ class Resources:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Resources:
-        d = d or {}
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        if not d:
+            return _NO_RESOURCES  # frozen: one default shape serves every command
+        return cls(**{k: v for k, v in d.items() if k in _RESOURCE_FIELDS})
+
+
+_RESOURCE_FIELDS = frozenset(f.name for f in dataclasses.fields(Resources))
+_NO_RESOURCES = Resources()
 
 
 @dataclass(frozen=True, slots=True)

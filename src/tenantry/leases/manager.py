@@ -67,6 +67,17 @@ ENV_IDS = 256
 log = logging.getLogger(__name__)
 
 
+def _waiting_beyond(q: deque[Cmd], n: int) -> bool:
+    """Whether more than ``n`` commands of ``q`` still wait (looks at about ``n`` of them:
+    the pump calls this with every queued command of a burst)."""
+    for cmd in q:
+        if not cmd.future.done():
+            n -= 1
+            if n < 0:
+                return True
+    return False
+
+
 class LeaseManager(PilotLinks):
     """The ``leases`` component. ``run`` has the command-runner signature."""
 
@@ -295,12 +306,11 @@ class LeaseManager(PilotLinks):
         return env_id
 
     def _grow(self, key: PoolKey, q: deque[Cmd]) -> None:
-        waiting = [c for c in q if not c.future.done()]
         pool = [lv for lv in self._live.values() if lv.lease.key == key and lv.lease.active]
         # starting pilots, and pilots that are expected back (daemon restart, blip)
         coming = sum(lv.lease.slots for lv in pool if lv.lease.state in ("pending", "disconnected"))
-        while len(waiting) > coming:
-            owner = waiting[0].principal
+        owner = q[0].principal  # the pump leaves a command still waiting first
+        while _waiting_beyond(q, coming):
             user_n = sum(
                 1 for lv in self._live.values() if lv.lease.active and lv.lease.key.user == key.user
             )
@@ -308,14 +318,13 @@ class LeaseManager(PilotLinks):
                 1 for lv in self._live.values() if lv.lease.active and lv.lease.owner == owner.key
             )
             if user_n >= self.cfg.max_per_user or sess_n >= self.cfg.max_per_session:
-                self._make_room(key, waiting, pool, user_n, sess_n)
+                self._make_room(key, q, pool, user_n, sess_n)
                 return
-            need = max(c.need_s for c in waiting)
-            self._acquire(key, owner, need)
+            self._acquire(key, owner, max(c.need_s for c in q if not c.future.done()))
             coming += self.slots_for(key)
 
     def _make_room(
-        self, key: PoolKey, waiting: list[Cmd], pool: list[Live], user_n: int, sess_n: int
+        self, key: PoolKey, q: deque[Cmd], pool: list[Live], user_n: int, sess_n: int
     ) -> None:
         idle = [
             lv
@@ -332,7 +341,7 @@ class LeaseManager(PilotLinks):
         if any(lv.lease.state in ("ready", "pending", "disconnected") for lv in pool):
             return  # this pool's leases will free a slot
         which = "user" if user_n >= self.cfg.max_per_user else "session"
-        owner = waiting[0].principal.key
+        owner = q[0].principal.key
         if any(
             lv.lease.state == "draining"
             and (lv.lease.key.user == key.user if which == "user" else lv.lease.owner == owner)
@@ -344,7 +353,7 @@ class LeaseManager(PilotLinks):
             f"{which} already holds {limit} busy lease(s), the most allowed",
             hint="wait for running commands to finish, or `tenantry leases release ID`",
         )
-        for cmd in waiting:
+        for cmd in [c for c in q if not c.future.done()]:
             fail(cmd, err)
 
     def slots_for(self, key: PoolKey) -> int:

@@ -160,7 +160,7 @@ class PilotLinks:
                     await self._on_output(live, msg.id, msg.stream, msg.data)
                 elif isinstance(msg, p.Exit):
                     await self._on_exit(live, msg)
-                    p.send(writer, p.Ack(ids=(msg.id,)))
+                    p.ack(writer, msg.id)  # this turn's acks go together
                 elif isinstance(msg, p.Drain):  # the pilot drains on its own clock
                     if lease_ready(live):
                         live.lease.state, live.lease.reason, live.final = (
@@ -172,7 +172,7 @@ class PilotLinks:
                 elif isinstance(msg, p.Replay):
                     for ex in msg.results:
                         await self._on_exit(live, ex, replayed=True)
-                    p.send(writer, p.Ack(ids=tuple(ex.id for ex in msg.results)))
+                        p.ack(writer, ex.id)
                 elif not isinstance(msg, p.Heartbeat):
                     raise TenantryError(f"unexpected {msg.t} message from pilot")
         finally:

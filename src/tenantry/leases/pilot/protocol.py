@@ -247,15 +247,22 @@ _SPARSE: dict[type, frozenset[str]] = {
 }
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}  # field names of each message type, looked up once
+
+
 def to_dict(msg: Message) -> dict[str, Any]:
     """The JSON object of a message (without version and type): bytes in base64,
     tuples as lists, a replay's results as exit objects."""
     if isinstance(msg, Replay):
         return {"results": [to_dict(r) for r in msg.results]}
-    sparse = _SPARSE.get(type(msg), frozenset())
+    kind = type(msg)
+    names = _NAMES.get(kind)
+    if names is None:
+        names = _NAMES[kind] = tuple(f.name for f in fields(msg))
+    sparse = _SPARSE.get(kind, frozenset())
     d: dict[str, Any] = {}
-    for f in fields(msg):
-        name, value = f.name, getattr(msg, f.name)
+    for name in names:
+        value = getattr(msg, name)
         if name in sparse and not value:
             continue
         if isinstance(value, bytes):
@@ -498,7 +505,7 @@ class Seal:
         return self._mac(role, _canonical(body))
 
     def _mac(self, role: str, text: bytes) -> str:
-        return hmac.new(self.key, f"{role}\n".encode() + text, hashlib.sha256).hexdigest()
+        return hmac.digest(self.key, _ROLES[role] + text, "sha256").hex()
 
     def close(self, msg: Message) -> bytes:
         self.send_n += 1
@@ -545,6 +552,8 @@ class Seal:
         return _object(text)
 
 
+_ROLES = {"daemon": b"daemon\n", "pilot": b"pilot\n"}  # what each side's MACs begin with
+
 # ``,"mac":"`` + 64 hex digits + ``"}``
 _MAC_TAIL = 8 + 64 + 2
 
@@ -559,6 +568,50 @@ def link_key(key: bytes, lease: str, pilot_nonce: str, daemon_nonce: str) -> byt
 
 
 _SEALS: dict[int, tuple[Any, Seal]] = {}
+_OUTBOXES: dict[int, Outbox] = {}
+
+ACK_IDS = 4096  # command ids per ack message
+
+
+class Outbox:
+    """What one end of a sealed link sends: each message sealed when it is sent (in
+    order; an error such as an oversized message raises there), and every line of
+    one turn of the event loop written together, with the acks of that turn as one
+    ``ack`` message. A burst costs one write and one segment per turn, not one per
+    run, exit and ack."""
+
+    __slots__ = ("_acks", "_lines", "_loop", "_seal", "_soon", "writer")
+
+    def __init__(self, writer: asyncio.StreamWriter, sealed: Seal) -> None:
+        self.writer = writer
+        self._seal = sealed
+        self._lines: list[bytes] = []
+        self._acks: list[str] = []
+        self._soon = False
+        self._loop = asyncio.get_running_loop()
+
+    def post(self, msg: Message) -> None:
+        self._lines.append(self._seal.close(msg))
+        self._schedule()
+
+    def ack(self, cid: str) -> None:
+        self._acks.append(cid)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._soon:
+            self._soon = True
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what is queued now (also at the end of the turn it was queued in)."""
+        self._soon = False
+        acks, self._acks = self._acks, []
+        for i in range(0, len(acks), ACK_IDS):
+            self._lines.append(self._seal.close(Ack(ids=tuple(acks[i : i + ACK_IDS]))))
+        lines, self._lines = self._lines, []
+        if lines and not self.writer.is_closing():
+            self.writer.write(b"".join(lines))
 
 
 def seal(
@@ -571,14 +624,19 @@ def seal(
     pilot_nonce: str,
     daemon_nonce: str,
 ) -> None:
-    """From now on, every message on this connection is MAC'd and checked."""
+    """From now on, every message on this connection is MAC'd and checked, and what
+    this end sends goes through its ``Outbox`` (written at the end of each turn)."""
     peer = "daemon" if me == "pilot" else "pilot"
     s = Seal(link_key(key, lease, pilot_nonce, daemon_nonce), me, peer)
     for end in (reader, writer):
         _SEALS[id(end)] = (end, s)
+    _OUTBOXES[id(writer)] = Outbox(writer, s)
 
 
 def unseal(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """The connection ends: write what is still queued, forget the seal."""
+    flush(writer)
+    _OUTBOXES.pop(id(writer), None)
     for end in (reader, writer):
         _SEALS.pop(id(end), None)
 
@@ -586,6 +644,11 @@ def unseal(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
 def _seal_of(end: Any) -> Seal | None:
     entry = _SEALS.get(id(end))
     return entry[1] if entry is not None and entry[0] is end else None
+
+
+def _outbox_of(writer: asyncio.StreamWriter) -> Outbox | None:
+    box = _OUTBOXES.get(id(writer))
+    return box if box is not None and box.writer is writer else None
 
 
 # -- stream edge --------------------------------------------------------------------
@@ -608,6 +671,26 @@ async def recv(reader: asyncio.StreamReader) -> Message | None:
 
 
 def send(writer: asyncio.StreamWriter, msg: Message) -> None:
-    """Queue one message on the stream (the caller drains the writer)."""
-    sealed = _seal_of(writer)
-    writer.write(sealed.close(msg) if sealed is not None else encode(msg))
+    """Send one message: before the seal, written at once (the caller drains the
+    writer); on a sealed link, queued on its outbox and written at the end of this
+    turn of the loop with the others (``flush`` writes them now)."""
+    box = _outbox_of(writer)
+    if box is not None:
+        box.post(msg)
+    else:
+        writer.write(encode(msg))
+
+
+def ack(writer: asyncio.StreamWriter, cid: str) -> None:
+    """Acknowledge a result on a sealed link: this turn's acks go as one message."""
+    box = _outbox_of(writer)
+    if box is None:
+        raise PilotProtocolError("acks travel only on a sealed pilot link")
+    box.ack(cid)
+
+
+def flush(writer: asyncio.StreamWriter) -> None:
+    """Write what a sealed link's outbox holds now (before closing the writer)."""
+    box = _outbox_of(writer)
+    if box is not None:
+        box.flush()

@@ -28,7 +28,6 @@ import random
 import secrets
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import Any
 
 from tenantry.core.errors import PilotProtocolError
 from tenantry.core.fds import close_quietly
+from tenantry.core.spawn import close_on_exec_all, ignored_signals, spawn
 from tenantry.leases.pilot import protocol as p
 
 log = logging.getLogger(__name__)
@@ -118,13 +118,14 @@ class Pilot:
         self._env = base
         self._step = step_environment(base)  # the allocation's: the same for every command
         self._null: int | None = None
+        self._default_signals: tuple[int, ...] = ()  # set when it serves (core/spawn.py)
         self._envs: dict[str, dict[str, str]] = {}  # by id, first in first out (p.Env)
         self._writer: asyncio.StreamWriter | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
         # accepted but waiting for a free slot: the daemon may send a few ahead so
         # a slot never idles for a round trip between two commands
         self._queue: dict[str, p.Run] = {}
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._procs: dict[str, _Proc] = {}
         self._cancelled: dict[str, str] = {}  # id -> state to report (cancelled|timeout)
         self._unacked: dict[str, p.Exit] = {}
         self._offline: dict[str, _Offline] = {}
@@ -140,6 +141,10 @@ class Pilot:
     # -- lifecycle ---------------------------------------------------------------------
     async def serve(self) -> int:
         """Run until released, drained at walltime, or orphaned. Returns an exit code."""
+        # commands start by posix_spawn: nothing this process inherited reaches them,
+        # and what it ignores they get at the default
+        close_on_exec_all()
+        self._default_signals = ignored_signals()
         walltimer = asyncio.create_task(self._walltime())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -326,6 +331,7 @@ class Pilot:
         """Close the link once nothing is left to do (released or drained, all acked)."""
         self._wake.set()
         if self._finished() and self._writer is not None:
+            p.flush(self._writer)
             self._writer.close()
 
     def _handle(self, msg: p.Message) -> None:
@@ -430,16 +436,18 @@ class Pilot:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            # Popen, not asyncio's subprocess: we reap with wait4 to get the command's
-            # rusage; its pipes are plain fds read by loop callbacks (no transports)
-            proc = subprocess.Popen(  # noqa: ASYNC220
-                list(run.argv),
-                cwd=run.cwd,
-                env=self.command_env(run.env),
-                stdin=self._devnull(),
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,
+            # posix_spawn, not asyncio's subprocess: we reap with wait4 to get the
+            # command's rusage; its pipes are plain fds read by loop callbacks
+            proc = _Proc(
+                spawn(
+                    run.argv,
+                    run.cwd,
+                    self.command_env(run.env),
+                    stdin=self._devnull(),
+                    stdout=out_w,
+                    stderr=err_w,
+                    default_signals=self._default_signals,
+                )
             )
         except OSError as exc:
             close_quietly(out_r, err_r)
@@ -530,7 +538,17 @@ class Pilot:
             await asyncio.wait(list(self._running.values()), timeout=KILL_GRACE_S * 2)
 
 
-def _killpg(proc: subprocess.Popen[bytes]) -> None:
+class _Proc:
+    """A command the pilot started: its pid, and its exit code once reaped."""
+
+    __slots__ = ("pid", "returncode")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+
+def _killpg(proc: _Proc) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
