@@ -139,6 +139,9 @@ class Spawner:
         self.by_fd[cmd.pidfd] = cmd
         self.ep.register(cmd.pidfd, select.EPOLLIN)
         self.send("pid", n, cmd.pid, start_ticks(cmd.pid))
+        # the daemon learns a pid before this process does anything else: if it is
+        # killed now, the daemon still knows which process group to end
+        self.flush()
 
     def spawn(
         self, argv: list[str], cwd: str, env: dict[str, str] | None, out: int, err: int
