@@ -181,6 +181,36 @@ async def test_executor_takes_job_states_from_the_facility_and_asks_its_own_for_
     assert again[a.backend_id].state is JobState.PENDING and inner.calls["query"] == 2
 
 
+async def test_a_job_just_submitted_is_pending_from_sbatchs_word_while_push_is_live() -> None:
+    # the facility day: each new job cost a squeue of the user's own (the service did not
+    # know it yet) and a hurried poll of the service's; its start is pushed anyway
+    from tenantry.backends.base import JobUpdate
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.models import JobSpec, JobState
+    from tenantry.facility import status as fstatus
+
+    inner = FakeBackend()
+    link = CannedLink({})
+    backend = fstatus.FacilityStatusBackend(inner, link, push=True)
+    assert backend.push is not None
+    me = Principal(uid=1, user="alice")
+    sub = await backend.submit(JobSpec(script="/a", script_text="#!/bin/sh\n"), me, "t1")
+    bid = sub.backend_id
+    backend.push.live = True
+    got = await backend.query([bid])
+    assert got[bid].state is JobState.PENDING and got[bid].reason == fstatus.FRESH_REASON
+    assert (link.calls, inner.calls["query"], backend.fresh_answers) == (0, 0, 1)
+    backend.push.states[bid] = JobUpdate(bid, JobState.RUNNING)  # its start, pushed
+    assert (await backend.query([bid]))[bid].state is JobState.RUNNING
+    del backend.push.states[bid]  # forgotten by the push: no longer fresh, asked again
+    await backend.query([bid])
+    assert link.calls == 1 and inner.calls["query"] == 1
+    other = await backend.submit(JobSpec(script="/b", script_text="#!/bin/sh\n"), me, "t2")
+    backend.push.live = False  # no push: the facility and the own backend are asked
+    await backend.query([other.backend_id])
+    assert link.calls == 2 and inner.calls["query"] == 2
+
+
 class RecordingLink(FacilityLink):
     """Accepts ingest batches (records their sizes) or refuses the first one."""
 
