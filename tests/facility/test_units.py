@@ -211,6 +211,51 @@ async def test_a_job_just_submitted_is_pending_from_sbatchs_word_while_push_is_l
     assert link.calls == 2 and inner.calls["query"] == 2
 
 
+class InfoLink(CannedLink):
+    """Answers ``facility.info`` with the service's scheduler facts (or is down)."""
+
+    def __init__(self, scheduler: dict[str, Any] | None) -> None:
+        super().__init__({})
+        self.scheduler = scheduler
+
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
+        if req.op != "facility.info":
+            return await super().send(req)
+        self.calls += 1
+        if self.scheduler is None:
+            raise FacilityUnavailable("down")
+        return {"scheduler": self.scheduler}, []
+
+
+async def test_executor_takes_partitions_from_the_facility_once_not_from_slurm() -> None:
+    # the facility day: every executor ran sinfo and scontrol at its start and again
+    # before each lease's pilot job, two controller RPCs each time
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.settings import Settings
+    from tenantry.facility.status import FacilityStatusBackend
+
+    class Counting(FakeBackend):
+        infos = 0
+
+        async def info(self) -> dict[str, Any]:
+            self.infos += 1
+            return await super().info()
+
+    parts = [{"name": "debug", "default": True, "max_time_s": 3600},
+             {"name": "gpu", "max_time_s": 1800}]  # fmt: skip
+    inner = Counting()
+    link = InfoLink({"partitions": parts, "nodes": [], "defaults": {"account": "svc"}})
+    mine = Settings(slurm_account="lab")
+    backend = FacilityStatusBackend(inner, link, settings=mine)
+    info = await backend.info()
+    assert info["partitions"] == parts and info["source"] == "facility"
+    assert info["defaults"] == {"partition": "debug", "account": "lab"}  # the user's own
+    await backend.info()
+    assert link.calls == 1 and inner.infos == 0  # asked once, for INFO_TTL_S
+    down = FacilityStatusBackend(inner, InfoLink(None), settings=mine)
+    assert (await down.info())["backend"] == inner.name and inner.infos == 1
+
+
 class RecordingLink(FacilityLink):
     """Accepts ingest batches (records their sizes) or refuses the first one."""
 

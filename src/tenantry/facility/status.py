@@ -32,6 +32,7 @@ from tenantry.facility.link import open_channel
 from tenantry.facility.push import StatusPush
 from tenantry.facility.seams import FacilityChannel
 
+INFO_TTL_S = 300.0  # partitions and nodes from the facility: asked once per this long
 FRESH_S = 120.0  # a new job is PENDING from sbatch's word this long, while nothing is pushed
 FRESH_REASON = "submitted; its start is pushed by the facility"
 
@@ -58,8 +59,17 @@ def update_from_wire(d: dict[str, Any]) -> JobUpdate:
 
 
 class FacilityStatusBackend:
-    def __init__(self, inner: Backend, link: FacilityChannel, *, push: bool = False) -> None:
+    def __init__(
+        self,
+        inner: Backend,
+        link: FacilityChannel,
+        *,
+        push: bool = False,
+        settings: Settings | None = None,
+    ) -> None:
         self.inner = inner
+        self.settings = settings  # the user's own defaults (partition, account)
+        self._info: tuple[float, dict[str, Any]] | None = None
         self.link = link
         self.name = inner.name
         self.me = Principal(uid=os.getuid(), user=user_name(os.getuid()))
@@ -112,12 +122,34 @@ class FacilityStatusBackend:
         await self.inner.cancel(backend_id)
 
     async def info(self) -> dict[str, Any]:
-        out = await self.inner.info()
+        out = await self._scheduler_info()
         out["facility_asked"] = self.asked
         out["facility_fresh_answers"] = self.fresh_answers
         if self.push is not None:
             out["facility_push"] = self.push.health()
         return out
+
+    async def _scheduler_info(self) -> dict[str, Any]:
+        """Partitions and nodes as the facility service read them (``facility.info``), at
+        most ``INFO_TTL_S`` old; from the user's own backend when the service cannot say."""
+        now = time.monotonic()
+        if self._info is not None and now - self._info[0] < INFO_TTL_S:
+            return dict(self._info[1])
+        try:
+            self.asked += 1
+            result, _ = await self.link.call(self.me, "facility.info", {})
+            sched = result.get("scheduler") if isinstance(result, dict) else None
+        except (TenantryError, ValueError, KeyError):
+            sched = None
+        if not isinstance(sched, dict) or not isinstance(sched.get("partitions"), list):
+            return await self.inner.info()
+        default = next((p.get("name") for p in sched["partitions"] if isinstance(p, dict)
+                        and p.get("default")), "")  # fmt: skip
+        mine = {"partition": self.settings.slurm_partition or default,
+                "account": self.settings.slurm_account} if self.settings else {}  # fmt: skip
+        out = {**sched, "source": "facility", **({"defaults": mine} if mine else {})}
+        self._info = (now, out)
+        return dict(out)
 
     async def query(self, backend_ids: Sequence[str]) -> dict[str, JobUpdate]:
         ids = list(backend_ids)
@@ -172,5 +204,5 @@ def with_facility_status(backend: Backend, settings: Settings) -> Backend:
     link = open_channel(settings.facility_address, float(settings.facility_timeout_s))
     push = bool(settings.facility_push)
     if isinstance(backend, Recoverable):
-        return RecoverableFacilityStatusBackend(backend, link, push=push)
-    return FacilityStatusBackend(backend, link, push=push)
+        return RecoverableFacilityStatusBackend(backend, link, push=push, settings=settings)
+    return FacilityStatusBackend(backend, link, push=push, settings=settings)
