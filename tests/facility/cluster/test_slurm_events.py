@@ -286,7 +286,7 @@ ROOT = Viewer(0, "root", is_staff=True)
 
 
 @pytest.mark.slurm
-async def test_real_slurm_a_jobs_start_and_end_reach_the_service_as_events() -> None:
+async def test_real_slurm_a_jobs_start_and_end_reach_the_service_as_events(slurm: None) -> None:
     events = _slurm_log()
     src = SlurmSnapshotSource(timeout_s=30)
     cache = StatusCache()
@@ -307,7 +307,9 @@ async def test_real_slurm_a_jobs_start_and_end_reach_the_service_as_events() -> 
 
 
 @pytest.mark.slurm
-async def test_real_slurm_the_poller_falls_back_when_events_stop(tmp_path: Path) -> None:
+async def test_real_slurm_the_poller_falls_back_when_events_stop(
+    slurm: None, tmp_path: Path
+) -> None:
     _slurm_log()  # this Slurm reports events, but not to the log this service reads
     f, silent = _log_of(tmp_path)
     os.chown(f, 0, 0)
