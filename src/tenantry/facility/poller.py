@@ -666,7 +666,7 @@ class Poller:
                 at = job.end_time  # a pending job cancelled has no end event
             else:
                 continue
-            if at is None or at <= since:
+            if at is None or at < int(since):  # Slurm's times are whole seconds
                 continue
             phase = "start" if ch.state is JobState.RUNNING else "end"
             if at < late:

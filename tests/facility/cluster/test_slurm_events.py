@@ -324,8 +324,15 @@ async def test_real_slurm_the_poller_falls_back_when_events_stop(
         async with _running(poller, feed):
             await _until(lambda: cache.health.polls >= 1 and feed.healthy(), "a healthy feed", 30)
             jid = _sbatch("sleep 30")
-            # the safety poll finds the job running for over a second with no event
-            await _until(lambda: feed.missed >= 1, "the safety poll saw the missed start", 30)
+
+            def started() -> bool:
+                st = cache.current(jid)
+                return st is not None and st.state is JobState.RUNNING
+
+            await _until(started, "the job started (a poll saw it)", 60)
+            # the safety poll found it running for over a second with no event, or saw it
+            # first and its event did not follow within the grace
+            await _until(lambda: feed.missed >= 1, f"a miss: {feed.health()}", 10)
             assert not feed.healthy()
             polls = cache.health.polls
             await _until(lambda: cache.health.polls >= polls + 3, "the normal pace", 10)
