@@ -331,6 +331,7 @@ def postgres_url(db: str) -> str:
 
 
 SLOW_POLL_S = 5.0  # the facility service's facility_poll_slow_s in this bench
+SLURM_EVENTS = "/var/spool/tenantry-slurm/events"  # scripts/dev-slurm's job event log
 
 
 class FacilityService:
@@ -342,9 +343,12 @@ class FacilityService:
     fresh PostgreSQL database per arm.
     """
 
-    def __init__(self, work: Path, python: str, pythonpath: str, db: str) -> None:
+    def __init__(
+        self, work: Path, python: str, pythonpath: str, db: str, slurm_events: str = ""
+    ) -> None:
         self.base = work / "facility"
         self.python, self.pythonpath, self.db = python, pythonpath, db
+        self.slurm_events = slurm_events
         self.socket = str(self.base / "run" / "facility.sock")
         self.state = self.base / "svc"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -376,6 +380,8 @@ class FacilityService:
             # the facility's trade: answers up to 5 s old for fewer controller RPCs (the
             # bare agents' own squeue polls come every 3-6 s)
             cfg.write(f"facility_poll_slow_s = {SLOW_POLL_S}\n")
+            if self.slurm_events:  # slurmctld's job events: the poller is a safety net
+                cfg.write(f'facility_slurm_events = "{self.slurm_events}"\n')
         log = (self.base.parent / "facility-service.log").open("ab")
         self.proc = subprocess.Popen(
             [str(self.base / "sbin" / "tenantry-facility-start")],
@@ -581,7 +587,9 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
     fac.clean_scratch()
     service = None
     if arm == "tenantry" and args.mode == "facility":
-        service = FacilityService(fac.work, fac.python, fac.pythonpath, args.pg_db)
+        service = FacilityService(
+            fac.work, fac.python, fac.pythonpath, args.pg_db, args.slurm_events
+        )
         users.append(SERVICE_ACCOUNT)  # its RPCs are the arm's too
     daemons = (
         Daemons(
@@ -1002,6 +1010,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Claude Code's pre-tool hook in the tenantry arm: http (the daemon answers on"
         " loopback, what `tenantry install` writes with hook_http set; the default) or command"
         " (a `tenantry hook` process per command)",
+    )
+    p.add_argument(
+        "--slurm-events",
+        default=SLURM_EVENTS if os.path.exists(SLURM_EVENTS) else "",
+        help="facility mode: slurmctld's job event log the service reads (scripts/dev-slurm"
+        " writes it; '' to poll only)",
     )
     p.add_argument("--work", default="/var/tmp/tenantry-facility-day")
     p.add_argument(

@@ -153,3 +153,16 @@ class TestSlurmBackend(BackendContract):
 
     def open_backend(self, state: Path) -> Backend:
         return SlurmBackend(load(env={}, overrides={"state_dir": str(state), "backend": "slurm"}))
+
+
+@pytest.mark.slurm
+async def test_slurm_info_is_read_once_per_ttl(slurm: None, tmp_path: Path) -> None:
+    # the facility day: sinfo and scontrol at every lease's pilot and policy refresh
+    from tenantry.backends import slurm as slurm_backend
+
+    backend = SlurmBackend(load(env={}, overrides={"state_dir": str(tmp_path), "backend": "slurm"}))
+    await backend.start()
+    first = await backend.info()
+    first["partitions"] = []  # a caller's copy: the cached facts stay whole
+    again = await backend.info()
+    assert again["partitions"] and backend.calls["sinfo"] == 1 and slurm_backend.INFO_TTL_S > 0

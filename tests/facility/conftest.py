@@ -28,6 +28,9 @@ import pytest
 from tests.gateway.conftest import wait_for
 
 PY = sys.executable
+# a checkout's tests run its own code in the users' daemons and the service too
+_PATHS = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+CHECKOUT_ENV = {"PYTHONPATH": os.pathsep.join(_PATHS)} if _PATHS else {}
 TENANTRY = str(Path(sys.executable).with_name("tenantry"))
 ACCOUNT = "tt-tenantry"
 STAFF = "tt-staff"
@@ -144,6 +147,7 @@ class User:
             "TENANTRY_AUTOSTART": "0",
             "TENANTRY_POLL_FAST_S": "0.3",
             "TENANTRY_POLICY_FILE": str(self.home / "no-policy.cedar"),
+            **CHECKOUT_ENV,
         }
         if agent:
             env |= {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": f"s-{self.name}"}
@@ -222,7 +226,7 @@ class Facility:
         with (self.base / self.log_name).open("ab") as out:
             self.proc = subprocess.Popen(
                 [str(self.start_script)],
-                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", **CHECKOUT_ENV},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.base,

@@ -181,6 +181,81 @@ async def test_executor_takes_job_states_from_the_facility_and_asks_its_own_for_
     assert again[a.backend_id].state is JobState.PENDING and inner.calls["query"] == 2
 
 
+async def test_a_job_just_submitted_is_pending_from_sbatchs_word_while_push_is_live() -> None:
+    # the facility day: each new job cost a squeue of the user's own (the service did not
+    # know it yet) and a hurried poll of the service's; its start is pushed anyway
+    from tenantry.backends.base import JobUpdate
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.models import JobSpec, JobState
+    from tenantry.facility import status as fstatus
+
+    inner = FakeBackend()
+    link = CannedLink({})
+    backend = fstatus.FacilityStatusBackend(inner, link, push=True)
+    assert backend.push is not None
+    me = Principal(uid=1, user="alice")
+    sub = await backend.submit(JobSpec(script="/a", script_text="#!/bin/sh\n"), me, "t1")
+    bid = sub.backend_id
+    backend.push.live = True
+    got = await backend.query([bid])
+    assert got[bid].state is JobState.PENDING and got[bid].reason == fstatus.FRESH_REASON
+    assert (link.calls, inner.calls["query"], backend.fresh_answers) == (0, 0, 1)
+    backend.push.states[bid] = JobUpdate(bid, JobState.RUNNING)  # its start, pushed
+    assert (await backend.query([bid]))[bid].state is JobState.RUNNING
+    del backend.push.states[bid]  # forgotten by the push: no longer fresh, asked again
+    await backend.query([bid])
+    assert link.calls == 1 and inner.calls["query"] == 1
+    other = await backend.submit(JobSpec(script="/b", script_text="#!/bin/sh\n"), me, "t2")
+    backend.push.live = False  # no push: the facility and the own backend are asked
+    await backend.query([other.backend_id])
+    assert link.calls == 2 and inner.calls["query"] == 2
+
+
+class InfoLink(CannedLink):
+    """Answers ``facility.info`` with the service's scheduler facts (or is down)."""
+
+    def __init__(self, scheduler: dict[str, Any] | None) -> None:
+        super().__init__({})
+        self.scheduler = scheduler
+
+    async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
+        if req.op != "facility.info":
+            return await super().send(req)
+        self.calls += 1
+        if self.scheduler is None:
+            raise FacilityUnavailable("down")
+        return {"scheduler": self.scheduler}, []
+
+
+async def test_executor_takes_partitions_from_the_facility_once_not_from_slurm() -> None:
+    # the facility day: every executor ran sinfo and scontrol at its start and again
+    # before each lease's pilot job, two controller RPCs each time
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.settings import Settings
+    from tenantry.facility.status import FacilityStatusBackend
+
+    class Counting(FakeBackend):
+        infos = 0
+
+        async def info(self) -> dict[str, Any]:
+            self.infos += 1
+            return await super().info()
+
+    parts = [{"name": "debug", "default": True, "max_time_s": 3600},
+             {"name": "gpu", "max_time_s": 1800}]  # fmt: skip
+    inner = Counting()
+    link = InfoLink({"partitions": parts, "nodes": [], "defaults": {"account": "svc"}})
+    mine = Settings(slurm_account="lab")
+    backend = FacilityStatusBackend(inner, link, settings=mine)
+    info = await backend.info()
+    assert info["partitions"] == parts and info["source"] == "facility"
+    assert info["defaults"] == {"partition": "debug", "account": "lab"}  # the user's own
+    await backend.info()
+    assert link.calls == 1 and inner.infos == 0  # asked once, for INFO_TTL_S
+    down = FacilityStatusBackend(inner, InfoLink(None), settings=mine)
+    assert (await down.info())["backend"] == inner.name and inner.infos == 1
+
+
 class RecordingLink(FacilityLink):
     """Accepts ingest batches (records their sizes) or refuses the first one."""
 

@@ -36,6 +36,7 @@ from tenantry.core.settings import Settings
 __all__ = ["CONTROLLER_COMMANDS", "SlurmBackend"]
 
 # Commands that reach slurmctld (sacct talks to slurmdbd instead).
+INFO_TTL_S = 30.0  # partitions and nodes: the pilots and policy of a busy daemon ask often
 CONTROLLER_COMMANDS = frozenset({"sbatch", "squeue", "scancel", "sinfo", "scontrol"})
 COMMANDS = (*sorted(CONTROLLER_COMMANDS), "sacct")
 
@@ -63,6 +64,7 @@ class SlurmBackend:
         self._bin: dict[str, str] = dict(binaries or {})
         self._user = user
         self._procs: set[asyncio.subprocess.Process] = set()
+        self._info: tuple[float, dict[str, Any]] | None = None  # (when, what) of the last info
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
@@ -273,6 +275,15 @@ class SlurmBackend:
             raise sp.error_from("scancel", err or out, rc, job=str(backend_id))
 
     async def info(self) -> dict[str, Any]:
+        """Nodes and partitions (two controller RPCs), at most ``INFO_TTL_S`` old."""
+        now = time.monotonic()
+        if self._info is not None and now - self._info[0] < INFO_TTL_S:
+            return dict(self._info[1])
+        out = await self._read_info()
+        self._info = (time.monotonic(), out)
+        return dict(out)
+
+    async def _read_info(self) -> dict[str, Any]:
         rc, out, err = await self._run(["sinfo", "--json"])
         if rc != 0:
             raise sp.error_from("sinfo", err or out, rc)

@@ -203,6 +203,25 @@ DECLARED: tuple[Setting, ...] = (
         " a job it does not know yet hurries it). 0: every second.",
     ),
     Setting(
+        "facility_slurm_events",
+        "",
+        "The job event log that slurmctld appends to (PrologSlurmctld/EpilogSlurmctld running"
+        " tenantry's slurm_event.sh; docs/facility-cluster.md). While it is trusted and"
+        " complete, the cluster poller runs only every facility_safety_poll_s. Empty: poll.",
+    ),
+    Setting(
+        "facility_slurm_user",
+        "slurm",
+        "Slurm's SlurmUser: the job event log is trusted only while it or root owns it and no"
+        " one else may write it or its directory.",
+    ),
+    Setting(
+        "facility_safety_poll_s",
+        60.0,
+        "With a healthy job event log, the cluster poller's interval (a safety net that also"
+        " checks the log missed nothing; a miss brings back the normal pace).",
+    ),
+    Setting(
         "facility_push",
         True,
         "An executor takes its jobs' state changes pushed by the facility service (a long-lived"
@@ -287,6 +306,9 @@ class Settings:
     facility_timeout_s: float
     facility_facts_refresh_s: float
     facility_poll_slow_s: float
+    facility_slurm_events: str
+    facility_slurm_user: str
+    facility_safety_poll_s: float
     facility_push: bool
     facility_tcp: str
     munge_socket: str

@@ -70,7 +70,8 @@ async def replica(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     status, served = svc.replicated, {"served": dict(svc.served)}
     extra = {**served, "slurm_facts": svc.accounts.health() if svc.accounts else None}
     if status is None:
-        return {"replicated": False, **extra}
+        events = svc.feed.health() if svc.feed is not None else None
+        return {"replicated": False, **extra, "slurm_events": events}
     return {"replicated": True, **status.health(), **extra}
 
 

@@ -41,11 +41,13 @@ from tenantry.core.models import JobState
 from tenantry.facility.seams import Viewer
 
 __all__ = [
+    "EventSource",
     "JobStatus",
     "LocalPublisher",
     "PollHealth",
     "Poller",
     "Publisher",
+    "SerialPublisher",
     "SlurmSnapshotSource",
     "SnapshotSource",
     "StatusCache",
@@ -200,6 +202,10 @@ class StatusCache:
         """``user`` (``"*"``: every user) reads the cache: their jobs are watched a while."""
         self.watchers[user] = time.monotonic()
 
+    def current(self, job_id: str) -> JobStatus | None:
+        """The cache's current status of one job (no visibility check: for feeders)."""
+        return self._current.get(job_id)
+
     def watched(self, statuses: Iterable[JobStatus]) -> int:
         """How many of ``statuses`` are of jobs someone watches."""
         cutoff = time.monotonic() - self.watch_s
@@ -216,7 +222,8 @@ class StatusCache:
         for job in jobs:
             status = JobStatus.from_slurm(job, observed_at)
             old = self._current.get(status.job_id)
-            if old is None or old.key() != status.key():
+            # a status from a job event lacks the name and comment: the poll brings them
+            if old is None or old.key() != status.key() or (not old.name and status.name):
                 out.append(status)
         return out
 
@@ -264,6 +271,13 @@ class StatusCache:
             h.consecutive_failures = 0
         self.prune(observed_at)
         self._wake()
+
+    def mark_fresh(self, at: float) -> None:
+        """The cache knows every start and end up to ``at`` (a healthy job event log):
+        its answers are that fresh, although the last poll is older."""
+        h = self.health
+        if h.observed_at is not None:  # never before a first poll: a job's queue state
+            h.observed_at = max(at, h.observed_at)
 
     def prune(self, now: float) -> int:
         """Forget jobs that ended more than ``retain_s`` ago (bounded memory)."""
@@ -417,6 +431,19 @@ class SnapshotSource(Protocol):
     async def resolve(self, job_ids: Sequence[str]) -> list[sp.SlurmJob]: ...
 
 
+class EventSource(Protocol):
+    """Job events that let the poller slow down (``slurm_events.EventFeed``)."""
+
+    since: float  # wall time from which it should have announced every start and end
+    request_poll: Callable[[], None] | None
+
+    def healthy(self) -> bool: ...
+
+    def note_missed(self, n: int) -> None: ...
+
+    def expect(self, job_id: str, phase: str, deadline: float) -> None: ...
+
+
 class Publisher(Protocol):
     """Gives changes their seq (and, between replicas, persists and announces them)."""
 
@@ -438,6 +465,18 @@ class LocalPublisher:
             seq += 1
             out.append(replace(ch, seq=seq))
         return out
+
+
+class SerialPublisher:
+    """One publish at a time: the poller and the job event feed share one publisher."""
+
+    def __init__(self, inner: Publisher) -> None:
+        self.inner = inner
+        self._lock = asyncio.Lock()
+
+    async def publish(self, changes: Sequence[JobStatus], observed_at: float) -> list[JobStatus]:
+        async with self._lock:
+            return await self.inner.publish(changes, observed_at)
 
 
 @dataclass(slots=True)
@@ -512,12 +551,20 @@ class Poller:
     _wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _hurry: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     watched_changes: int = field(default=0, init=False)  # of the last poll's changes
+    # job events (slurmctld's, ``slurm_events``): while healthy, poll every safety_s only;
+    # a start or an end it did not announce within miss_grace_s of Slurm's own time is a miss
+    events: EventSource | None = None
+    safety_s: float = 60.0
+    miss_grace_s: float = 10.0
+    _first: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         if self.idle_after_s is not None:
             self.cache.on_read = self.want
-        if self.slow_s is not None:
+        if self.slow_s is not None or self.events is not None:
             self.cache.on_miss = self.hurry
+        if self.events is not None:
+            self.events.request_poll = self.hurry
 
     def hurry(self) -> None:
         """A reader needs a job the cache does not know yet: poll now, then fast."""
@@ -574,11 +621,48 @@ class Poller:
                     del self._missing[i]
                     lost.append(self.cache.lost(i, observed_at))
         changes = [*self.cache.diff(jobs, observed_at), *lost]
+        if self.events is not None and not self._first:
+            self.events.note_missed(self._missed(changes, jobs, observed_at))
+        self._first = False
         published = await self.publisher.publish(changes, observed_at)
         self.cache.absorb(published)
         self.cache.mark_polled(observed_at)
         self.watched_changes = self.cache.watched(published)
         return len(published)
+
+    def _missed(self, changes: Sequence[JobStatus], jobs: Sequence[sp.SlurmJob], now: float) -> int:
+        """Starts and ends this poll found that the job events should have announced."""
+        assert self.events is not None
+        since, late = self.events.since, now - self.miss_grace_s
+        times = {j.job_id: j for j in jobs}
+        n = 0
+        for ch in changes:
+            old, job = self.cache.current(ch.job_id), times.get(ch.job_id)
+            if job is None:
+                continue
+            if ch.state is JobState.RUNNING and (old is None or old.state is JobState.PENDING):
+                at = job.start_time
+            elif ch.state.terminal and old is not None and old.state is JobState.RUNNING:
+                at = job.end_time  # a pending job cancelled has no end event
+            else:
+                continue
+            if at is None or at < int(since):  # Slurm's times are whole seconds
+                continue
+            phase = "start" if ch.state is JobState.RUNNING else "end"
+            if at < late:
+                n += 1
+            else:  # seen before its event could be: a miss unless the event follows
+                self.events.expect(ch.job_id, phase, at + self.miss_grace_s)
+        return n
+
+    def _paced(self, delay: float) -> float:
+        if self.events is not None and self.events.healthy():
+            return self.safety_s
+        # the pace follows the jobs someone watches: another user's job starting
+        # or ending on a busy cluster is not a reason to poll fast again
+        if self.slow_s is None or self.watched_changes:
+            return self.interval_s
+        return min(self.slow_s, max(delay, self.interval_s) * 1.5)
 
     async def run(self) -> None:
         """Poll forever at ``interval_s``; back off (and report) while Slurm fails."""
@@ -589,12 +673,7 @@ class Poller:
             self._hurry.clear()
             try:
                 await self.poll_once()
-                # the pace follows the jobs someone watches: another user's job starting
-                # or ending on a busy cluster is not a reason to poll fast again
-                if self.slow_s is None or self.watched_changes:
-                    delay = self.interval_s
-                else:
-                    delay = min(self.slow_s, max(delay, self.interval_s) * 1.5)
+                delay = self._paced(delay)
             except errors.TenantryError as exc:
                 self.cache.mark_failed(exc.message)
                 log.warning("facility status poll failed: %s", exc.message)

@@ -29,11 +29,13 @@ from tenantry.facility.leader import AConn, LeaderElection, connect
 from tenantry.facility.pg_listen import connected, follow_channel
 from tenantry.facility.poller import (
     Poller,
+    SerialPublisher,
     SnapshotSource,
     StatusCache,
     StatusView,
     Viewer,
 )
+from tenantry.facility.slurm_events import EventFeed, EventLog
 
 __all__ = ["ReplicatedStatus"]
 
@@ -59,6 +61,11 @@ class ReplicatedStatus:
     # replica: a follower's reads reach it as a NOTIFY on WANT_CHANNEL
     idle_after_s: float | None = None
     slow_s: float | None = None  # the leader's poller backs off to this while nothing changes
+    # slurmctld's job events, read by the leader (``slurm_events``): its poller then polls
+    # every safety_s while they are healthy
+    events_log: EventLog | None = None
+    safety_s: float = 60.0
+    feed: EventFeed | None = field(default=None, init=False)
     epoch: int = field(default=0, init=False)
     follower_connected: bool = field(default=False, init=False)
     _poller: Poller | None = field(default=None, init=False)
@@ -120,6 +127,7 @@ class ReplicatedStatus:
             "poll_failures": h.failures,
             "last_error": h.last_error or self.election.last_error,
             "follower_connected": self.follower_connected,
+            "slurm_events": self.feed.health() if self.feed is not None else None,
         }
 
     def _read(self) -> None:
@@ -185,9 +193,13 @@ class ReplicatedStatus:
 
     # -- leader -----------------------------------------------------------------------
     async def _lead(self, conn: AConn) -> None:
-        publisher = store.PgPublisher(conn, self.name)
-        self.epoch = await publisher.become_leader()
+        pg = store.PgPublisher(conn, self.name)
+        self.epoch = await pg.become_leader()
         await self._catch_up(conn)  # never diff against a cache behind the log
+        publisher = SerialPublisher(pg)
+        feed = None
+        if self.events_log is not None:
+            feed = EventFeed(self.events_log, self.cache, publisher, self.source)
         poller = Poller(
             self.source,
             self.cache,
@@ -195,12 +207,17 @@ class ReplicatedStatus:
             interval_s=self.interval_s,
             idle_after_s=self.idle_after_s,
             slow_s=self.slow_s,
+            events=feed,
+            safety_s=self.safety_s,
         )
         if self.idle_after_s is not None:
             self.cache.on_read = self._read
-        self._poller = poller
+        self._poller, self.feed = poller, feed
         try:
-            await poller.run()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(poller.run())
+                if feed is not None:
+                    group.create_task(feed.run())
         finally:
             self._poller = None
             self.cache.on_miss = None

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from tenantry.facility.poller import Poller, StatusCache
     from tenantry.facility.replica import ReplicatedStatus
     from tenantry.facility.replica_events import ReplicaEvents
+    from tenantry.facility.slurm_events import EventFeed, EventLog
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class FacilityService:
         self.scheduler = scheduler
         self.events_view = jobs if isinstance(jobs, EventJobView) else None
         self.poller: Poller | None = None
+        self.feed: EventFeed | None = None  # slurmctld's job events, when configured
         # replicas on one PostgreSQL: the status log they share, polled by the leader only
         self.replicated: ReplicatedStatus | None = None
         # the poller's cache, whose changes are pushed to executors (``facility.job_changes``),
@@ -142,6 +144,7 @@ class FacilityService:
         from tenantry.facility.poller import (
             LocalPublisher,
             Poller,
+            SerialPublisher,
             SlurmSnapshotSource,
             StatusCache,
         )
@@ -155,15 +158,24 @@ class FacilityService:
             self.jobs = PolledJobView(views, replicated)
             self.scheduler = PolledScheduler(replicated)
             return
+        from tenantry.facility.slurm_events import EventFeed
+
+        settings = self.runtime.settings
         cache = StatusCache()
-        source = SlurmSnapshotSource(timeout_s=float(self.runtime.settings.slurm_timeout_s))
+        source = SlurmSnapshotSource(timeout_s=float(settings.slurm_timeout_s))
+        publisher = SerialPublisher(LocalPublisher(cache))
+        events = slurm_event_log(self.runtime)
+        if events is not None:
+            self.feed = EventFeed(events, cache, publisher, source)
         self.poller = Poller(
             source,
             cache,
-            LocalPublisher(cache),
+            publisher,
             interval_s=CLUSTER_POLL_S,
             idle_after_s=CLUSTER_IDLE_S,
-            slow_s=slow_poll_s(self.runtime.settings.facility_poll_slow_s),
+            slow_s=slow_poll_s(settings.facility_poll_slow_s),
+            events=self.feed,
+            safety_s=float(settings.facility_safety_poll_s),
         )
         self.jobs = PolledJobView(views, cache)
         self.scheduler = PolledScheduler(cache)
@@ -174,6 +186,8 @@ class FacilityService:
             await self.replicated.start()
         if self.poller is not None:
             self._tasks.supervise("poller", self.poller.run)
+        if self.feed is not None:
+            self._tasks.supervise("slurm-events", self.feed.run)
         if self.accounts is not None:
             self._tasks.supervise("slurm-facts", self.accounts.facts.run)
         view = self.events_view
@@ -353,6 +367,14 @@ def account_gate(runtime: Runtime) -> AccountGate | None:
     return AccountGate(facts, sink)
 
 
+def slurm_event_log(runtime: Runtime) -> EventLog | None:
+    """slurmctld's job event log (``facility_slurm_events``), or None."""
+    from tenantry.facility.slurm_events import event_log
+
+    settings = runtime.settings
+    return event_log(str(settings.facility_slurm_events), str(settings.facility_slurm_user))
+
+
 def replica_events(runtime: Runtime, service: FacilityService) -> ReplicaEvents | None:
     """The other replicas' events when the store is PostgreSQL (``store_url``), else None."""
     from tenantry.store import engine_of
@@ -387,4 +409,6 @@ def replicated_status(runtime: Runtime) -> ReplicatedStatus | None:
         interval_s=CLUSTER_POLL_S,
         idle_after_s=CLUSTER_IDLE_S,
         slow_s=slow_poll_s(runtime.settings.facility_poll_slow_s),
+        events_log=slurm_event_log(runtime),
+        safety_s=float(runtime.settings.facility_safety_poll_s),
     )
