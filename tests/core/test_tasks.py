@@ -72,3 +72,26 @@ async def test_every_logs_a_failed_tick_and_runs_the_next(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert "unit tick failed" in caplog.text and "disk full" in caplog.text
+
+
+async def test_every_can_tick_at_once_and_logs_its_own_errors_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tenantry.core.errors import Unavailable
+
+    seen = asyncio.Event()
+
+    async def tick() -> None:
+        seen.set()
+        raise Unavailable("slurmdbd did not answer", hint="later")
+
+    task = asyncio.create_task(tasks.every(3600.0, tick, tasks.log, "unit facts", first_now=True))
+    async with asyncio.timeout(10):
+        await seen.wait()  # before the first interval: it ticked at once
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (record,) = [r for r in caplog.records if "unit facts" in r.getMessage()]
+    assert record.levelname == "WARNING" and record.exc_info is None
+    assert record.getMessage() == "unit facts failed: slurmdbd did not answer (later)"

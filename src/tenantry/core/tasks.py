@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tenantry.core.errors import TenantryError
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -140,13 +142,34 @@ def health() -> list[dict[str, Any]]:
 
 
 async def every(
-    interval_s: float, tick: Callable[[], Awaitable[object]], logger: logging.Logger, what: str
+    interval_s: float,
+    tick: Callable[[], Awaitable[object]],
+    logger: logging.Logger,
+    what: str,
+    *,
+    first_now: bool = False,
+    expected: tuple[type[Exception], ...] = (TenantryError,),
 ) -> None:
-    """Await ``tick()`` every ``interval_s`` seconds until cancelled; a tick that
-    raises is logged (``what`` failed, with its traceback) and the next one runs."""
+    """Await ``tick()`` every ``interval_s`` seconds until cancelled (the first at
+    once with ``first_now``); a tick that raises is logged and the next one runs:
+    an ``expected`` error (by default Tenantry's own, which say what went wrong) as a
+    warning with its message, any other with its traceback."""
+    if first_now:
+        await _tick(tick, logger, what, expected)
     while True:
         await asyncio.sleep(interval_s)
-        try:
-            await tick()
-        except Exception:
-            logger.exception("%s failed", what)
+        await _tick(tick, logger, what, expected)
+
+
+async def _tick(
+    tick: Callable[[], Awaitable[object]],
+    logger: logging.Logger,
+    what: str,
+    expected: tuple[type[Exception], ...],
+) -> None:
+    try:
+        await tick()
+    except expected as exc:
+        logger.warning("%s failed: %s", what, exc)
+    except Exception:
+        logger.exception("%s failed", what)

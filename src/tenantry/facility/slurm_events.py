@@ -25,7 +25,6 @@ log delivers again.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import logging
@@ -39,6 +38,7 @@ from typing import Any
 from tenantry.backends.slurm_parse import map_state
 from tenantry.core import errors
 from tenantry.core.models import JobState
+from tenantry.core.tasks import every
 from tenantry.facility.poller import JobStatus, Publisher, SnapshotSource, StatusCache
 
 __all__ = ["EventFeed", "EventLog", "SlurmEvent", "event_log", "parse_line"]
@@ -364,9 +364,4 @@ class EventFeed:
     async def run(self) -> None:
         self.log.read_lines(skip=True)
         self.since = self.clock()
-        while True:
-            try:
-                await self.step()
-            except errors.TenantryError as exc:
-                log.warning("job event log: %s", exc.message)
-            await asyncio.sleep(self.check_s)
+        await every(self.check_s, self.step, log, "job event log", first_now=True)

@@ -19,7 +19,6 @@ Unavailable (fail closed: no facts, no charge).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,7 @@ from tenantry.backends import slurm_parse as sp
 from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import errors
 from tenantry.core.models import wire_dict
+from tenantry.core.tasks import every
 from tenantry.safety.policy import slurmfacts as sf
 
 __all__ = [
@@ -255,12 +255,7 @@ class SlurmFacts:
 
     async def run(self) -> None:
         """Refresh forever (a failure keeps the last snapshot and is logged)."""
-        while True:
-            try:
-                await self.refresh()
-            except errors.TenantryError as exc:
-                log.warning("slurm facts refresh failed: %s", exc.message)
-            await asyncio.sleep(self.refresh_s)
+        await every(self.refresh_s, self.refresh, log, "slurm facts refresh", first_now=True)
 
     def current(self) -> FactsSnapshot:
         if self.snapshot is None:
