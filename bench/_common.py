@@ -3,6 +3,7 @@ environment of a throw-away daemon state directory, a daemon, and percentiles.""
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import subprocess
@@ -59,3 +60,10 @@ def pct(xs: list[float], q: float) -> float:
         return float("nan")
     s = sorted(xs)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """A bench's command line: its docstring as the help, and ``--json FILE``."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--json", help="also write the results here, as JSON")
+    return ap

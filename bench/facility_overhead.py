@@ -19,7 +19,6 @@ Usage: python bench/facility_overhead.py [--n 200] [--runs 3] [--json OUT]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -34,7 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from _common import pct
+from _common import parser, pct
 from tenantry.client.sync import Client
 from tenantry.core.settings import load
 
@@ -129,10 +128,9 @@ def one_run(n: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--n", type=int, default=200, help="requests per op and mode, per run")
     ap.add_argument("--runs", type=int, default=3, help="fresh daemons per run; medians over runs")
-    ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     load_before = os.getloadavg()
     runs = [one_run(args.n) for _ in range(args.runs)]

@@ -13,7 +13,6 @@ Usage: python bench/gateway.py [--n 200] [--cli-n 60] [--json OUT]
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -28,7 +27,7 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from _common import pct
+from _common import parser, pct
 from tenantry.client.sync import Client as TClient
 from tenantry.core.settings import load
 
@@ -70,10 +69,9 @@ async def mcp_bench(env: dict[str, str], n: int) -> tuple[list[float], float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--n", type=int, default=200, help="commands per warm method")
     ap.add_argument("--cli-n", type=int, default=60, help="cold CLI processes")
-    ap.add_argument("--json", help="write results here")
     args = ap.parse_args()
 
     state = tempfile.mkdtemp(prefix="tnt-bench-")

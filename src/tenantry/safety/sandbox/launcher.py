@@ -45,7 +45,7 @@ def plan(
         state_dir=reg["state_dir"],
         session_dir=reg["session_dir"],
         inside_runtime=reg["inside_runtime"],
-        scratch=reg["writable"],
+        scratch=tuple(reg["writable"]),
     )
     inner = profile.session_env(
         env,

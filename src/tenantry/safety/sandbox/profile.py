@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os.path
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import tenantry
 from tenantry.jobs.environment import LOGIN
@@ -152,27 +153,16 @@ def allowed_env(
 FALLBACK_RUNTIME = "/dev/tenantry-run"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionPaths:
     """Where one session's pieces are, on the host and inside the sandbox."""
 
-    __slots__ = ("home", "inside_runtime", "project", "scratch", "session_dir", "state_dir")
-
-    def __init__(
-        self,
-        *,
-        home: str,
-        project: str,
-        state_dir: str,
-        session_dir: str,
-        inside_runtime: str,
-        scratch: Sequence[str] = (),
-    ) -> None:
-        self.home = home
-        self.project = project
-        self.state_dir = state_dir
-        self.session_dir = session_dir
-        self.inside_runtime = inside_runtime
-        self.scratch = tuple(scratch)
+    home: str
+    project: str
+    state_dir: str
+    session_dir: str
+    inside_runtime: str
+    scratch: tuple[str, ...] = ()  # more writable trees (the facility's scratch)
 
     @property
     def inside_socket(self) -> str:

@@ -317,7 +317,7 @@ class SandboxRegistry:
             state_dir=str(settings.state_path),
             session_dir=str(Path(s.socket).parent),
             inside_runtime=inside_runtime(),
-            scratch=_split(settings.sandbox_writable),
+            scratch=tuple(_split(settings.sandbox_writable)),
         )
 
 
