@@ -20,7 +20,7 @@ from tenantry.core.errors import SessionStopped
 from tenantry.core.events import Bus, Event, EventType
 from tenantry.core.models import AgentProduct, Principal
 from tenantry.facility.answers import KeptAnswers
-from tenantry.facility.executor import Executor, Forwarder
+from tenantry.facility.executor import Executor, Forwarder, RemoteGate
 from tenantry.facility.link import claims_of
 from tenantry.facility.seams import FacilityChannel, FacilityRequest, Peer
 from tenantry.facility.service import FacilityService
@@ -238,3 +238,66 @@ def test_only_allows_resting_on_portable_or_fixed_looks_are_reusable() -> None:
     assert reuse.describe(deny, "v") is None
     assert reuse.holds([["realpath", "/", "/"]])
     assert not reuse.holds([["realpath", "/", "/elsewhere"], ["unlink", "/", None]])
+
+
+# --- kept decisions of an executor's own ops (routing.KEPT_DECISIONS) -----------------
+
+LIST = {"all": True, "states": ["RUNNING", "PENDING"], "limit": 50}
+
+
+def _gate(s: Setup) -> RemoteGate:
+    return RemoteGate(s.link, s.executor.runtime, s.executor.answers)
+
+
+async def test_a_job_listing_decision_is_kept_and_recorded_on_the_bus(s: Setup) -> None:
+    gate = _gate(s)
+    assert await gate.gate(AGENT, "jobs.list", "query_jobs", dict(LIST)) == []
+    assert s.link.sent == ["facility.decide"]
+    for _ in range(3):
+        assert await gate.gate(AGENT, "jobs.list", "query_jobs", dict(LIST)) == []
+    assert s.link.sent == ["facility.decide"]  # the next three did not go to the service
+    kept = [e for e in s.events if e.type is EventType.POLICY_DECISION]
+    assert [(e.subject, e.outcome, e.data.get("kept")) for e in kept] == [
+        ("query_jobs", "allow", True)
+    ] * 3
+    other = dataclasses.replace(AGENT, session="s2")
+    await gate.gate(other, "jobs.list", "query_jobs", dict(LIST))  # its own decision
+    await gate.gate(AGENT, "jobs.list", "query_jobs", {**LIST, "limit": 10})  # other words
+    assert s.link.sent == ["facility.decide"] * 3
+
+
+async def test_an_op_that_acts_is_never_decided_from_kept(s: Setup) -> None:
+    gate = _gate(s)
+    run = {"argv": ["true"], "cwd": str(s.ws)}
+    for _ in range(2):
+        await gate.gate(AGENT, "commands.run", "run_command", dict(run))
+    assert s.link.sent == ["facility.decide"] * 2 and len(s.executor.answers) == 0
+
+
+async def test_a_counted_query_budget_makes_the_listing_decision_not_keepable(s: Setup) -> None:
+    from tenantry.safety.budgets.config import Limit
+    from tenantry.safety.budgets.service import BudgetService
+
+    budgets = s.rt.gates["budgets"]
+    assert isinstance(budgets, BudgetService)
+    budgets.config = dataclasses.replace(
+        budgets.cfg, limits=(*budgets.cfg.limits, Limit("session", "minute", "queries", 1000, 0.8))
+    )
+    gate = _gate(s)
+    for _ in range(2):
+        await gate.gate(AGENT, "jobs.list", "query_jobs", dict(LIST))
+    assert s.link.sent == ["facility.decide"] * 2  # each one counted by the service
+
+
+async def test_a_stopped_session_s_listing_is_refused_not_answered_from_kept(s: Setup) -> None:
+    from tenantry.safety.kill.component import KillSwitch
+
+    gate = _gate(s)
+    await gate.gate(AGENT, "jobs.list", "query_jobs", dict(LIST))
+    assert len(s.executor.answers) == 1
+    kill = s.rt.gates["kill"]
+    assert isinstance(kill, KillSwitch)
+    await kill.stop("session", AGENT.session, by=Principal(uid=os.getuid(), user=ME), owner=ME)
+    await _until(lambda: len(s.executor.answers) == 0)
+    with pytest.raises(SessionStopped):
+        await gate.gate(AGENT, "jobs.list", "query_jobs", dict(LIST))

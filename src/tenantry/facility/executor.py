@@ -67,17 +67,35 @@ STOP_WAIT_S = 60.0  # long poll of the service's stops (answered at once when on
 
 
 class RemoteGate:
-    def __init__(self, link: FacilityChannel, runtime: Runtime | None = None) -> None:
+    """Asks the service's decision before each op; for ``routing.KEPT_DECISIONS`` a
+    decision the service marked reusable comes from ``answers`` instead (recorded on
+    the bus, which the service receives), as kept ``policy.check`` answers do."""
+
+    def __init__(
+        self,
+        link: FacilityChannel,
+        runtime: Runtime | None = None,
+        answers: KeptAnswers | None = None,
+    ) -> None:
         self.link = link
         self.runtime = runtime
+        self.answers = answers
 
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
     ) -> list[str]:
+        ask: dict[str, Any] = {"op": op_name, "params": params}
+        answers = self.answers if op_name in routing.KEPT_DECISIONS else None
+        key = answers.key(principal, ask) if answers is not None else None
+        if answers is not None and key is not None:
+            kept = answers.get(key)
+            if kept is not None:
+                bus = self.runtime.bus if self.runtime is not None else None
+                await record_kept(bus, principal, action or op_name, kept)
+                return []
+            ask = {**ask, "reuse": True}
         try:
-            result, warnings = await self.link.call(
-                principal, "facility.decide", {"op": op_name, "params": params}
-            )
+            result, warnings = await self.link.call(principal, "facility.decide", ask)
         except FacilityUnavailable as err:
             if principal.is_agent:
                 raise
@@ -88,7 +106,13 @@ class RemoteGate:
             except Exception:  # the refusal stands whatever the sweep met
                 log.exception("could not end the local work of stopped %s", principal.key)
             raise
-        return warnings + [str(w) for w in (result or {}).get("warnings", [])]
+        said = [str(w) for w in (result or {}).get("warnings", [])]
+        if answers is not None and key is not None and isinstance(result, dict):
+            if warnings or said:
+                result.pop("reuse", None)
+            else:
+                answers.put(key, result)
+        return warnings + said
 
     async def end_local_work(self, principal: Principal) -> int:
         """The facility stopped this principal: end what this daemon runs for it.
@@ -188,7 +212,7 @@ class Forwarder:
         if answers is not None and key is not None:
             kept = answers.get(key)
             if kept is not None:
-                await self._record(principal, params, kept)
+                await record_kept(self.bus, principal, str(params.get("action", "")), kept)
                 return kept, []
             params = {**params, "reuse": True}
         wait = params.get("timeout_s")
@@ -203,21 +227,22 @@ class Forwarder:
                 answers.put(key, result)
         return result, warnings
 
-    async def _record(self, principal: Principal, params: dict[str, Any], kept: Any) -> None:
-        """The service did not see this check: say on the bus (sent to it) what was answered."""
-        if self.bus is None:
-            return
-        answer = kept if isinstance(kept, dict) else {}
-        await self.bus.publish(
-            Event(
-                EventType.POLICY_DECISION,
-                principal=principal.key,
-                subject=str(params.get("action", "")),
-                outcome=str(answer.get("decision", "")),
-                data={"rule": answer.get("rule", ""), "source": answer.get("source", ""),
-                      "kept": True},
-            )
-        )  # fmt: skip
+
+async def record_kept(bus: Bus | None, principal: Principal, subject: str, kept: Any) -> None:
+    """The service did not see this decision: say on the bus (sent to it) what was answered."""
+    if bus is None:
+        return
+    answer = kept if isinstance(kept, dict) else {}
+    await bus.publish(
+        Event(
+            EventType.POLICY_DECISION,
+            principal=principal.key,
+            subject=subject,
+            outcome=str(answer.get("decision", "")),
+            data={"rule": answer.get("rule", ""), "source": answer.get("source", ""),
+                  "kept": True},
+        )
+    )  # fmt: skip
 
 
 class RemoteLessons:
@@ -277,7 +302,7 @@ class Executor:
             rt.gates.pop(name, None)
         if (rt.settings.state_path / USER_POLICY).is_file() and isinstance(local, PolicyCheck):
             rt.gates["policy"] = UserLayerGate(local)
-        rt.gates["facility"] = RemoteGate(self.link, rt)
+        rt.gates["facility"] = RemoteGate(self.link, rt, self.answers)
         rt.forwarder = Forwarder(self.link, self.answers, rt.bus)
         rt.lessons = RemoteLessons(self.link)
         rt.budgets = RemoteBudgets(self.link)

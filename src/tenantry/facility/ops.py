@@ -27,9 +27,18 @@ def _service(ctx: OpContext) -> FacilityService:
 
 @op("facility.decide", "Executor: the facility's decision on one of its ops (gates only)")
 async def decide(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
+    """With ``reuse`` the answer says whether the executor may keep the decision
+    (``FacilityService.keepable``)."""
     name = param(params, "op", str, required=True)
     inner = param(params, "params", dict, {})
-    return {"warnings": await _service(ctx).decide(ctx.principal, name, inner)}
+    svc = _service(ctx)
+    warnings = await svc.decide(ctx.principal, name, inner)
+    out: dict[str, Any] = {"warnings": warnings}
+    if param(params, "reuse", bool, False) and not warnings:
+        kept = svc.keepable(ctx.principal, name, inner)
+        if kept is not None:
+            out.update(decision="allow", reuse=kept)
+    return out
 
 
 @op("facility.ingest", "Executor: record a batch of its events at the facility")

@@ -41,6 +41,12 @@ SERVICE_OPS: frozenset[str] = frozenset(
 )
 
 
+# ops whose facility decision an executor may keep and reuse (``facility.answers``):
+# reads of the caller's own jobs from the status cache, what an agent's hook answers
+# ``squeue --me``/``sacct -X`` with; never an op that runs, submits or changes anything
+KEPT_DECISIONS: frozenset[str] = frozenset({"jobs.list"})
+
+
 def forwarded(op_name: str) -> bool:
     return op_name in FORWARDED_OPS or op_name.startswith(FORWARDED_PREFIXES)
 

@@ -66,6 +66,8 @@ def slow_poll_s(setting: float) -> float | None:
 
 
 ACCOUNT_GATE = "slurm-accounts"  # before "budgets" in GATE_ORDER: a refusal charges nothing
+# the gates whose answer to a kept decision's op the service can vouch for (``keepable``)
+KEEPABLE_GATES = frozenset({"facility", "kill", "policy", ACCOUNT_GATE, "budgets", "audit"})
 
 
 def _event_of(raw: Any, user: str) -> Event:
@@ -299,6 +301,34 @@ class FacilityService:
             if gate is not self:
                 warnings.extend(await gate.gate(p, op.name, op.action, params))
         return warnings
+
+    def keepable(self, p: Principal, op_name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """After an allowed ``decide`` with no warnings: may the executor keep this
+        decision (``reuse.describe``), or None.
+
+        Only for ``routing.KEPT_DECISIONS``, only when every gate here is one whose
+        answer is a function of the request, the policy version and the kill switch
+        (both announced to executors, which drop what they kept when either moves),
+        only when the budgets count nothing for it, and only when the policy's
+        decision itself may be kept.
+        """
+        from tenantry.safety.budgets.service import BudgetService
+        from tenantry.safety.policy.component import PolicyService
+
+        op = REGISTRY.get(op_name)
+        if op is None or op.action is None or op.name not in routing.KEPT_DECISIONS:
+            return None
+        gates = self.runtime.gates
+        if set(gates) - KEEPABLE_GATES:
+            return None  # a gate this cannot vouch for
+        policy, budgets = gates.get("policy"), gates.get("budgets")
+        if not isinstance(policy, PolicyService):
+            return None
+        if budgets is not None and (
+            not isinstance(budgets, BudgetService) or budgets.amounts(op.action, params)
+        ):
+            return None
+        return policy.reuse_of(policy.check(p, op.action, params))
 
     async def call(
         self, peer: Peer, claims: Mapping[str, Any], op_name: str, params: dict[str, Any]

@@ -249,13 +249,18 @@ class BudgetService:
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
     ) -> list[str]:
         """The gateway's per-request hook: charge what this op asks for."""
+        amounts = self.amounts(action, params)
+        if not amounts:
+            return []
+        return await self.charge(principal, action or op_name, amounts)
+
+    def amounts(self, action: str | None, params: dict[str, Any]) -> dict[str, float]:
+        """What an op with policy ``action`` would be charged ({}: nothing is counted)."""
         amounts = amounts_for(action, params, self.cfg.default_job_hours)
         if "queries" in amounts and not self.cfg.applicable("queries"):
             # cache reads cost the facility nothing: counted only when limited
             del amounts["queries"]
-        if not amounts:
-            return []
-        return await self.charge(principal, action or op_name, amounts)
+        return amounts
 
     async def status(self, principal: Principal) -> list[dict[str, Any]]:
         """Every budget that applies to ``principal`` now, with use and reset time."""

@@ -312,6 +312,14 @@ class PolicyService:
         if principal.is_agent:
             self.flagged[principal.key] = _now()
 
+    def reuse_of(self, decision: Decision) -> dict[str, Any] | None:
+        """Whether another process may keep ``decision``, and on what it rests
+        (``reuse.describe``); the placement of a command is fixed for this service's life."""
+        from tenantry.safety.policy import reuse
+
+        where = self.judge.env.where_of if self.judge else None
+        return reuse.describe(decision, self.version, static=[where] if where else [])
+
     def _tainted(self, principal: Principal, decision: Decision) -> bool:
         """Did this session get flagged content recently, and does the request do much?"""
         window = float(self.settings.guard_hold_s or 0)

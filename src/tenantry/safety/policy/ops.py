@@ -39,12 +39,7 @@ async def check(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
     decision = service.check(principal, action, inner)
     out = decision.to_dict()
     if param(params, "reuse", bool, False):
-        from tenantry.safety.policy import reuse
-
-        static = (
-            [service.judge.env.where_of] if service.judge and service.judge.env.where_of else []
-        )
-        out["reuse"] = reuse.describe(decision, service.version, static=static)
+        out["reuse"] = service.reuse_of(decision)
     return out
 
 
