@@ -307,6 +307,7 @@ class GitStatus:
         base = await loop.run_in_executor(None, self.write_reply, r, new_token, self.reply(r))
         env = _repository_env({"GIT_INDEX_FILE": index, "TENANTRY_GIT_REPLY": base})
         env.pop("GIT_OPTIONAL_LOCKS", None)  # the private index is ours to write
+        env.pop("PWD", None)  # (the hook's shell would stat it and its cwd, the work tree)
         if r.gitdir:
             env.update(GIT_DIR=r.gitdir, GIT_WORK_TREE=root)
         t0 = time.perf_counter()
