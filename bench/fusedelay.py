@@ -85,7 +85,7 @@ def serve(
             try:
                 st = os.lstat(path)
             except OSError as exc:
-                raise pyfuse3.FUSEError(exc.errno) from exc
+                raise pyfuse3.FUSEError(exc.errno or errno.EIO) from exc
             a = pyfuse3.EntryAttributes()
             a.st_ino = self._ino(path)
             a.st_mode = st.st_mode
@@ -129,7 +129,7 @@ def serve(
             try:
                 names = sorted(os.listdir(path))
             except OSError as exc:
-                raise pyfuse3.FUSEError(exc.errno) from exc
+                raise pyfuse3.FUSEError(exc.errno or errno.EIO) from exc
             fh = self.next_fh
             self.next_fh += 1
             self.dirs[fh] = [os.path.join(path, n) for n in names]
@@ -159,7 +159,7 @@ def serve(
             try:
                 fd = os.open(self._path(inode), os.O_RDONLY)
             except OSError as exc:
-                raise pyfuse3.FUSEError(exc.errno) from exc
+                raise pyfuse3.FUSEError(exc.errno or errno.EIO) from exc
             fh = self.next_fh
             self.next_fh += 1
             self.files[fh] = fd

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import multiprocessing
 import os
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from multiprocessing.context import ForkContext, SpawnContext
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +99,20 @@ def generate(src: Path, n: int, seed: int = 1) -> None:
 
 class Mount:
     def __init__(
-        self, src: Path, mnt: Path, delay: float, cache_s: float, options: tuple[str, ...] = ()
+        self,
+        src: Path,
+        mnt: Path,
+        delay: float,
+        cache_s: float,
+        options: tuple[str, ...] = (),
+        start: str = "fork",  # "spawn" from a process that runs threads (a test's daemon)
     ) -> None:
         self.src, self.mnt = src, mnt
-        ctx = multiprocessing.get_context("fork")
+        ctx: SpawnContext | ForkContext = (
+            multiprocessing.get_context("spawn")
+            if start == "spawn"
+            else multiprocessing.get_context("fork")
+        )
         self.counters = ctx.Array("q", len(fusedelay.OPS))
         self.proc = ctx.Process(
             target=fusedelay.serve,
@@ -365,6 +377,14 @@ async def run_changes(mount: Mount, args: argparse.Namespace, state: Path) -> di
                 ops, diff = Mount.meta(before, mount.snapshot())
                 rows.setdefault(label, []).append((ops, lat))
                 kinds.setdefault(label, diff)
+                if label.startswith("edit"):  # what `tenantry git status` costs after it
+                    git_label = "tenantry git status after the edit"
+                    before = mount.snapshot()
+                    t0 = time.perf_counter()
+                    await git_status(ctx, src, root)
+                    ops, diff = Mount.meta(before, mount.snapshot())
+                    rows.setdefault(git_label, []).append((ops, time.perf_counter() - t0))
+                    kinds.setdefault(git_label, diff)
     finally:
         await svc.aclose()
         for path, (data, mtime_ns) in originals.items():  # the workspace as generated
@@ -388,6 +408,19 @@ async def run_changes(mount: Mount, args: argparse.Namespace, state: Path) -> di
             flush=True,
         )
     return out
+
+
+async def git_status(ctx: Any, src: Path, root: str) -> None:
+    """``index.git_status --porcelain`` at ``root``; it must be what git prints in ``src``."""
+    from tenantry.service.ops import REGISTRY
+
+    res = await REGISTRY["index.git_status"].fn(ctx, {"path": root, "args": ["--porcelain"]})
+    if not res["offloaded"]:
+        raise RuntimeError(f"git status not offloaded: {res['reason']}")
+    args = ["git", "-C", str(src), "--no-optional-locks", "status", "--porcelain"]
+    want = subprocess.run(args, capture_output=True, check=True).stdout
+    if base64.b64decode(res["stdout_b64"]) != want:
+        raise RuntimeError("the offloaded git status differs from git's")
 
 
 async def watch_latency(trials: int = 20) -> dict[str, Any]:
@@ -414,7 +447,11 @@ async def watch_latency(trials: int = 20) -> dict[str, Any]:
             t0 = time.perf_counter()
             (ws / "a" / "b" / name).write_text("x\n")
             flt = FindFilter(name=name)
-            while not (await svc.read(lambda c, f=flt: find(c, scope, f)))["items"]:
+
+            def one(c: Any, f: FindFilter = flt) -> dict[str, Any]:
+                return find(c, scope, f)
+
+            while not (await svc.read(one))["items"]:
                 if time.perf_counter() - t0 > 10:
                     break
                 await asyncio.sleep(0.001)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tenantry.index import gitdir
 from tenantry.index import ops as index_ops
 from tenantry.index.changes import WatchdogSource, fs_type, parse_backing
 from tenantry.index.component import IndexService
@@ -111,7 +112,20 @@ STEPS: list[tuple[str, Any]] = [
     ("make a file executable", lambda r: (r / "src" / "m6.py").chmod(0o755)),
     ("replace a file by a directory", lambda r: _file_to_dir(r)),
     ("revert a modification", lambda r: git(r, "checkout", "--", "src/m4.py")),
+    ("refs packed", lambda r: git(r, "pack-refs", "--all")),
+    ("a commit after that", lambda r: git(r, "commit", "-qam", "p")),
+    ("objects packed, loose ones pruned", lambda r: git(r, "gc", "-q", "--prune=now")),
+    ("a branch switch", lambda r: git(r, "checkout", "-q", "-b", "side")),
+    ("a ref moved alone", lambda r: git(r, "reset", "-q", "--soft", "HEAD~1")),
+    ("a detached HEAD", lambda r: git(r, "checkout", "-q", "--detach")),
+    ("objects repacked alone", lambda r: (git(r, "repack", "-adqn"), git(r, "prune-packed"))),
+    ("a staged edit (git reads HEAD's trees)", lambda r: _staged_edit(r, "src/m8.py")),
 ]
+
+
+def _staged_edit(r: Path, rel: str) -> None:
+    edit(r / rel, "s = 1\n")
+    git(r, "add", rel)
 
 
 def _new_dir(r: Path) -> None:
@@ -129,8 +143,17 @@ def _file_to_dir(r: Path) -> None:
     (r / "src" / "m7.py" / "inner.py").write_text("i = 1\n")
 
 
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The daemon's git reads the configuration the test's git reads (before it starts)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    return tmp_path
+
+
 async def test_identical_to_git_after_every_kind_of_change(
-    service: IndexService, ctx: OpContext, repo_root: Path
+    home: Path, service: IndexService, ctx: OpContext, repo_root: Path
 ) -> None:
     root = repo_root
     repo = service.git.repo(service.resolve(str(root)).ws)
@@ -144,10 +167,13 @@ async def test_identical_to_git_after_every_kind_of_change(
         assert got == real(root), what
         ok, short = await served(ctx, root, "-sb", "--untracked-files=all")
         assert short == real(root, "-sb", "--untracked-files=all"), what
+        ok, long = await served(ctx, root, "--long")
+        assert long == real(root, "--long"), what
+        assert repo.gitdir and not repo.why  # from the private copy of .git
     # git really asked the feed: only the crawl's priming run (and the runs after
     # the repository's own index changed) got the "everything changed" answer
-    assert repo.runs == 3 + 2 * len(STEPS)
-    assert repo.trivial <= 6, repo.trivial
+    assert repo.runs == 3 + 3 * len(STEPS)
+    assert repo.trivial <= 12, repo.trivial
     assert not (root / ".git" / "index.lock").exists()
 
 
@@ -215,6 +241,17 @@ def test_reply_paths() -> None:
     assert reply_paths(["a/b.py", ".git/index", ""]) == ["a/b.py", "a/b.py/"]
     assert reply_paths(["src/.gitignore"]) == ["src/", "src/.gitignore", "src/.gitignore/"]
     assert reply_paths([".gitignore"]) is None  # the root's rules: everything
+
+
+def test_which_changes_make_the_private_copies_stale() -> None:
+    assert gitdir.stale([".git/index"]) == (True, False)
+    for copied in (".git/HEAD", ".git/packed-refs", ".git/refs/heads/x", ".git/rebase-merge/done"):
+        assert gitdir.stale([copied]) == (False, True), copied
+    for pack in (".git/objects/ab", ".git/objects/pack/pack-1.idx", ".git/objects/info/alternates"):
+        assert gitdir.stale([pack]) == (False, True), pack  # the object view links these
+    for live in (".git/objects/ab/cdef", ".git/logs/HEAD", ".git/HEAD.lock", "src/x.py"):
+        assert gitdir.stale([live]) == (False, False), live
+    assert gitdir.stale([".git"]) == (True, True)
 
 
 def test_journal_forgets_and_then_knows_nothing() -> None:
@@ -292,6 +329,27 @@ async def test_the_repository_config_cannot_redirect_or_write(
     assert (await served(ctx, root))[1] == real(root) == " M src/m1.py\n"
     assert sorted(p.name for p in (root / ".git").iterdir()) == before
     assert (root / ".git" / "index").read_bytes() == index_bytes
+
+
+async def test_a_configuration_that_depends_on_the_git_directory_is_not_copied(
+    home: Path, service: IndexService, ctx: OpContext, repo_root: Path
+) -> None:
+    """``includeIf "gitdir:..."`` reads differently from another directory: git then reads
+    the repository's own, and an ``~/.gitconfig`` written after the copy is noticed."""
+    root = repo_root
+    repo = service.git.repo(service.resolve(str(root)).ws)
+    (root / "src" / "new.py").write_text("n = 1\n")
+    assert (await served(ctx, root))[1] == real(root) == "?? src/new.py\n"
+    assert repo.gitdir
+    hidden = home / "hide-untracked"
+    hidden.write_text("[status]\n\tshowUntrackedFiles = no\n")
+    (home / ".gitconfig").write_text(f'[includeIf "gitdir:{root}/.git"]\n\tpath = {hidden}\n')
+    assert (await served(ctx, root))[1] == real(root) == ""
+    assert not repo.gitdir and "include" in repo.why
+    (home / ".gitconfig").unlink()
+    edit(root / "src" / "m1.py", "y = 2\n")
+    assert (await served(ctx, root))[1] == real(root) == " M src/m1.py\n?? src/new.py\n"
+    assert repo.gitdir and not repo.why
 
 
 async def test_a_sandboxed_session_is_not_offloaded(

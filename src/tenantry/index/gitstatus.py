@@ -15,9 +15,23 @@ of look:
 Git stores the token and the "unchanged" bits in its index file, which a
 read-only run (``--no-optional-locks``) or a read-only mount never writes, so
 Tenantry keeps a private copy of the repository's index in its state directory
-(``GIT_INDEX_FILE``): the same staged entries (copied again whenever
-``.git/index`` changes), plus the refreshed stat data and the two extensions.
-The repository itself is never written. The output is git's own.
+(``GIT_INDEX_FILE``): the same staged entries, plus the refreshed stat data and
+the two extensions. Git would still read the repository itself on every run
+(``HEAD``, refs, ``packed-refs``, config, the HEAD commit and tree, the merge
+and rebase state: 70-100 metadata operations on the workspace's file system),
+so it gets a private copy of the git directory as well (``GIT_DIR``, with
+``GIT_WORK_TREE`` the workspace; ``tenantry.index.gitdir``): copies of the
+small files git reads, links to the rest, and an object store of its own that
+holds HEAD's commit and root tree and finds every other object in the
+repository's. Both copies are made again when the change feed reports a path
+under ``.git`` that they copy (``.git/index`` for the index; ``HEAD``, refs,
+the state files, a new pack... for the git directory), and the git directory
+also when a configuration file outside it (``~/.gitconfig``...) changed. The
+repository itself is never written, and the output is git's own. Where the
+git directory cannot be moved without changing the answer (a configuration
+that reads differently elsewhere, ``core.worktree``, an extension git stores
+elsewhere, a linked worktree), git reads the repository's own, with
+the private index.
 
 Why an answer is never stale:
 
@@ -25,6 +39,10 @@ Why an answer is never stale:
   source watches (``.git/`` of the workspace) and the run waits until the feed
   delivers it; a change source delivers in order, so every change made before
   the request is in the journal by then;
+- the copies are checked against the journal after that barrier: every
+  change to the repository made before the request is in a copy git reads,
+  or git reads the original (links, the object store); a barrier that failed
+  or a journal that no longer reaches back makes both copies again;
 - the hook answers only the token it handed out; any other token (a run that
   did not write the private index, a restarted daemon, a journal that
   overflowed) gets the trivial answer ``/``, and git checks everything;
@@ -45,10 +63,12 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from tenantry.index import gitdir
 from tenantry.index.changes import COOKIE_PREFIX
 
 JOURNAL_MAX = 20_000  # paths remembered per workspace; an older token gets the trivial answer
 BARRIER_S = 5.0  # wait this long for the cookie; then git checks everything
+OBJECTS_MAX = 10_000  # objects copied per workspace before its private store starts again
 
 HOOK_SCRIPT = """#!/bin/sh
 # git fsmonitor hook (protocol 2) written by Tenantry: answers from files its daemon
@@ -120,7 +140,12 @@ class Repo:
     ws: int
     journal: Journal = field(default_factory=Journal)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    index_stat: tuple[int, int, int] | None = None  # .git/index: size, mtime_ns, inode
+    seen: int = -1  # the journal's number up to which the private copies are the repository's
+    gitdir: str = ""  # the private git directory; "" while git must read the repository's
+    why: str = ""  # why it must
+    config_files: tuple[str, ...] = ()  # configuration outside the repository, and its key
+    config_key: tuple[tuple[int, int, int], ...] = ()
+    stored: int = 0  # objects in its private store
     token: str = ""  # the token the private index holds, if the last run wrote it
     runs: int = 0
     trivial: int = 0
@@ -135,6 +160,8 @@ class GitStatus:
         self.repos: dict[int, Repo] = {}
         self._cookies: dict[str, asyncio.Future[None]] = {}
         self._names = itertools.count(1)
+        self._copies = itertools.count(1)
+        self._swept = False  # the private copies of an earlier daemon were removed
         self.hook = os.path.join(self.dir, "fsmonitor-hook")
 
     def repo(self, ws: int) -> Repo:
@@ -144,7 +171,11 @@ class GitStatus:
         return r
 
     def forget(self, ws: int) -> None:
-        self.repos.pop(ws, None)
+        r = self.repos.pop(ws, None)
+        if r is not None:  # its copies (small: no thread for them)
+            for path in (r.gitdir, os.path.join(self.dir, f"ws{ws}.objects")):
+                if path:
+                    shutil.rmtree(path, ignore_errors=True)
 
     def record(self, ws: int, rel: str) -> bool:
         """A path of workspace ``ws`` changed (the feed's notification); cookies resolve here.
@@ -177,6 +208,11 @@ class GitStatus:
 
     def prepare(self) -> None:
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        if not self._swept:  # git directories and objects an earlier daemon copied
+            for name in os.listdir(self.dir):
+                if name.endswith((".git", ".objects")):
+                    shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
+            self._swept = True
         if not os.path.exists(self.hook):
             tmp = self.hook + ".tmp"
             with open(tmp, "w", encoding="utf-8") as f:
@@ -184,29 +220,66 @@ class GitStatus:
             os.chmod(tmp, 0o700)
             os.replace(tmp, self.hook)
 
-    def private_index(self, r: Repo, root: str) -> str:
-        """The private copy of ``root``'s index, copied again if the repository's changed."""
-        real = os.path.join(root, ".git", "index")
+    def private_index(self, r: Repo, root: str, stale: bool) -> str:
+        """The private copy of ``root``'s index, copied again when ``stale``."""
         mine = os.path.join(self.dir, f"ws{r.ws}.index")
-        st = os.stat(real)
-        key = (st.st_size, st.st_mtime_ns, st.st_ino)
-        if key != r.index_stat or not os.path.exists(mine):
+        if stale or not os.path.exists(mine):
             tmp = mine + ".tmp"
-            shutil.copyfile(real, tmp)
+            shutil.copyfile(os.path.join(root, ".git", "index"), tmp)
             os.replace(tmp, mine)
-            r.index_stat, r.token = key, ""  # its extensions are the repository's, not ours
+            r.token = ""  # its extensions are the repository's, not ours
         return mine
 
-    def write_reply(self, r: Repo, new_token: str) -> str:
-        """The hook's files for this run: the expected token, its answer, the trivial one."""
-        base = os.path.join(self.dir, f"ws{r.ws}")
-        paths: list[str] | None = None
+    def stale(self, r: Repo, synced: bool) -> tuple[bool, bool]:
+        """(the index copy, the git directory copy) that must be made again before this run."""
+        if not synced or r.seen < 0:
+            return True, True  # the journal may lag: copy both
+        since = r.journal.since(r.seen)
+        return (True, True) if since is None else gitdir.stale(since)
+
+    async def refresh(self, r: Repo, root: str) -> None:
+        """Copy ``root``'s git directory again, or say why git must read the repository's."""
+        old, r.gitdir = r.gitdir, ""
+        real = os.path.join(root, ".git")
+        dest = os.path.join(self.dir, f"ws{r.ws}-{next(self._copies)}.git")
+        objects = os.path.join(self.dir, f"ws{r.ws}.objects")
+        # the configuration git reads in the repository: trusted, and how it reads
+        ceiling = {"GIT_CEILING_DIRECTORIES": os.path.dirname(root)}
+        listing = await _git(["-C", root, *CONFIG_LIST], ceiling)
+        r.config_files = gitdir.config_files(listing or b"", dict(os.environ))
+        r.config_key = await asyncio.to_thread(gitdir.files_key, r.config_files)
+        why = "git cannot list the repository's configuration" if listing is None else ""
+        if r.stored > OBJECTS_MAX:  # HEAD's commit and root tree of each copy: keep a bound
+            await asyncio.to_thread(shutil.rmtree, objects, True)
+            r.stored = 0
+        why = why or await asyncio.to_thread(gitdir.mirror, real, dest, objects)
+        if not why:
+            mine = await _git(["--git-dir", dest, *CONFIG_LIST], {})
+            why = gitdir.config_problem(listing or b"", mine or b"")
+        if not why:  # the objects every status reads, out of the repository's store
+            batch = await _git(
+                ["--git-dir", dest, "cat-file", "--batch"], {}, b"HEAD\nHEAD^{tree}\n"
+            )
+            algo = gitdir.object_format(listing or b"")
+            r.stored += await asyncio.to_thread(gitdir.store_objects, objects, batch or b"", algo)
+            r.gitdir = dest
+        r.why = why
+        for path in (old, "" if r.gitdir else dest):
+            if path:
+                await asyncio.to_thread(shutil.rmtree, path, True)
+
+    def reply(self, r: Repo) -> list[str] | None:
+        """The hook's answer for the token the private index holds (on the loop, as the journal)."""
         old = _seq_of(r.token, self.boot)
-        if old is not None:
-            since = r.journal.since(old)
-            paths = None if since is None else reply_paths(since)
+        since = None if old is None else r.journal.since(old)
+        paths = None if since is None else reply_paths(since)
         if paths is None:
             r.trivial += 1
+        return paths
+
+    def write_reply(self, r: Repo, new_token: str, paths: list[str] | None) -> str:
+        """The hook's files for this run: the expected token, its answer, the trivial one."""
+        base = os.path.join(self.dir, f"ws{r.ws}")
         for suffix, data in (
             (".expect", r.token.encode()),
             (".reply", encode(new_token, paths)),
@@ -217,16 +290,26 @@ class GitStatus:
         return base
 
     async def run(self, r: Repo, root: str, args: list[str], synced: bool) -> GitRun:
-        """``git status ARGS`` in ``root`` through the private index (caller holds r.lock)."""
+        """``git status ARGS`` in ``root`` through the private copies (caller holds r.lock)."""
         loop = asyncio.get_running_loop()
         self.prepare()
-        index = await loop.run_in_executor(None, self.private_index, r, root)
+        seq = r.journal.seq  # what the feed reported from here on is checked by the next run
+        index_stale, dir_stale = self.stale(r, synced)
+        if not dir_stale:  # ~/.gitconfig and the like
+            dir_stale = await asyncio.to_thread(gitdir.files_key, r.config_files) != r.config_key
+        index = await loop.run_in_executor(None, self.private_index, r, root, index_stale)
+        if dir_stale:
+            await self.refresh(r, root)
+        r.seen = seq
         if not synced:
             r.token = ""  # the barrier failed: the journal may lag, check everything
         new_token = f"tenantry:{self.boot}:{r.journal.seq}"
-        base = await loop.run_in_executor(None, self.write_reply, r, new_token)
-        env = {**os.environ, "GIT_INDEX_FILE": index, "TENANTRY_GIT_REPLY": base}
+        base = await loop.run_in_executor(None, self.write_reply, r, new_token, self.reply(r))
+        env = _repository_env({"GIT_INDEX_FILE": index, "TENANTRY_GIT_REPLY": base})
         env.pop("GIT_OPTIONAL_LOCKS", None)  # the private index is ours to write
+        env.pop("PWD", None)  # (the hook's shell would stat it and its cwd, the work tree)
+        if r.gitdir:
+            env.update(GIT_DIR=r.gitdir, GIT_WORK_TREE=root)
         t0 = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
             "git",
@@ -240,6 +323,10 @@ class GitStatus:
             "core.untrackedCache=true",
             "-c",
             "core.splitIndex=false",  # a split index would write sharedindex files in .git
+            "-c",
+            "core.commitGraph=false",  # caches of the object store: the answer is the same
+            "-c",
+            "core.multiPackIndex=false",  # without them, and they are not looked up
             "status",
             *args,
             stdin=asyncio.subprocess.DEVNULL,
@@ -253,7 +340,7 @@ class GitStatus:
         # the private index holds the new token only if git wrote it; if not, the
         # next run's token differs from the expected one and gets the trivial answer
         r.token = new_token if rc == 0 else ""
-        return GitRun(out, err, rc, time.perf_counter() - t0)
+        return GitRun(out, err, rc, time.perf_counter() - t0, bool(r.gitdir))
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +349,41 @@ class GitRun:
     stderr: bytes
     rc: int
     elapsed_s: float
+    private: bool = False  # git read the private copy of the git directory
+
+
+# git's settings that name a repository: never the daemon's own
+REPOSITORY_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_PREFIX",
+)
+CONFIG_LIST = ["config", "--list", "-z", "--show-scope", "--show-origin"]
+
+
+def _repository_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_ENV}
+    env.update(extra)
+    return env
+
+
+async def _git(args: list[str], extra: dict[str, str], stdin: bytes = b"") -> bytes | None:
+    """``git ARGS``' output, or None when it fails."""
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=_repository_env(extra),
+    )
+    out, _ = await proc.communicate(stdin)
+    return out if proc.returncode == 0 else None
 
 
 def _seq_of(token: str, boot: str) -> int | None:

@@ -305,7 +305,7 @@ async def git_status(ctx: OpContext, params: dict[str, Any]) -> dict[str, Any]:
             subject="index.git_status",
             outcome="ok" if run.rc == 0 else "error",
             duration_s=run.elapsed_s,
-            data={"path": path, "synced": synced},
+            data={"path": path, "synced": synced, "private_gitdir": run.private},
         )
     )
     return {
