@@ -160,3 +160,22 @@ async def test_partitions_come_from_the_backend(tmp_path: Path) -> None:
     d = svc.check(AGENT, "submit_job", {"argv": ["sbatch", "-p", "nope", "-t", "10", "x.sh"]})
     assert d.rule == "job-unknown-partition" and "debug, long" in d.message
     assert svc.check(AGENT, "submit_job", {"argv": ["sbatch", "-p", "long", "x.sh"]}).allowed
+
+
+def test_decision_digest_is_the_canonical_json_of_the_params_with_its_env() -> None:
+    import hashlib
+    import json
+
+    from tenantry.safety.policy.component import _digest
+
+    def plain(params: dict[str, Any]) -> str:
+        raw = json.dumps(params, sort_keys=True, default=str, ensure_ascii=False)
+        return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+    env = {"PATH": "/usr/bin", "LANG": "é", "A": "1"}
+    params: dict[str, Any] = {"where": "lease", "argv": ["true"], "cwd": "/w", "env": env}
+    assert _digest(params) == plain(params)
+    assert _digest(params) == plain(params)  # the environment's text, kept
+    env["A"] = "2"  # the same object, changed: its text is made again
+    assert _digest(params) == plain(params)
+    assert _digest({"argv": ["x"], "timeout_s": None}) == plain({"argv": ["x"], "timeout_s": None})

@@ -232,7 +232,12 @@ def create_app(
     settings: Settings,
     backend: Backend | None = None,
     components: tuple[tuple[str, str], ...] = COMPONENTS,
+    *,
+    on_ready: Callable[[], None] | None = None,
 ) -> Starlette:
+    """The daemon's app; ``on_ready`` is called once its runtime is open, before the
+    socket takes requests (the daemon settles its heap there)."""
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_runtime(settings, backend, components) as rt:
@@ -242,6 +247,8 @@ def create_app(
             if listener is not None and isinstance(sandbox, SandboxRegistry):
                 await sandbox.attach_listener(listener.listen)
             app.state.started = time.time()
+            if on_ready is not None:
+                on_ready()
             yield
 
     app = DaemonApp(

@@ -27,6 +27,7 @@ from tenantry.core.tasks import TaskGroup
 from tenantry.safety.policy.approvals import Approvals
 from tenantry.safety.policy.approvals import now as _now
 from tenantry.safety.policy.engine import Engine
+from tenantry.safety.policy.envmemo import EnvJson
 from tenantry.safety.policy.facts import Facts, local_user, partitions_from_info
 from tenantry.safety.policy.judge import Decision, Judge
 from tenantry.service.placement import place
@@ -390,9 +391,29 @@ class PolicyService:
         return list(decision.warnings)
 
 
+_DUMPS: dict[str, Any] = {"sort_keys": True, "default": str, "ensure_ascii": False}
+# a session's environment (the largest part of a command's params) serialized once
+_ENV_TEXT = EnvJson(**_DUMPS)
+
+
 def _digest(params: dict[str, Any]) -> str:
-    """Digest of what was judged (the audit log keeps this, not the params)."""
-    raw = json.dumps(params, sort_keys=True, default=str, ensure_ascii=False)
+    """Digest of what was judged (the audit log keeps this, not the params): the
+    SHA-256 of ``json.dumps(params, sort_keys=True, default=str, ensure_ascii=False)``,
+    built with the environment's text kept per environment."""
+    env = params.get("env")
+    if isinstance(env, dict) and env and all(type(k) is str for k in params):
+        raw = (
+            "{"
+            + ", ".join(
+                json.dumps(k, ensure_ascii=False)
+                + ": "
+                + (_ENV_TEXT(env) if k == "env" else json.dumps(params[k], **_DUMPS))
+                for k in sorted(params)
+            )
+            + "}"
+        )
+    else:
+        raw = json.dumps(params, **_DUMPS)
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
