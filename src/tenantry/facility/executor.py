@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -66,20 +67,15 @@ PAUSE_MAX_S = 5.0
 STOP_WAIT_S = 60.0  # long poll of the service's stops (answered at once when one changes)
 
 
+@dataclasses.dataclass(eq=False)
 class RemoteGate:
     """Asks the service's decision before each op; for ``routing.KEPT_DECISIONS`` a
     decision the service marked reusable comes from ``answers`` instead (recorded on
     the bus, which the service receives), as kept ``policy.check`` answers do."""
 
-    def __init__(
-        self,
-        link: FacilityChannel,
-        runtime: Runtime | None = None,
-        answers: KeptAnswers | None = None,
-    ) -> None:
-        self.link = link
-        self.runtime = runtime
-        self.answers = answers
+    link: FacilityChannel
+    runtime: Runtime | None = None
+    answers: KeptAnswers | None = None
 
     async def gate(
         self, principal: Principal, op_name: str, action: str | None, params: dict[str, Any]
