@@ -181,3 +181,21 @@ def test_unreadable_commands_cost_no_submission(work: Path) -> None:
         daemon = SubmitDaemon()
         msg = _ask(work, command, daemon)
         assert msg and "tenantry submit" in msg and "jobs.submit" not in daemon.ops()
+
+
+def test_the_daemons_hook_stops_waiting_for_a_slow_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submission's wait ends inside the agent's own hook timeout, as ``Unavailable``."""
+    import concurrent.futures
+
+    from tenantry.gateway import hookserve
+
+    assert hookserve.SUBMIT_WAIT_S < 10  # Claude Code gives the http hook 10 s
+    monkeypatch.setattr(hookserve, "SUBMIT_WAIT_S", 0.05)
+    monkeypatch.setattr(hookserve, "OP_TIMEOUT_S", 0.05)
+    pending: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    for op in ("jobs.submit", "policy.check"):
+        with pytest.raises(errors.Unavailable, match=f"{op} did not answer in time"):
+            hookserve.result_of(pending, op)
+    done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    done.set_result({"ok": 1})
+    assert hookserve.result_of(done, "jobs.submit") == {"ok": 1}

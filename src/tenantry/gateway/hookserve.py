@@ -134,6 +134,15 @@ def _tool_call(payload: Any) -> str:
     return "hook:" + hashlib.sha256(tool_use.encode("utf-8", "replace")).hexdigest()[:40]
 
 
+def result_of(future: concurrent.futures.Future[Any], op: str) -> Any:
+    """The op's result, or ``Unavailable`` once the hook's wait for it is over (the op
+    goes on: a submission may still reach Slurm, and the hook must say so)."""
+    try:
+        return future.result(SUBMIT_WAIT_S if op == "jobs.submit" else OP_TIMEOUT_S)
+    except TimeoutError as exc:
+        raise errors.Unavailable(f"{op} did not answer in time") from exc
+
+
 def _claims(raw: bytes) -> dict[str, Any]:
     """What the lean command hook says about its process (its principal header), or {}."""
     try:
@@ -173,15 +182,11 @@ async def answer(
         claims = json.dumps(base)
 
         def checker(op: str, params: dict[str, Any]) -> Any:
-            submit = op == "jobs.submit"
-            rid = tool_call if submit else ""
+            rid = tool_call if op == "jobs.submit" else ""
             future = asyncio.run_coroutine_threadsafe(
                 call_op(rt, envs, scope, op, params, claims, rid), loop
             )
-            try:
-                return future.result(SUBMIT_WAIT_S if submit else OP_TIMEOUT_S)
-            except TimeoutError as exc:  # the op goes on; the hook answers without it
-                raise errors.Unavailable(f"{op} did not answer in time") from exc
+            return result_of(future, op)
 
         return checker
 
