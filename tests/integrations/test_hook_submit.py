@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ def test_without_output_the_file_is_sbatchs_default(work: Path) -> None:
         "sbatch missing.sh",
         "sbatch notascript.sh",
         "sbatch .",
+        "sbatch fifo.sh",
         "srun job.sh",
     ],
 )
@@ -85,6 +87,7 @@ def test_what_the_hook_cannot_read_exactly_is_left_to_the_redirect(
     work: Path, command: str
 ) -> None:
     (work / "notascript.sh").write_text("sleep 1\n")
+    os.mkfifo(work / "fifo.sh")  # reading it would block the hook
     assert submit_line.read(command, str(work)) is None
     assert submit_line.read("sbatch job.sh", "relative/dir") is None
 

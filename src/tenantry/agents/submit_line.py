@@ -116,7 +116,10 @@ def _script_text(path: str) -> str | None:
     import stat
 
     try:
-        with open(path, "rb") as fh:
+        # never blocks: a FIFO or a device is not opened (and O_NONBLOCK for a swap after)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode) or info.st_size > SCRIPT_MAX:
                 return None
