@@ -6,8 +6,11 @@ Against a fresh daemon (local backend, its own state directory) on a small
 indexed workspace, it measures, interleaved so load falls on each alike:
 
 - ``python -c pass`` with the interpreter the CLI uses (and ``/usr/bin/python3``);
-- cold ``tenantry run -- true`` (in a directory outside the workspace) and
-  ``tenantry find WS --name '*.py'`` (a new process each, the daemon warm), as
+- cold ``tenantry --version`` (the CLI's own start), ``tenantry run -- true``
+  and ``tenantry run --where lease -- true`` (in a directory outside the
+  workspace), ``tenantry submit --force job.sh`` (an agent's ``sbatch`` where
+  the hook redirects it) and ``tenantry find WS --name '*.py'`` (a new process
+  each, the daemon warm), as
   ``python -m tenantry`` and, when the interpreter's directory holds one, as
   the installed ``tenantry`` script (what agents run; it skips ``runpy``);
 - ``index.find`` through the daemon from a warm client (one kept-alive
@@ -122,14 +125,21 @@ def main() -> int:
                 time.sleep(0.05)
         client.call("index.add", {"path": str(ws), "wait": True})
         tenantry = [sys.executable, "-m", "tenantry"]
+        lease = ["run", "--where", "lease", "--", "true"]
+        submit = ["submit", "--force", "job.sh"]  # --force: each one a new job, not dedup
         arms: dict[str, list[str]] = {
             "python -c pass": [sys.executable, "-c", "pass"],
+            "tenantry --version": [*tenantry, "--version"],
             "tenantry run -- true": [*tenantry, "run", "--", "true"],
+            "tenantry run --where lease -- true": [*tenantry, *lease],
+            "tenantry submit": [*tenantry, *submit],
             "tenantry find": [*tenantry, "find", str(ws), "--name", "*.py"],
         }
         script = Path(sys.executable).with_name("tenantry")
         if script.exists():  # the installed entry point: what an agent's shell runs
             arms["tenantry run -- true (script)"] = [str(script), "run", "--", "true"]
+            arms["tenantry run --where lease -- true (script)"] = [str(script), *lease]
+            arms["tenantry submit (script)"] = [str(script), *submit]
             arms["tenantry find (script)"] = [str(script), "find", str(ws), "--name", "*.py"]
         if os.path.exists("/usr/bin/python3"):
             arms["/usr/bin/python3 -c pass"] = ["/usr/bin/python3", "-c", "pass"]
@@ -138,6 +148,7 @@ def main() -> int:
         # work that would land on the next arm's start (measured apart below)
         plain = str(tmp / "plain")
         os.mkdir(plain)
+        Path(plain, "job.sh").write_text("#!/bin/sh\ntrue\n")
         for argv in arms.values():
             timed(argv, env, plain)  # bytecode written, caches warm
         times: dict[str, list[float]] = {k: [] for k in arms}

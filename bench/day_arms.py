@@ -5,8 +5,10 @@
   ``squeue``/``sacct`` polling.
 - ``tenantry``: the agent's Tenantry surfaces: its pre-tool hook before every
   command (``tenantry hook --agent claude-code``) and the commands the hook
-  and the installed agent rules steer it to: ``tenantry submit``/``jobs``
-  (the shared status cache) for ``sbatch``/``squeue``/``sacct``, ``tenantry
+  and the installed agent rules steer it to: ``sbatch``, ``squeue --me`` and
+  ``sacct -X`` answered by the hook itself (the daemon submits the job, or
+  lists the shared status cache; ``tenantry submit`` where the hook redirects
+  an ``sbatch`` instead), ``tenantry
   git status`` (git asking the index's change feed) for ``git status``,
   ``tenantry find``/``grep`` (the index) for raw searches, ``tenantry run
   --where lease`` for test runs. The PATH shims are first on PATH too (for a
@@ -108,8 +110,9 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
         step["argv"] = [*ctx.tenantry, "find", ctx.workspace, "--name", act.arg]
     elif tenantry_agent and act.cls == "grep":
         step["argv"] = [*ctx.tenantry, "grep", "-n", act.arg, ctx.workspace]
-    elif tenantry_agent and act.cls == "sbatch":  # what the hook steers sbatch to
-        step["argv"] = [*ctx.tenantry, "submit", *_batch_job(act, ctx, actor)]
+    elif tenantry_agent and act.cls == "sbatch":  # the hook submits it, else its redirect
+        step["argv"] = ["sbatch", "--parsable", *_batch_job(act, ctx, actor)]
+        step["fallback"] = [*ctx.tenantry, "submit", *_batch_job(act, ctx, actor)]
     elif tenantry_agent and act.cls == "squeue":  # the hook answers it from the status cache
         step["argv"] = ["squeue", "--me"]
     elif tenantry_agent and act.cls == "sacct":  # the form the hook answers (all own jobs)

@@ -10,7 +10,13 @@ place), an optional ``hook_url`` (Claude Code's http hook: the payload is POSTed
 the agent's own process does, and ``hook`` runs only for commands whose
 program is in ``hook_if``, the installed fallback; an http hook that gets no
 answer lets the command through, as in Claude Code), and ``steps``:
-``{"t", "cls", "argv"}`` or ``{"t", "cls", "write": PATH}`` (an edit).
+``{"t", "cls", "argv"}`` or ``{"t", "cls", "write": PATH}`` (an edit). A step
+may carry a ``fallback`` argv: what the agent runs instead when the hook
+denies the command (the Tenantry command its redirect names).
+
+Each payload is Claude Code's: ``session_id``, ``cwd``, a fresh ``tool_use_id``
+and ``permission_mode`` ``bypassPermissions`` (an agent that runs its commands
+without asking anyone, as on a batch system).
 
 A step runs at ``t0 + t``, or at once when the previous one overran (the
 actor falls behind, as a session waiting on a slow file system does). The
@@ -42,18 +48,11 @@ def _verdict(answer: Any) -> str:
     )
 
 
-def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, command: str, sid: str) -> str:
-    payload = {
-        "hook_event_name": "PreToolUse",
-        "session_id": sid,
-        "cwd": cwd,
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-    }
+def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, body: bytes) -> str:
     try:
         out = subprocess.run(
             hook,
-            input=json.dumps(payload),
+            input=body.decode(),
             capture_output=True,
             text=True,
             env=env,
@@ -72,24 +71,28 @@ def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, command: str, s
 
 
 def _payload(cwd: str, command: str, sid: str) -> bytes:
+    """One tool call's PreToolUse payload (its http and command hooks get the same one)."""
+    import uuid
+
     return json.dumps(
         {
             "hook_event_name": "PreToolUse",
             "session_id": sid,
             "cwd": cwd,
+            "permission_mode": "bypassPermissions",
             "tool_name": "Bash",
             "tool_input": {"command": command},
+            "tool_use_id": f"toolu_{uuid.uuid4().hex}",
         }
     ).encode()
 
 
-def _http_denies(url: str, cwd: str, command: str, sid: str) -> str:
+def _http_denies(url: str, body: bytes) -> str:
     """One http hook call on a fresh loopback connection; no answer lets the command run."""
     import socket
     import urllib.parse
 
     u = urllib.parse.urlsplit(url)
-    body = _payload(cwd, command, sid)
     head = (
         f"POST {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -151,17 +154,21 @@ def main(path: str) -> int:
         t = time.perf_counter()
         verdict = ""
         hook_s = 0.0
+        body = _payload(cwd, " ".join(step.get("argv") or ()), sid)
         if hook_url and "argv" in step:  # the http hook, and the fallback where it matches
-            command = " ".join(step["argv"])
-            verdict = _http_denies(hook_url, cwd, command, sid)
+            verdict = _http_denies(hook_url, body)
             if not verdict and hook and step["argv"][0].rsplit("/", 1)[-1] in hook_if:
-                verdict = _hook_denies(hook, env, cwd, command, sid)
+                verdict = _hook_denies(hook, env, cwd, body)
             hook_s = time.perf_counter() - t
         elif hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool
-            verdict = _hook_denies(hook, env, cwd, " ".join(step["argv"]), sid)
+            verdict = _hook_denies(hook, env, cwd, body)
             hook_s = time.perf_counter() - t
-        denied = verdict == "deny"
-        rc = -1 if denied else 0 if verdict == "answered" else _run(step, env, cwd)
+        fell_back = verdict == "deny" and bool(step.get("fallback"))
+        denied = verdict == "deny" and not fell_back
+        if fell_back:  # the agent runs what the redirect named
+            rc = _run({"argv": step["fallback"]}, env, cwd)
+        else:
+            rc = -1 if denied else 0 if verdict == "answered" else _run(step, env, cwd)
         rows.append(
             {
                 "cls": step["cls"],
@@ -172,6 +179,7 @@ def main(path: str) -> int:
                 "rc": rc,
                 "denied": denied,
                 "answered": verdict == "answered",
+                "fell_back": fell_back,
                 "via_tenantry": bool(step.get("via_tenantry")),
             }
         )

@@ -630,7 +630,8 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
             "t0": t0,
             "env": env,
             "cwd": ctx.home,
-            "session": actor.session,
+            # the hook's session id is the one the agent's commands claim (CLAUDE_CODE_SESSION_ID)
+            "session": env.get("CLAUDE_CODE_SESSION_ID", actor.session),
             "hook": day_arms.hook_for(actor, ctx),
             **day_arms.http_hook_for(
                 actor, ctx, daemons.hook_url(ctx.unix_user) if daemons else ""

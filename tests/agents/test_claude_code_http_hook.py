@@ -84,3 +84,32 @@ def test_without_a_daemon_the_dangerous_list_still_fails_closed(sandbox: Sandbox
     assert "fails closed" in results[0], results[0]
     assert (sandbox.project / "build-x").is_dir()
     assert "still-42" in results[1]
+
+
+def test_the_hook_submits_a_plain_sbatch_once(sandbox: Sandbox) -> None:
+    """Claude Code runs the http hook and the fallback command hook of an ``sbatch`` in
+    parallel: both reach the daemon with the tool call's id, and one job is submitted."""
+    _install(sandbox)
+    (sandbox.project / "job.sh").write_text("#!/bin/sh\necho hi\n")
+    script = [
+        # any Tenantry command sends the session's environment (the job's)
+        Step("Bash", {"command": "tenantry run -- true", "description": "warm up"}),
+        Step("Bash", {"command": "sbatch -J hooked job.sh", "description": "submit"}),
+        Step(text="all done"),
+    ]
+    with FakeModel(script, trigger="Bash") as fm:
+        r = sandbox.run(
+            [cli_path("claude"), "-p", "check the facility", "--output-format", "stream-json",
+             "--verbose", "--permission-mode", "bypassPermissions"],
+            240, **{"ANTHROPIC_BASE_URL": fm.url, "ANTHROPIC_API_KEY": "sk-fake",
+                    "IS_SANDBOX": "1"},  # bypassPermissions as root
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        results = list(fm.script.tool_results)
+    assert len(results) == 2, results
+    assert results[1].startswith("Tenantry answered `sbatch -J hooked job.sh` itself"), results
+    jobs = sandbox.tenantry_json("jobs")["jobs"]
+    assert [j["name"] for j in jobs] == ["hooked"], jobs
+    assert results[1].endswith(f"\nSubmitted batch job {jobs[0]['backend_id']}"), results[1]
+    events = sandbox.tenantry_json("events", "--since", "3600", "--limit", "500")["events"]
+    assert [e["type"] for e in events].count("job.submitted") == 1, events

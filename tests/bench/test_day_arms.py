@@ -54,9 +54,14 @@ def test_tenantry_agents_use_the_index_leases_hook_and_shims() -> None:
     test = day_arms.step_for(Action(1, "test"), AGENT, ctx)
     assert test["argv"][3:7] == ["run", "--where", "lease", "--"]
     assert test["via_tenantry"] is True
-    # what the hook steers sbatch/squeue/sacct to (a raw one would be denied)
+    # sbatch: the bare command, which the daemon's hook submits itself; where the hook
+    # redirects it instead, the agent runs the `tenantry submit` the redirect names
     sbatch = day_arms.step_for(Action(1, "sbatch", "12.0"), AGENT, ctx)
-    assert sbatch["argv"][3] == "submit" and sbatch["argv"][-2:] == ["/w/home/u/job.sh", "12.0"]
+    bare = day_arms.step_for(Action(1, "sbatch", "12.0"), AGENT, _ctx("bare"))
+    assert sbatch["argv"] == bare["argv"]
+    assert steer.redirect(shlex.join(sbatch["argv"])).rule == "redirect.sbatch"  # type: ignore[union-attr]
+    fallback = sbatch["fallback"]
+    assert fallback[3] == "submit" and fallback[-2:] == ["/w/home/u/job.sh", "12.0"]
     # squeue/sacct: the forms the hook answers itself from the status cache
     for cls in ("squeue", "sacct"):
         argv = day_arms.step_for(Action(1, cls), AGENT, ctx)["argv"]

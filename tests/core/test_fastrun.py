@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import pytest
 
-from tenantry.cli.fastrun import RunArgs, parse
+from tenantry.cli.fastrun import Parsed, RunArgs, SubmitArgs, parse, parse_submit
 from tenantry.cli.main import build_parser
 
 PLAIN = [
@@ -45,23 +46,63 @@ LEFT_TO_ARGPARSE = [
 ]
 
 
-def _argparse(argv: list[str]) -> dict[str, object]:
-    ns = build_parser("run").parse_args(argv)
+SUBMIT_PLAIN = [
+    ["submit", "job.sh"],
+    ["submit", "job.sh", "--epochs", "3", "-J", "x"],  # after the script: the script's
+    ["submit", "-J", "day-job", "-t", "2", "-c", "1", "--mem", "64M", "-o", "o-%j", "job.sh", "10"],
+    ["submit", "--job-name", "n", "--cpus-per-task", "2", "--time", "1:00", "job.sh"],
+    ["submit", "--cpus", " 3 ", "-G", "1", "--gpus", "2", "job.sh"],  # the last one wins
+    ["submit", "-p", "debug", "--partition", "gpu", "-A", "proj", "--account", "p2", "j.sh"],
+    ["submit", "-e", "err", "--error", "e2", "--output", "out", "-a", "1-3", "j.sh"],
+    ["submit", "--array", "0-9%2", "--force", "--json", "j.sh"],
+    ["submit", "--mem", "", "j.sh"],
+    ["--socket", "/tmp/s", "--state-dir", "/tmp/d", "submit", "job.sh"],
+]
+
+SUBMIT_LEFT_TO_ARGPARSE = [
+    ["submit"],
+    ["submit", "--force"],
+    ["submit", "--help"],
+    ["submit", "-h"],
+    ["submit", "--job", "n", "job.sh"],  # an abbreviation argparse accepts
+    ["submit", "-Jn", "job.sh"],
+    ["submit", "--time=2", "job.sh"],
+    ["submit", "-c", "two", "job.sh"],
+    ["submit", "-c", "-1", "job.sh"],
+    ["submit", "--", "job.sh"],
+    ["submit", "job.sh", "--", "x"],
+    ["submit", "--nodes", "2", "job.sh"],
+    ["run", "job.sh"],
+]
+
+
+def _argparse(command: str, argv: list[str]) -> dict[str, object]:
+    ns = build_parser(command).parse_args(argv)
     out = vars(ns)
     del out["handler"], out["command"]
     return out
 
 
-@pytest.mark.parametrize("argv", PLAIN)
-def test_plain_forms_match_argparse(argv: list[str]) -> None:
-    fast = parse(argv)
-    assert isinstance(fast, RunArgs)
-    assert fast.fields() == _argparse(argv)
+def _reader(command: str) -> Callable[[list[str]], Parsed | None]:
+    return parse if command == "run" else parse_submit
 
 
-@pytest.mark.parametrize("argv", LEFT_TO_ARGPARSE)
-def test_anything_else_is_left_to_argparse(argv: list[str]) -> None:
-    assert parse(argv) is None
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [*(("run", a) for a in PLAIN), *(("submit", a) for a in SUBMIT_PLAIN)],
+)
+def test_plain_forms_match_argparse(command: str, argv: list[str]) -> None:
+    fast = _reader(command)(argv)
+    assert isinstance(fast, RunArgs if command == "run" else SubmitArgs)
+    assert fast.fields() == _argparse(command, argv)
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [*(("run", a) for a in LEFT_TO_ARGPARSE), *(("submit", a) for a in SUBMIT_LEFT_TO_ARGPARSE)],
+)
+def test_anything_else_is_left_to_argparse(command: str, argv: list[str]) -> None:
+    assert _reader(command)(argv) is None
 
 
 def test_argparse_still_explains(capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,3 +163,14 @@ def test_lean_parser_help_is_argparse_help(
         return out
 
     assert helps(fast) == helps(plain)
+
+
+def test_every_submit_option_is_known_to_the_fast_reader() -> None:
+    """A new ``submit`` option must be taught to ``fastrun`` (or it silently falls back)."""
+    from tenantry.cli import fastrun
+
+    sub = build_parser("submit")._subparsers
+    assert sub is not None
+    group = next(a for a in sub._group_actions if isinstance(a, argparse._SubParsersAction))
+    options = {s for a in group.choices["submit"]._actions for s in a.option_strings}
+    assert options - {"--help", "-h"} == set(fastrun.SUBMIT_FLAGS) | set(fastrun.SUBMIT_VALUES)

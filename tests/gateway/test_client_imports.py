@@ -53,10 +53,12 @@ DAEMON_SIDE = (
         ["find", ".", "--name", "*.txt"],
         ["grep", "needle", "."],
         ["jobs"],
+        ["submit", "-J", "lean", "job.sh", "1"],
     ],
 )
 def test_client_commands_stay_lean(daemon: Daemon, tmp_path: Path, args: list[str]) -> None:
     (tmp_path / "a.txt").write_text("needle\n")
+    (tmp_path / "job.sh").write_text("#!/bin/sh\ntrue\n")
     # pytest-cov measures subprocesses by importing coverage (and its sqlite3) at start
     env = {k: v for k, v in daemon.env.items() if not k.startswith(("COV_CORE_", "COVERAGE_"))}
     proc = subprocess.run(
@@ -75,6 +77,9 @@ def test_client_commands_stay_lean(daemon: Daemon, tmp_path: Path, args: list[st
         assert proc.stdout.strip() in ("", "hi") or json.loads(proc.stdout)["exit_code"] == 0
         skips = COLD_RUN_SKIPS if "--json" in args else COLD_RUN_SKIPS | JSON_PACKAGE
         assert not skips & set(modules), (args, sorted(skips & set(modules)))
+    if args[0] == "submit":  # an agent's sbatch the hook redirected: as lean as `run`
+        assert proc.stdout.strip().startswith("t"), proc.stdout + proc.stderr
+        assert not COLD_RUN_SKIPS & set(modules), (args, sorted(COLD_RUN_SKIPS & set(modules)))
     if args[0] in ("find", "grep"):  # argparse, but not its terminal-width extras nor typing
         skips = {"shutil", "bz2", "lzma", "socket", "selectors", "typing"}
         assert not skips & set(modules), (args, sorted(skips & set(modules)))

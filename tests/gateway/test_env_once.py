@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.client.wire import ENV_DIGEST, env_digest
+from tenantry.client.wire import ENV_DIGEST, ENV_LATEST, env_digest
 from tenantry.core.errors import EnvUnknown
 
 from .conftest import Daemon
@@ -41,6 +41,37 @@ def test_an_unknown_or_foreign_digest_is_refused(daemon: Daemon, tmp_path: Path)
         _run(daemon, {**base, ENV_DIGEST: env_digest(env)}, session="tt-env-s2")
     with pytest.raises(EnvUnknown):
         _run(daemon, {**base, ENV_DIGEST: "0" * 64})
+
+
+def test_latest_names_the_environment_this_session_sent_last(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """What the daemon's hook submits an agent's sbatch with (``agents.hook``)."""
+    base = {"argv": ["sh", "-c", 'echo "$TT_ONCE"'], "cwd": str(tmp_path), "where": "local"}
+    with pytest.raises(EnvUnknown):  # nothing sent yet
+        _run(daemon, {**base, ENV_DIGEST: ENV_LATEST}, session="tt-env-l1")
+    for value in ("older", "newer"):
+        env = {"PATH": "/usr/bin:/bin", "TT_ONCE": value}
+        _run(daemon, {**base, "env": env}, session="tt-env-l1")
+    res = _run(daemon, {**base, ENV_DIGEST: ENV_LATEST}, session="tt-env-l1")
+    assert res["stdout_tail"] == "newer\n"
+    with pytest.raises(EnvUnknown):  # another session's is not its own
+        _run(daemon, {**base, ENV_DIGEST: ENV_LATEST}, session="tt-env-l2")
+
+
+def test_latest_forgets_an_evicted_environment() -> None:
+    from tenantry.core.models import AgentProduct, Principal
+    from tenantry.gateway.envs import SessionEnvs
+
+    envs = SessionEnvs(limit=2)
+    me, other = (Principal(1, "u", AgentProduct.CLAUDE_CODE, s, "h") for s in ("s1", "s2"))
+    envs.remember(me, {"A": "1"})
+    assert envs.expand(me, {ENV_DIGEST: ENV_LATEST})["env"] == {"A": "1"}
+    envs.remember(other, {"B": "1"})
+    envs.remember(other, {"B": "2"})  # the limit evicts me's only environment
+    with pytest.raises(EnvUnknown):
+        envs.expand(me, {ENV_DIGEST: ENV_LATEST})
+    assert envs.expand(other, {ENV_DIGEST: ENV_LATEST})["env"] == {"B": "2"}
 
 
 async def test_the_async_client_sends_an_environment_once(

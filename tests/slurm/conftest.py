@@ -173,7 +173,7 @@ def env(slurm: None) -> Iterator[Env]:
     log = (Path(state) / "daemon.log").open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tenantry", "serve"],
-        env={**e.human, "PYTHONPATH": str(Path(install.__code__.co_filename).parents[2])},
+        env={**e.human, "PYTHONPATH": str(Path(install.__code__.co_filename).parents[3])},
         stdout=log,
         stderr=log,
         start_new_session=True,

@@ -216,8 +216,13 @@ def decide(
     *,
     redirect: bool = True,
     on_unreachable: str = "closed-dangerous",
+    submit: bool = False,
 ) -> Verdict:
-    """The verdict for one pre-tool event (``none`` when Tenantry has no opinion)."""
+    """The verdict for one pre-tool event (``none`` when Tenantry has no opinion).
+
+    ``submit``: this hook may submit a plain ``sbatch`` itself (only the daemon's
+    hook does: it alone serialises the agent's parallel hooks of one tool call).
+    """
     from tenantry.core import errors
 
     if inp.event != "pre_tool" or not inp.command:
@@ -228,7 +233,11 @@ def decide(
     if redirect:
         found = steer.redirect(command)
         if found:
-            answered = _answer(command, checker) if checker is not None else None
+            answered = None
+            if checker is not None and submit and found.rule == "redirect.sbatch":
+                answered = _submit(inp, checker)
+            elif checker is not None:
+                answered = _answer(command, checker)
             return answered or Verdict("deny", found.message, found.rule)
     danger = steer.dangerous(command)
     if checker is None:
@@ -287,6 +296,58 @@ def _answer(command: str, checker: Checker) -> Verdict | None:
         f"{ANSWERED} `{command}` itself, from the shared status cache (Slurm was not"
         f" asked; `tenantry jobs` prints the same):\n{listing}",
         "answer.jobs",
+    )
+
+
+def _submit(inp: HookInput, checker: Checker) -> Verdict | None:
+    """A plain ``sbatch SCRIPT``: submitted through the daemon's submit op, in the hook.
+
+    Only where Claude Code would run the command without asking anyone
+    (``permission_mode`` ``bypassPermissions``) and names the tool call
+    (``tool_use_id``, the submission's idempotency key), and only what
+    ``agents.submit_line`` reads exactly. The answer carries sbatch's own output
+    line. None (the redirect to ``tenantry submit`` stands) when the job was not
+    submitted: policy, budgets, the kill switch or Slurm refused it, or this
+    session has sent the daemon no environment yet (the job's, as with
+    ``tenantry submit``). A submission that did not finish in time is a denial
+    that says so: it may still be on its way, and running the command would
+    submit the job twice.
+    """
+    from tenantry.agents import submit_line
+    from tenantry.core import errors
+
+    raw = inp.raw
+    if raw.get("permission_mode") != "bypassPermissions" or not raw.get("tool_use_id"):
+        return None
+    line = submit_line.read(inp.command or "", inp.cwd)
+    if line is None:
+        return None
+    try:
+        result = checker("jobs.submit", line.params)
+    except (errors.PermissionDenied, errors.UsageError, errors.BackendError):
+        return None
+    except errors.TenantryError as err:
+        return Verdict(
+            "deny",
+            f"Tenantry: the submission of `{inp.command}` was not confirmed ({err.message});"
+            " it may still be submitted. Check `tenantry jobs` before submitting it again.",
+            "hook.submit-unconfirmed",
+        )
+    job = result.get("job") if isinstance(result, dict) else None
+    if not isinstance(job, dict):
+        job = {}
+    printed = line.printed(str(job.get("backend_id") or job.get("id") or "?"))
+    how = (
+        f"{result.get('note') or 'an identical job exists'}."
+        if isinstance(result, dict) and result.get("existing")
+        else f"it submitted the job (Tenantry job {job.get('id', '?')}) as sbatch would,"
+        " through the facility's policy and budgets."
+    )
+    return Verdict(
+        "deny",
+        f"{ANSWERED} `{inp.command}` itself: {how} Do not run the command again."
+        f" sbatch's output:\n{printed}",
+        "answer.submit",
     )
 
 
@@ -476,11 +537,13 @@ def run(
     checker_factory: Callable[[str, str], Checker] | None = None,
     env: Mapping[str, str] | None = None,
     config: tuple[bool, str] | None = None,
+    submit: bool = False,
 ) -> int:
     """Read one payload, decide, answer. Returns the exit code.
 
     ``config`` is (``hook_redirect``, ``hook_on_unreachable``) when the caller
     has them (the daemon answering a hook itself); otherwise they are loaded.
+    ``submit``: the hook may submit a plain ``sbatch`` itself (``decide``).
     """
     from tenantry.core import errors
 
@@ -511,7 +574,7 @@ def run(
         context = lessons_for(inp, checker)
     else:
         redirect_on, mode = config if config is not None else _config(env)
-        verdict = decide(inp, checker, redirect=redirect_on, on_unreachable=mode)
+        verdict = decide(inp, checker, redirect=redirect_on, on_unreachable=mode, submit=submit)
         if verdict.decision in {"deny", "ask"} and checker is not None and not _answered(verdict):
             _report_decision(inp, verdict, checker)
     text, code = render(inp, verdict, context)

@@ -42,7 +42,7 @@ _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
 _META = set(";|&$`<>()\n")
 
 
-def _plain(command: str) -> list[str]:
+def plain_argv(command: str) -> list[str]:
     """The argv of a single plain command (no chaining, substitution or redirection), or []."""
     if _META & set(command):
         return []
@@ -54,7 +54,7 @@ def _plain(command: str) -> list[str]:
 
 def only_tenantry(command: str) -> bool:
     """A single plain ``tenantry ...`` call: no chaining, substitution or redirection."""
-    argv = _plain(command)
+    argv = plain_argv(command)
     return bool(argv) and _base(argv[0]) == "tenantry"
 
 
@@ -206,7 +206,7 @@ def answerable(command: str, user: str) -> list[str] | None:
     ``squeue -u USER`` (its active jobs) and a plain ``sacct`` (all its jobs,
     ``[]``); a plain ``squeue`` lists every user's and is redirected instead.
     """
-    argv = _plain(command)
+    argv = plain_argv(command)
     if not argv:
         return None
     name, args = _base(argv[0]), argv[1:]

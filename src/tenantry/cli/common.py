@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypeAlias
 
-    from tenantry.cli.fastrun import RunArgs
+    from tenantry.cli.fastrun import RunArgs, SubmitArgs
 
     Handler = Callable[[argparse.Namespace], int]
     # a parsed command line: argparse's, or ``tenantry run``'s read without it
-    Args: TypeAlias = argparse.Namespace | RunArgs
+    Args: TypeAlias = argparse.Namespace | RunArgs | SubmitArgs
 
 
 def add_json(p: argparse.ArgumentParser) -> None:

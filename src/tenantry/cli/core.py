@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from tenantry.cli.fastrun import RunArgs
+    from tenantry.cli.fastrun import RunArgs, SubmitArgs
 
 
 def register(sub: Any) -> None:
@@ -93,7 +93,7 @@ def register_only(sub: Any, command: str) -> None:
 
 
 # -- run ----------------------------------------------------------------------------------
-def _resources(args: argparse.Namespace | RunArgs) -> dict[str, Any]:
+def _resources(args: argparse.Namespace | RunArgs | SubmitArgs) -> dict[str, Any]:
     """Only what was given: the script's #SBATCH lines fill the rest."""
     res: dict[str, Any] = {}
     if args.cpus is not None:
@@ -250,18 +250,17 @@ def _register_jobs(sub: Any) -> None:
         p.add_argument("--task", type=int, help="one task of an array job (default: every task)")
 
 
-def _submit(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    script = Path(args.script)
+def _submit(args: argparse.Namespace | SubmitArgs) -> int:
+    # os.path, not pathlib (and its urllib.parse and ipaddress): this starts cold
     try:
-        text = script.read_text()
+        with open(args.script) as fh:  # the locale's encoding, as Path.read_text
+            text = fh.read()
     except FileNotFoundError as exc:
         raise errors.UsageError(f"script {args.script!r} does not exist") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise errors.UsageError(f"cannot read script {args.script!r}: {exc}") from exc
     params = {
-        "script": str(script.resolve()),
+        "script": os.path.realpath(args.script),
         "script_text": text,
         "args": list(args.args),
         "cwd": os.getcwd(),

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from tenantry.cli.common import Args, Handler
 
-    A = TypeVar("A", bound=Args)  # argparse's namespace, or fastrun's RunArgs
+    A = TypeVar("A", bound=Args)  # argparse's namespace, or fastrun's RunArgs or SubmitArgs
 
 # Which module adds each subcommand. A module defines ``register(sub) -> None``
 # and sets ``handler=`` on its parsers with ``set_defaults``. Only the module of
@@ -187,6 +187,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tenantry.cli.core import _run
 
             return _handle(_run, plain)
+    if command == "submit":  # an agent's sbatch the hook redirected: no argparse when plain
+        from tenantry.cli.fastrun import parse_submit
+
+        job = parse_submit(argv)
+        if job is not None:
+            from tenantry.cli.core import _submit
+
+            return _handle(_submit, job)
     parser = build_parser(command)
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)

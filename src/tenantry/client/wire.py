@@ -34,6 +34,8 @@ API = "/v1"
 PRINCIPAL_HEADER = "X-Tenantry-Principal"
 REQUEST_ID_HEADER = "X-Tenantry-Request-Id"
 ENV_DIGEST = "env_digest"
+# env_digest: whichever environment this principal sent last (the daemon's hook submits with it)
+ENV_LATEST = "latest"
 MAX_HEAD = 65536
 _RECV = 262144
 

@@ -20,6 +20,13 @@ Two ways in:
   the connecting socket (``gateway.tcpcred``); another user's connection is
   refused, as on the Unix socket. Only this endpoint is served there.
 
+A plain ``sbatch SCRIPT`` is submitted here (``hook.decide`` with ``submit``:
+Claude Code runs the http hook and the command hook of one tool call in
+parallel, and both reach this daemon, so the submission's request id is the
+tool call's, ``tool_use_id``, and the second is answered with the first's job).
+Its wait is ``SUBMIT_WAIT_S``, inside the agent's hook timeout: an answer that
+came too late would let the agent run the command and submit the job twice.
+
 Only tool events are answered here (``PreToolUse`` and the post-tool
 failure); session start and end stay with the command hook, which also starts
 the daemon. A payload this endpoint cannot decide on gets an empty answer
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import io
 import json
 import logging
@@ -53,6 +61,7 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/v1/hook/"
 OP_TIMEOUT_S = 10.0
+SUBMIT_WAIT_S = 7.0  # Claude Code's http hook waits 10 s (agents.products.claude_code)
 # the hooks' own threads: a hook never queues behind the store's or the index's work in
 # the loop's default executor (each waits on its ops, which run on the loop)
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="hook")
@@ -65,18 +74,27 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 async def call_op(
-    rt: Runtime, envs: SessionEnvs, scope: Scope, op: str, params: dict[str, Any], claims: str
+    rt: Runtime,
+    envs: SessionEnvs,
+    scope: Scope,
+    op: str,
+    params: dict[str, Any],
+    claims: str,
+    request_id: str = "",
 ) -> Any:
     """One op for the hook's caller, through ``opserve`` (as if sent on the socket)."""
     body = json.dumps(params).encode()
+    headers = [
+        (opserve.PRINCIPAL_HEADER, claims.encode("latin-1")),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if request_id:
+        headers.append((opserve.REQUEST_ID_HEADER, request_id.encode("latin-1")))
     inner: dict[str, Any] = {
         "type": "http",
         "method": "POST",
         "path": opserve.PREFIX + op,
-        "headers": [
-            (opserve.PRINCIPAL_HEADER, claims.encode("latin-1")),
-            (b"content-length", str(len(body)).encode()),
-        ],
+        "headers": headers,
         PEER_KEY: scope.get(PEER_KEY),
         # the listener the hook came in on: a sandboxed session's socket names that session
         SOCKET_KEY: scope.get(SOCKET_KEY) or rt.settings.socket,
@@ -108,6 +126,23 @@ def _event(payload: Any) -> str:
     return str(payload.get("hook_event_name") or payload.get("type") or "")
 
 
+def _tool_call(payload: Any) -> str:
+    """The request id of a submission for this tool call ("" when the payload names none)."""
+    tool_use = payload.get("tool_use_id") if isinstance(payload, dict) else None
+    if not isinstance(tool_use, str) or not tool_use:
+        return ""
+    return "hook:" + hashlib.sha256(tool_use.encode("utf-8", "replace")).hexdigest()[:40]
+
+
+def result_of(future: concurrent.futures.Future[Any], op: str) -> Any:
+    """The op's result, or ``Unavailable`` once the hook's wait for it is over (the op
+    goes on: a submission may still reach Slurm, and the hook must say so)."""
+    try:
+        return future.result(SUBMIT_WAIT_S if op == "jobs.submit" else OP_TIMEOUT_S)
+    except TimeoutError as exc:
+        raise errors.Unavailable(f"{op} did not answer in time") from exc
+
+
 def _claims(raw: bytes) -> dict[str, Any]:
     """What the lean command hook says about its process (its principal header), or {}."""
     try:
@@ -137,6 +172,7 @@ async def answer(
         return "", 0  # session events stay with the command hook (it starts the daemon)
     loop = asyncio.get_running_loop()
     settings = rt.settings
+    tool_call = _tool_call(payload)
     config = (bool(settings.hook_redirect), str(settings.hook_on_unreachable))
 
     def factory(agent_name: str, session: str) -> hook.Checker:
@@ -146,10 +182,11 @@ async def answer(
         claims = json.dumps(base)
 
         def checker(op: str, params: dict[str, Any]) -> Any:
+            rid = tool_call if op == "jobs.submit" else ""
             future = asyncio.run_coroutine_threadsafe(
-                call_op(rt, envs, scope, op, params, claims), loop
+                call_op(rt, envs, scope, op, params, claims, rid), loop
             )
-            return future.result(OP_TIMEOUT_S)
+            return result_of(future, op)
 
         return checker
 
@@ -157,7 +194,13 @@ async def answer(
         out, err = io.StringIO(), io.StringIO()
         try:
             code = hook.run(
-                agent, io.StringIO(text), out, err, checker_factory=factory, config=config
+                agent,
+                io.StringIO(text),
+                out,
+                err,
+                checker_factory=factory,
+                config=config,
+                submit=bool(tool_call),
             )
         except Exception as exc:  # the command hook's last resort, here too
             log.exception("hook answer failed")
