@@ -159,6 +159,9 @@ def ensure_user(name: str, home: str) -> pwd.struct_passwd:
             ["useradd", "-M", "-d", home, "-s", "/bin/sh", name], check=True, capture_output=True
         )
         pw = pwd.getpwnam(name)
+    if pw.pw_dir != home:  # made by a run with another --work: its home is this run's now
+        subprocess.run(["usermod", "-d", home, name], check=True, capture_output=True)
+        pw = pwd.getpwnam(name)
     os.makedirs(home, exist_ok=True)
     os.chown(home, pw.pw_uid, pw.pw_gid)
     os.chmod(home, 0o700)
