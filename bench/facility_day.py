@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -80,6 +81,8 @@ class ArmResult:
     rpc_resets: int = 0
     meta_ops: int = 0
     meta_setup_ops: int = 0  # the index crawl, before the day starts
+    # the day's metadata ops per caller (Unix user name, or "uid N"), as the mount counts
+    meta_by_user: dict[str, int] = field(default_factory=dict)
     ops_per_command: dict[str, int] = field(default_factory=dict)  # measured alone, per class
     jobs: dict[str, int] = field(default_factory=dict)  # per Unix user
     cpu_s: float = 0.0
@@ -122,7 +125,21 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
         self.series: list[tuple[float, int, int]] = []
         self.meta0 = self._meta()
+        self.uids0 = mount.by_uid()
         self.rpc.sample(day_slurm.sdiag_users())
+
+    def meta_by_user(self) -> dict[str, int]:
+        """The metadata ops since the start, per caller's user name."""
+        out: dict[str, int] = {}
+        for uid, n in self.mount.by_uid().items():
+            n -= self.uids0.get(uid, 0)
+            if n:
+                try:
+                    name = pwd.getpwuid(uid).pw_name
+                except KeyError:
+                    name = f"uid {uid}"
+                out[name] = out.get(name, 0) + n
+        return out
 
     def _meta(self) -> int:
         return metadata.Mount.meta(dict.fromkeys(self.mount.snapshot(), 0), self.mount.snapshot())[
@@ -687,6 +704,7 @@ def run_arm(fac: Facility, mount: metadata.Mount, arm: str, repeat: int) -> ArmR
     res.rpcs = dict(sampler.rpc.total)
     res.rpc_resets = sampler.rpc.resets
     res.meta_ops = sampler.series[-1][2] if sampler.series else 0
+    res.meta_by_user = sampler.meta_by_user()
     for name, _p, log in procs:
         lines = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
         for row in lines:
@@ -782,6 +800,7 @@ def summarize(results: list[ArmResult], day: Day) -> dict[str, Any]:
             continue
         labels = labels_for(day, arm)
         agents = [u for u, k in labels.items() if k == "agent"]
+        humans = [u for u, k in labels.items() if k != "agent"]
 
         def med(f: Any, rs: list[ArmResult] = rs) -> float:
             return float(statistics.median(f(r) for r in rs))
@@ -799,6 +818,14 @@ def summarize(results: list[ArmResult], day: Day) -> dict[str, Any]:
             "jobs_agents": med(lambda r, a=agents: sum(r.jobs[u] for u in a)),
             "jobs_all": med(lambda r: sum(r.jobs.values())),
             "meta_ops": med(lambda r: r.meta_ops),
+            "meta_agents_service": med(
+                lambda r, a=agents: (
+                    sum(r.meta_by_user.get(u, 0) for u in a)
+                    + r.meta_by_user.get(SERVICE_ACCOUNT, 0)
+                )
+            ),
+            "meta_service": med(lambda r: r.meta_by_user.get(SERVICE_ACCOUNT, 0)),
+            "meta_humans": med(lambda r, h=humans: sum(r.meta_by_user.get(u, 0) for u in h)),
             "meta_setup_ops": med(lambda r: r.meta_setup_ops),
             "cpu_s": med(lambda r: r.cpu_s),
             "daemon_cpu_s": med(lambda r: r.daemon_cpu_s),
@@ -833,6 +860,7 @@ def summarize(results: list[ArmResult], day: Day) -> dict[str, Any]:
                 "rpcs_all",
                 "jobs_agents",
                 "jobs_all",
+                "meta_agents_service",
                 "meta_ops",
             )
         }
@@ -907,7 +935,10 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         ("controller RPCs (all bench users)", "rpcs_all", "{:,.0f}"),
         ("Slurm jobs (agent users)", "jobs_agents", "{:,.0f}"),
         ("Slurm jobs (all bench users)", "jobs_all", "{:,.0f}"),
-        ("metadata ops on the mount", "meta_ops", "{:,.0f}"),
+        ("metadata ops (agent users + facility service)", "meta_agents_service", "{:,.0f}"),
+        ("metadata ops (facility service account)", "meta_service", "{:,.0f}"),
+        ("metadata ops (human users)", "meta_humans", "{:,.0f}"),
+        ("metadata ops on the mount (every caller)", "meta_ops", "{:,.0f}"),
         ("  of which the index crawl", "meta_setup_ops", "{:,.0f}"),
         ("login-node CPU (process trees), s", "cpu_s", "{:,.1f}"),
         ("  of which daemons, s", "daemon_cpu_s", "{:,.1f}"),

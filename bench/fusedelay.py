@@ -13,7 +13,10 @@ names its caller is appended to FILE (time, operation, pid, the caller's command
 line): what the counters cannot say is who spent the operations.
 
 Run as a child process: ``serve(source, mountpoint, delay, counters)`` where
-``counters`` is a ``multiprocessing.Array('q', len(OPS))`` the parent reads.
+``counters`` is a ``multiprocessing.Array('q', len(OPS))`` the parent reads;
+``by_uid`` (a ``multiprocessing.Array('q', UID_SLOTS)``) counts the delayed
+operations per caller uid (``readdir`` under the uid that opened the
+directory; uids from ``UID_SLOTS - 1`` up in the last slot).
 Needs pyfuse3 (LGPL-2.0+, bench only) with Debian fuse3 and libfuse3-dev.
 """
 
@@ -27,6 +30,7 @@ from typing import Any
 
 OPS = ("lookup", "getattr", "opendir", "readdir", "open", "readlink", "statfs", "read")
 DELAYED = frozenset(OPS) - {"read"}
+UID_SLOTS = 1 << 16
 
 
 def serve(
@@ -36,6 +40,7 @@ def serve(
     counters: Any,
     cache_s: float = 0.0,
     extra_options: tuple[str, ...] = (),
+    by_uid: Any = None,
 ) -> None:
     import pyfuse3
     import trio
@@ -52,10 +57,18 @@ def serve(
             self.inodes: dict[str, int] = {source: pyfuse3.ROOT_INODE}
             self.next_ino = pyfuse3.ROOT_INODE + 1
             self.dirs: dict[int, list[str]] = {}
+            self.dir_uids: dict[int, int] = {}  # directory handle: the uid that opened it
             self.files: dict[int, int] = {}
             self.next_fh = 1
 
-        async def _op(self, name: str, ctx: Any = None, what: str = "") -> None:
+        async def _op(
+            self, name: str, ctx: Any = None, what: str = "", uid: int | None = None
+        ) -> None:
+            if by_uid is not None and name in DELAYED:
+                who_uid = ctx.uid if ctx is not None else uid
+                if who_uid is not None:
+                    with by_uid.get_lock():
+                        by_uid[min(int(who_uid), UID_SLOTS - 1)] += 1
             if TRACE is not None and ctx is not None:
                 now = time.monotonic()
                 who, seen = callers.get(ctx.pid, ("", 0.0))
@@ -133,10 +146,11 @@ def serve(
             fh = self.next_fh
             self.next_fh += 1
             self.dirs[fh] = [os.path.join(path, n) for n in names]
+            self.dir_uids[fh] = ctx.uid
             return fh
 
         async def readdir(self, fh: int, start_id: int, token: Any) -> None:
-            await self._op("readdir")
+            await self._op("readdir", uid=self.dir_uids.get(fh))
             entries = self.dirs.get(fh, [])
             for i in range(start_id, len(entries)):
                 path = entries[i]
@@ -151,6 +165,7 @@ def serve(
 
         async def releasedir(self, fh: int) -> None:
             self.dirs.pop(fh, None)
+            self.dir_uids.pop(fh, None)
 
         async def open(self, inode: int, flags: int, ctx: Any) -> Any:
             await self._op("open", ctx, self.paths.get(inode, ""))

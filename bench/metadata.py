@@ -114,9 +114,10 @@ class Mount:
             else multiprocessing.get_context("fork")
         )
         self.counters = ctx.Array("q", len(fusedelay.OPS))
+        self.uids = ctx.Array("q", fusedelay.UID_SLOTS)  # delayed operations per caller uid
         self.proc = ctx.Process(
             target=fusedelay.serve,
-            args=(str(src), str(mnt), delay, self.counters, cache_s, options),
+            args=(str(src), str(mnt), delay, self.counters, cache_s, options, self.uids),
             daemon=True,
         )
 
@@ -140,6 +141,12 @@ class Mount:
     def snapshot(self) -> dict[str, int]:
         with self.counters.get_lock():
             return dict(zip(fusedelay.OPS, self.counters[:], strict=True))
+
+    def by_uid(self) -> dict[int, int]:
+        """Delayed (metadata) operations so far, per caller uid (nonzero ones only)."""
+        with self.uids.get_lock():
+            counts = self.uids[:]
+        return {uid: n for uid, n in enumerate(counts) if n}
 
     @staticmethod
     def meta(before: dict[str, int], after: dict[str, int]) -> tuple[int, dict[str, int]]:
