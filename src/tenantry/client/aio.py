@@ -1,8 +1,11 @@
 """An asyncio client of the daemon: the wire codec on kept-alive Unix-socket connections.
 
-The MCP shim and the benchmarks use it: idle connections are kept in a small
-pool, so a tool call costs one request on an open connection, and calls in
-flight at once each get their own. Errors come back as the same
+The MCP shim and the benchmarks use it: at most ``CONNECTIONS`` requests are
+in flight at once, each on its own connection, and those connections are kept
+open between requests, so a tool call costs one request on an open
+connection; more calls at once wait for a connection (as an HTTP client's
+pool does) rather than each opening a new one the daemon must accept, check
+the peer of and set up. Errors come back as the same
 ``TenantryError``s the synchronous client raises, and the daemon is started
 on demand the same way. An environment sent once goes by its digest after.
 """
@@ -21,7 +24,7 @@ from tenantry.client.wire import API, PRINCIPAL_HEADER, REQUEST_ID_HEADER
 from tenantry.core import errors
 from tenantry.core.settings import Settings
 
-POOL = 8  # idle connections kept
+CONNECTIONS = 32  # in flight at once, and kept open while idle
 
 
 class AsyncClient:
@@ -29,6 +32,7 @@ class AsyncClient:
         self.settings = settings
         self.claims = claims if claims is not None else client_claims()
         self._idle: list[wire.AsyncConnection] = []
+        self._slots = asyncio.Semaphore(CONNECTIONS)
         self._held = HeldEnv()
 
     async def aclose(self) -> None:
@@ -45,7 +49,7 @@ class AsyncClient:
         return wire.AsyncConnection(self.settings.socket)
 
     def _checkin(self, conn: wire.AsyncConnection) -> None:
-        if conn.connected and len(self._idle) < POOL:
+        if conn.connected and len(self._idle) < CONNECTIONS:
             self._idle.append(conn)
         else:
             conn.close()
@@ -56,6 +60,15 @@ class AsyncClient:
         """The response events of one request (the connection goes back to the pool after)."""
         headers = {PRINCIPAL_HEADER: json.dumps(self.claims), REQUEST_ID_HEADER: new_request_id()}
         data = wire.encode_request("POST", f"{API}/op/{op}", json.dumps(params).encode(), headers)
+        async with self._slots:
+            events = self._on_a_connection(data)
+            try:
+                async for event in events:
+                    yield event
+            finally:  # its connection goes back to the pool before the slot does
+                await events.aclose()
+
+    async def _on_a_connection(self, data: bytes) -> AsyncGenerator[wire.Head | bytes, None]:
         for attempt in range(2):
             conn = self._checkout()
             try:
