@@ -79,13 +79,19 @@ def _pick(offered: list[str], suffix: str) -> str:
 # --- reading a request: (offered tool names, tool results so far) ---------------
 
 
+WAIT_TOOL = "WaitForMcpServers"  # Claude Code's: wait for MCP servers still connecting
+
+
 def _anthropic(body: dict[str, Any]) -> tuple[list[str], list[str]]:
     tools = [str(t.get("name", "")) for t in body.get("tools") or []]
     results = []
+    waits: set[str] = set()  # tool_use ids of the model's waits: not the script's steps
     for m in body.get("messages") or []:
         if isinstance(m.get("content"), list):
             for c in m["content"]:
-                if c.get("type") == "tool_result":
+                if c.get("type") == "tool_use" and c.get("name") == WAIT_TOOL:
+                    waits.add(str(c.get("id")))
+                elif c.get("type") == "tool_result" and str(c.get("tool_use_id")) not in waits:
                     results.append(_text_of(c.get("content")))
     return tools, results
 
@@ -369,6 +375,10 @@ class _Handler(BaseHTTPRequestHandler):
                     script.tool_results[:] = results
             index = len(results)
             step = script.steps[index] if index < len(script.steps) else Step(text="done")
+        elif WAIT_TOOL in offered:
+            # the script's tools come from an MCP server still connecting: wait for it,
+            # as the tool's description tells a model to
+            step = Step(WAIT_TOOL, {})
         else:
             step = Step(text="ok")
         tool = _pick(offered, step.tool) if step.tool else ""
