@@ -20,6 +20,27 @@ from tenantry.core.models import Job, JobState, Principal
 from .slurm_probe import slurm_up
 
 
+def need_fuse(also: str = "") -> None:
+    """Skip (fail, with TENANTRY_REQUIRE_FUSE=1) where a test cannot mount FUSE as root.
+
+    ``also``: a reason of the caller's own to skip, checked the same way.
+    """
+    import shutil
+
+    why = ""
+    if os.geteuid() != 0:
+        why = "mounting FUSE needs root"
+    elif not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+        why = "needs FUSE (fuse3)"
+    elif importlib.util.find_spec("pyfuse3") is None:
+        why = "needs pyfuse3 (pip install -e '.[bench]')"
+    why = why or also
+    if why and os.environ.get("TENANTRY_REQUIRE_FUSE") == "1":
+        pytest.fail(f"{why} (TENANTRY_REQUIRE_FUSE=1)")
+    if why:
+        pytest.skip(why)
+
+
 def new_job(who: Principal, **fields: Any) -> Job:
     """A job record as the journal first holds it (pending, nothing handed yet)."""
     now = time.time()

@@ -7,36 +7,21 @@ its own system calls cost, and together they are the mount's total.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
-
 import metadata
+
+from ..conftest import need_fuse
 
 NOBODY = 65534
 
 
-def _need_fuse() -> None:
-    why = ""
-    if os.geteuid() != 0:
-        why = "mounting FUSE for another user needs root"
-    elif not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
-        why = "needs FUSE (fuse3)"
-    elif importlib.util.find_spec("pyfuse3") is None:
-        why = "needs pyfuse3 (pip install -e '.[bench]')"
-    if why and os.environ.get("TENANTRY_REQUIRE_FUSE") == "1":
-        pytest.fail(f"{why} (TENANTRY_REQUIRE_FUSE=1)")
-    if why:
-        pytest.skip(why)
-
-
 def test_operations_are_counted_under_the_uid_that_made_them() -> None:
-    _need_fuse()
+    need_fuse()
     work = Path(tempfile.mkdtemp(prefix="ttfuse-test-", dir="/var/tmp"))
     try:
         os.chmod(work, 0o755)

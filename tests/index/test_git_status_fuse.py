@@ -14,7 +14,6 @@ what ``git status`` prints.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from tenantry.core.models import Principal
 from tenantry.index.component import IndexService
 from tenantry.service.ops import OpContext
 
+from ..conftest import need_fuse
 from .conftest import runtime, wait_until
 from .test_git_status import GIT_ENV, edit, git, make_repo, served
 
@@ -48,19 +48,7 @@ AFTER_ONE_EDIT = 64
 
 
 def _need_fuse() -> None:
-    why = ""
-    if os.geteuid() != 0:
-        why = "mounting FUSE needs root"
-    elif not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
-        why = "needs FUSE (fuse3)"
-    elif importlib.util.find_spec("pyfuse3") is None:
-        why = "needs pyfuse3 (pip install -e '.[bench]')"
-    elif shutil.which("git") is None:
-        why = "needs git"
-    if why and os.environ.get("TENANTRY_REQUIRE_FUSE") == "1":
-        pytest.fail(f"{why} (TENANTRY_REQUIRE_FUSE=1)")
-    if why:
-        pytest.skip(why)
+    need_fuse("needs git" if shutil.which("git") is None else "")
 
 
 @pytest.fixture
