@@ -49,6 +49,8 @@ class Script:
     offered: set[str] = field(default_factory=set)
     # the main conversation is the request offering this tool (titles, probes offer none)
     trigger: str = "facility_info"
+    waits: int = 0  # WaitForMcpServers calls made (at most MAX_WAITS: a server that
+    # never connects ends the session instead)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -80,6 +82,7 @@ def _pick(offered: list[str], suffix: str) -> str:
 
 
 WAIT_TOOL = "WaitForMcpServers"  # Claude Code's: wait for MCP servers still connecting
+MAX_WAITS = 3
 
 
 def _anthropic(body: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -375,9 +378,11 @@ class _Handler(BaseHTTPRequestHandler):
                     script.tool_results[:] = results
             index = len(results)
             step = script.steps[index] if index < len(script.steps) else Step(text="done")
-        elif WAIT_TOOL in offered:
+        elif WAIT_TOOL in offered and script.waits < MAX_WAITS:
             # the script's tools come from an MCP server still connecting: wait for it,
             # as the tool's description tells a model to
+            with script.lock:
+                script.waits += 1
             step = Step(WAIT_TOOL, {})
         else:
             step = Step(text="ok")
