@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -25,8 +26,6 @@ def need_fuse(also: str = "") -> None:
 
     ``also``: a reason of the caller's own to skip, checked the same way.
     """
-    import shutil
-
     why = ""
     if os.geteuid() != 0:
         why = "mounting FUSE needs root"

@@ -85,6 +85,15 @@ WAIT_TOOL = "WaitForMcpServers"  # Claude Code's: wait for MCP servers still con
 MAX_WAITS = 3
 
 
+def _one_more_wait(script: Script) -> bool:
+    """Count one more wait for a connecting MCP server, unless MAX_WAITS were made."""
+    with script.lock:
+        if script.waits >= MAX_WAITS:
+            return False
+        script.waits += 1
+        return True
+
+
 def _anthropic(body: dict[str, Any]) -> tuple[list[str], list[str]]:
     tools = [str(t.get("name", "")) for t in body.get("tools") or []]
     results = []
@@ -378,11 +387,9 @@ class _Handler(BaseHTTPRequestHandler):
                     script.tool_results[:] = results
             index = len(results)
             step = script.steps[index] if index < len(script.steps) else Step(text="done")
-        elif WAIT_TOOL in offered and script.waits < MAX_WAITS:
+        elif WAIT_TOOL in offered and _one_more_wait(script):
             # the script's tools come from an MCP server still connecting: wait for it,
             # as the tool's description tells a model to
-            with script.lock:
-                script.waits += 1
             step = Step(WAIT_TOOL, {})
         else:
             step = Step(text="ok")
