@@ -40,6 +40,30 @@ def need_fuse(also: str = "") -> None:
         pytest.skip(why)
 
 
+STOP_WAIT_S = 30.0  # as long as `tenantry stop` waits by default
+
+
+def stop_daemon(proc: subprocess.Popen[bytes], log: Path) -> None:
+    """SIGTERM a test's daemon and wait as ``tenantry stop`` would. One still running
+    after that writes every thread's stack to ``log`` (its SIGUSR1), is killed, and
+    fails the test with those stacks: a slow stop says where it hung."""
+    import signal
+
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_WAIT_S)
+        return
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        proc.kill()
+        proc.wait(timeout=15)
+    tail = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
+    raise AssertionError(f"the daemon did not stop in {STOP_WAIT_S:g} s after SIGTERM: {tail}")
+
+
 def new_job(who: Principal, **fields: Any) -> Job:
     """A job record as the journal first holds it (pending, nothing handed yet)."""
     now = time.time()

@@ -21,6 +21,8 @@ from tenantry.client.sync import socket_answers
 from tenantry.core.models import AgentProduct, JobSpec, Principal, Resources
 from tenantry.core.settings import load
 
+from ..conftest import stop_daemon
+
 ROOT = Path(__file__).resolve().parents[2]
 DEV_SLURM = ROOT / "scripts" / "dev-slurm"
 PIDS = Path("/var/lib/tenantry-dev-slurm/pids")
@@ -186,8 +188,8 @@ def env(slurm: None) -> Iterator[Env]:
     try:
         yield e
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop_daemon(proc, Path(state) / "daemon.log")
+        log.close()
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -38,6 +39,8 @@ from tenantry.store.journal import Journal
 from tenantry.store.url import open_store
 
 log = logging.getLogger(__name__)
+
+SLOW_CLOSE_S = 1.0  # a component that takes longer to close is named in the log
 
 # Modules whose @op registrations the daemon serves.
 OP_MODULES: tuple[str, ...] = (
@@ -132,11 +135,11 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         store = open_store(settings.store_address)
         await store.start()
-        stack.push_async_callback(store.aclose)
+        stack.push_async_callback(_timed_close, "store", store)
         journal = Journal(store)
         journal.redact = redact_secrets
         await journal.start()
-        stack.push_async_callback(journal.aclose)
+        stack.push_async_callback(_timed_close, "journal", journal)
         bus = Bus()
         bus.subscribe(journal.add_event)
         backend = backend or make_backend(settings)
@@ -145,7 +148,7 @@ async def open_runtime(
 
             backend = with_facility_status(backend, settings)
         await backend.start()
-        stack.push_async_callback(backend.aclose)
+        stack.push_async_callback(_timed_close, "backend", backend)
         rt = Runtime(settings, journal, bus, backend)
         runner = LocalRunner(settings.output_cap_bytes, settings.command_timeout_s)
         rt.runner = runner
@@ -158,12 +161,27 @@ async def open_runtime(
         for name, comp in core + extra:
             rt.components[name] = comp
             await comp.start()
-            stack.push_async_callback(comp.aclose)
+            stack.push_async_callback(_timed_close, name, comp)
         await bus.publish(Event(EventType.DAEMON_STARTED, "", str(os.getpid()), "ok"))
         try:
             yield rt
         finally:
             await bus.publish(Event(EventType.DAEMON_STOPPED, "", str(os.getpid()), "ok"))
+
+
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+async def _timed_close(name: str, part: _Closable) -> None:
+    """Close ``part``; one that is slow to close is named, so a slow stop says where."""
+    start = time.monotonic()
+    try:
+        await part.aclose()
+    finally:
+        took = time.monotonic() - start
+        if took > SLOW_CLOSE_S:
+            log.warning("closing %s took %.1f s", name, took)
 
 
 class DaemonApp(Starlette):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import fcntl
 import gc
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -294,5 +296,8 @@ def _http_server(settings: Settings, app: Any) -> tuple[uvicorn.Server, socket.s
 
 def run(settings: Settings) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # `kill -USR1 <pid>`: every thread's stack to the daemon's stderr (its log), for
+    # a daemon that hangs; the signal does not stop it
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     asyncio.run(serve(settings))
     return 0
