@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from day_replay import Action, Actor
+from tenantry.agents.products.claude_code import fallback_runs
 
 TEST_CODE = "import time; time.sleep(0.3); print('2 passed')"
 JOB_PREFIX = "ttday"
@@ -149,17 +150,17 @@ def step_for(act: Action, actor: Actor, ctx: Context) -> dict[str, Any]:
         if argv is None:
             raise ValueError(f"no command for class {act.cls!r}")
         step["argv"] = argv
+    if tenantry_agent and "argv" in step:  # the fallback command hook runs beside the http one
+        step["hook_if"] = fallback_runs(" ".join(step["argv"]))
     return step
 
 
 def http_hook_for(actor: Actor, ctx: Context, url: str) -> dict[str, Any]:
-    """Claude Code's http hook (``url``: the user's daemon) and the programs whose commands
-    also run the command hook (its ``if`` fallback for the dangerous list)."""
+    """Claude Code's http hook (``url``: the user's daemon); a step marked ``hook_if``
+    also runs the command hook (its ``if`` fallback for the dangerous list)."""
     if not url or ctx.arm != "tenantry" or actor.kind != "agent":
         return {}
-    from tenantry.agents.products.claude_code import FALLBACK_IF
-
-    return {"hook_url": url, "hook_if": sorted(p[len("Bash(") : -len(" *)")] for p in FALLBACK_IF)}
+    return {"hook_url": url}
 
 
 def hook_for(actor: Actor, ctx: Context) -> list[str] | None:

@@ -7,8 +7,8 @@ day), ``env``, ``cwd``, ``log`` (where to write JSON lines), an optional
 before each command; a ``deny`` answer skips the command, and one whose
 reason begins "Tenantry answered" stands for it: the hook answered in its
 place), an optional ``hook_url`` (Claude Code's http hook: the payload is POSTed there instead, as
-the agent's own process does, and ``hook`` runs only for commands whose
-program is in ``hook_if``, the installed fallback; an http hook that gets no
+the agent's own process does, and ``hook`` runs only for steps marked
+``hook_if``: the installed fallback's ``if`` patterns match; an http hook that gets no
 answer lets the command through, as in Claude Code), and ``steps``:
 ``{"t", "cls", "argv"}`` or ``{"t", "cls", "write": PATH}`` (an edit). A step
 may carry a ``fallback`` argv: what the agent runs instead when the hook
@@ -143,7 +143,6 @@ def main(path: str) -> int:
     cwd: str = spec["cwd"]
     hook: list[str] | None = spec.get("hook")
     hook_url: str = spec.get("hook_url", "")
-    hook_if = set(spec.get("hook_if") or ())
     sid: str = spec.get("session", "")
     rows: list[dict[str, Any]] = []
     for step in spec["steps"]:
@@ -157,7 +156,7 @@ def main(path: str) -> int:
         body = _payload(cwd, " ".join(step.get("argv") or ()), sid)
         if hook_url and "argv" in step:  # the http hook, and the fallback where it matches
             verdict = _http_denies(hook_url, body)
-            if not verdict and hook and step["argv"][0].rsplit("/", 1)[-1] in hook_if:
+            if not verdict and hook and step.get("hook_if"):
                 verdict = _hook_denies(hook, env, cwd, body)
             hook_s = time.perf_counter() - t
         elif hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 from tests.agents.fake_model import FakeModel, Step
@@ -25,6 +26,21 @@ def _install(sandbox: Sandbox) -> int:
         "install", "--agent", "claude-code", "--project", str(sandbox.project), "--yes"
     )
     return port
+
+
+def _counted_fallback(sandbox: Sandbox) -> Path:
+    """Make each start of the fallback command hook write a line to the returned file."""
+    settings = sandbox.project / ".claude" / "settings.json"
+    data = json.loads(settings.read_text())
+    started = sandbox.base / "fallback-starts"
+    for h in data["hooks"]["PreToolUse"][0]["hooks"][1:]:
+        wrapper = sandbox.base / "fallback-hook"
+        wrapper.write_text(f"#!/bin/sh\necho fallback >> {started}\nexec {h['command']}\n")
+        wrapper.chmod(0o755)
+        h["command"] = str(wrapper)
+    settings.write_text(json.dumps(data))
+    started.write_text("")
+    return started
 
 
 def _claude(sandbox: Sandbox, fm: FakeModel, **env: str) -> None:
@@ -71,6 +87,9 @@ def test_without_a_daemon_the_dangerous_list_still_fails_closed(sandbox: Sandbox
     (sandbox.project / "build-x").mkdir()
     script = [
         Step("Bash", {"command": "cd . && rm -rf build-x", "description": "clean"}),
+        # a job array over the cap; its script is missing, so nothing is submitted if it
+        # is not held, and the answer tells which happened
+        Step("Bash", {"command": "sbatch -a 0-500 no-such-job.sh", "description": "sweep"}),
         Step("Bash", {"command": "echo still-$((6*7))", "description": "greet"}),
         Step(text="all done"),
     ]
@@ -80,21 +99,27 @@ def test_without_a_daemon_the_dangerous_list_still_fails_closed(sandbox: Sandbox
     with FakeModel(script, trigger="Bash") as fm:
         _claude(sandbox, fm, TENANTRY_STATE_DIR=str(broken), TENANTRY_SOCKET=str(broken) + "s")
         results = list(fm.script.tool_results)
-    assert len(results) == 2, results
+    assert len(results) == 3, results
     assert "fails closed" in results[0], results[0]
     assert (sandbox.project / "build-x").is_dir()
-    assert "still-42" in results[1]
+    # held by the fallback command hook (only it answers with the daemon down): its
+    # redirect comes first; sbatch itself never ran (it would say it cannot open the file)
+    assert results[1].startswith("Tenantry: sbatch goes through Tenantry"), results[1]
+    assert "still-42" in results[2]
 
 
 def test_the_hook_submits_a_plain_sbatch_once(sandbox: Sandbox) -> None:
-    """Claude Code runs the http hook and the fallback command hook of an ``sbatch`` in
-    parallel: both reach the daemon with the tool call's id, and one job is submitted."""
+    """The http hook alone answers a plain ``sbatch`` (no fallback pattern matches it, so
+    no hook process starts), and one job is submitted."""
     _install(sandbox)
+    started = _counted_fallback(sandbox)
     (sandbox.project / "job.sh").write_text("#!/bin/sh\necho hi\n")
+    (sandbox.project / "build-y").mkdir()
     script = [
         # any Tenantry command sends the session's environment (the job's)
         Step("Bash", {"command": "tenantry run -- true", "description": "warm up"}),
         Step("Bash", {"command": "sbatch -J hooked job.sh", "description": "submit"}),
+        Step("Bash", {"command": "rm -r build-y", "description": "clean"}),
         Step(text="all done"),
     ]
     with FakeModel(script, trigger="Bash") as fm:
@@ -106,10 +131,12 @@ def test_the_hook_submits_a_plain_sbatch_once(sandbox: Sandbox) -> None:
         )  # fmt: skip
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         results = list(fm.script.tool_results)
-    assert len(results) == 2, results
+    assert len(results) == 3, results
     assert results[1].startswith("Tenantry answered `sbatch -J hooked job.sh` itself"), results
     jobs = sandbox.tenantry_json("jobs")["jobs"]
     assert [j["name"] for j in jobs] == ["hooked"], jobs
     assert results[1].endswith(f"\nSubmitted batch job {jobs[0]['backend_id']}"), results[1]
     events = sandbox.tenantry_json("events", "--since", "3600", "--limit", "500")["events"]
     assert [e["type"] for e in events].count("job.submitted") == 1, events
+    # the one fallback hook process was the rm's; the plain sbatch started none
+    assert started.read_text().splitlines() == ["fallback"], started.read_text()

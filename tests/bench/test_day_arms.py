@@ -62,6 +62,10 @@ def test_tenantry_agents_use_the_index_leases_hook_and_shims() -> None:
     assert steer.redirect(shlex.join(sbatch["argv"])).rule == "redirect.sbatch"  # type: ignore[union-attr]
     fallback = sbatch["fallback"]
     assert fallback[3] == "submit" and fallback[-2:] == ["/w/home/u/job.sh", "12.0"]
+    # the http hook alone answers it, as Claude Code's `if` filter leaves the
+    # fallback command hook out; a refused rm -rf runs that hook too
+    assert sbatch["hook_if"] is False
+    assert day_arms.step_for(Action(1, "danger"), AGENT, ctx)["hook_if"] is True
     # squeue/sacct: the forms the hook answers itself from the status cache
     for cls in ("squeue", "sacct"):
         argv = day_arms.step_for(Action(1, cls), AGENT, ctx)["argv"]

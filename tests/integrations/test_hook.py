@@ -322,6 +322,13 @@ def test_not_redirected(command: str) -> None:
         ("seq 10 | xargs -I{} sbatch job.sh {}", True),
         ("sbatch --array=0-999 job.sh", True),
         ("sbatch --array=0-9 job.sh", False),
+        ("sbatch -a 0-500 job.sh", True),  # the index list as its own word
+        ("sbatch --array 0-999%10 job.sh", True),
+        ("sbatch -a0-200 job.sh", True),
+        ("sbatch -a 1,2,3-300:2 job.sh", True),  # 151 tasks
+        ("sbatch -a 0-198:2 job.sh", False),  # 100 tasks: the cap is more than 100
+        ("sbatch --array=0-100 job.sh", True),
+        ("sbatch -A chem -a 5 job.sh", False),
         ("rm -r out", True),
         ("rm out.txt", False),
         ("chmod -R 777 /lustre", True),

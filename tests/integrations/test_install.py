@@ -148,7 +148,7 @@ def test_claude_code_http_hooks_with_a_command_fallback(tgt: Any) -> None:
     import dataclasses
 
     from tenantry.agents import steer
-    from tenantry.agents.products.claude_code import FALLBACK_IF
+    from tenantry.agents.products.claude_code import FALLBACK_IF, fallback_runs
 
     plain = tgt("user")
     t = dataclasses.replace(plain, hook_http="127.0.0.1:47001")
@@ -165,11 +165,20 @@ def test_claude_code_http_hooks_with_a_command_fallback(tgt: Any) -> None:
     assert {h["command"] for h in fallback} == {HOOK + "claude-code"}
     assert s["hooks"]["PostToolUseFailure"][0]["hooks"] == [http]
     assert s["hooks"]["SessionStart"][0]["hooks"][0]["command"] == HOOK + "claude-code"
-    # every program the built-in dangerous list names has a fallback pattern
+    # every command the built-in dangerous list refuses runs the fallback, alone or
+    # inside a chain; a plain sbatch (the daemon's hook answers it) does not
     for command in ("rm -rf x", "scancel 1", "kill -1", "dd of=/dev/sda", "mkfs.ext4 /dev/x",
-                    "chmod -R 777 .", "pkill x", "shred f", "wipefs /dev/x"):  # fmt: skip
+                    "chmod -R 777 .", "pkill x", "shred f", "wipefs /dev/x",
+                    "sbatch -a 0-500 job.sh", "sbatch --array=1-1000%10 job.sh",
+                    "sbatch -a1-200 job.sh", "cd x && sbatch --array 0-999 job.sh",
+                    "for i in $(seq 50); do sbatch job.sh; done",
+                    "seq 50 | xargs -n1 sbatch job.sh", "cd . && rm -rf build"):  # fmt: skip
         assert steer.dangerous(command), command
-        assert f"Bash({command.split()[0]} *)" in FALLBACK_IF or command.startswith("mkfs")
+        assert fallback_runs(command), command
+    for command in ("sbatch job.sh", "sbatch --parsable -J x -t 1 --mem 64M job.sh",
+                    "squeue --me", "sacct -X", "ls -la", "git status"):  # fmt: skip
+        assert not steer.dangerous(command), command
+        assert not fallback_runs(command), command
     uninstall("claude-code", t)
     assert not settings.exists() or "hooks" not in js(settings)
 

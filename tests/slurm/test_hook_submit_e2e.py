@@ -80,8 +80,8 @@ def test_the_hook_submits_a_plain_sbatch_through_the_daemon(env: Env) -> None:
         assert rec["WorkDir"] == str(env.work), rec
         tag = attribution.parse(rec["Comment"])
         assert tag is not None and tag["agent"] == "claude-code" and tag["session"] == SESSION
-        # the same tool call's other hook (Claude Code runs the http and the command
-        # hook of an sbatch in parallel) gets the same job, not a second one
+        # the same tool call's other hook (where Claude Code runs two hooks of one
+        # sbatch in parallel) gets the same job, not a second one
         again = _ask(env, command, "toolu_e2e_1")
         assert again.startswith(hook.ANSWERED) and again.endswith("\n" + backend_id), again
         ours = [j for j in _jobs(env) if j["name"] == "hook-e2e"]

@@ -224,6 +224,31 @@ def _msg(what: str, instead: str) -> str:
     )
 
 
+_ARRAY_PART = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+
+
+def _array_tasks(args: list[str]) -> int:
+    """How many tasks ``sbatch ARGS``'s ``--array``/``-a`` asks for (0 without one): its
+    indexes, ranges and steps (``0-999``, ``1,5,10-20:2``, ``0-99%4``), in any spelling
+    (``-a 0-9``, ``-a0-9``, ``--array 0-9``, ``--array=0-9``)."""
+    spec = ""
+    for i, a in enumerate(args):
+        if a in ("-a", "--array") and i + 1 < len(args):
+            spec = args[i + 1]
+        elif a.startswith("--array="):
+            spec = a[len("--array=") :]
+        elif a.startswith("-a") and not a.startswith("--") and a[2:3].isdigit():
+            spec = a[2:]
+    tasks = 0
+    for part in spec.split("%", 1)[0].split(","):
+        m = _ARRAY_PART.fullmatch(part.strip())
+        if m is None:
+            continue
+        lo, hi, step = int(m.group(1)), int(m.group(2) or m.group(1)), int(m.group(3) or 1)
+        tasks += (hi - lo) // max(step, 1) + 1 if hi >= lo else 0
+    return tasks
+
+
 def dangerous(command: str) -> Finding | None:
     """A command on the built-in fail-closed list (used when policy is unreachable)."""
     if "sbatch" in command and (_LOOP.search(command) or re.search(r"xargs\b.*\bsbatch", command)):
@@ -236,11 +261,8 @@ def dangerous(command: str) -> Finding | None:
             return Finding("danger.scancel", "cancels batch jobs")
         if name == "rm" and (set(short) & {"r", "R"} or "--recursive" in args):
             return Finding("danger.rm-recursive", "deletes a directory tree")
-        if name == "sbatch":
-            for a in args:
-                m = re.match(r"(?:--array=|-a)(\d+)-(\d+)", a)
-                if m and int(m.group(2)) - int(m.group(1)) >= 100:
-                    return Finding("danger.sbatch-array", "submits a job array of 100+ tasks")
+        if name == "sbatch" and _array_tasks(args) > 100:
+            return Finding("danger.sbatch-array", "submits a job array of more than 100 tasks")
         if name in {"mkfs", "shred", "wipefs"} or name.startswith("mkfs."):
             return Finding(f"danger.{name}", "destroys data on a device")
         if name == "dd" and any(a.startswith("of=/dev/") for a in args):

@@ -22,6 +22,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +67,38 @@ def server_entry(t: Target) -> dict[str, Any]:
 
 # Where the built-in dangerous list (agents.steer.dangerous) can match: the
 # programs it names, and the shells and wrappers a command can hide them in.
-FALLBACK_IF = tuple(
-    f"Bash({name} *)"
-    for name in (
-        "rm", "scancel", "sbatch", "kill", "killall", "pkill", "chmod", "chown", "dd",
-        "shred", "wipefs", "mkfs", "mkfs.*", "bash", "sh", "zsh", "dash", "ksh", "eval",
-        "xargs", "sudo", "env", "nohup", "timeout", "nice", "exec", "command", "watch",
-        "time", "for", "while", "until", ":",
-    )
+# `sbatch` is on it only with an array (`-a`, `--array`; the list flags 100+
+# tasks) or in a loop (the loop's own words are here): a plain `sbatch` is the
+# http hook's alone, so the daemon's answer does not wait for a hook process.
+FALLBACK_IF = (
+    *(
+        f"Bash({name} *)"
+        for name in (
+            "rm", "scancel", "kill", "killall", "pkill", "chmod", "chown", "dd",
+            "shred", "wipefs", "mkfs", "mkfs.*", "bash", "sh", "zsh", "dash", "ksh", "eval",
+            "xargs", "sudo", "env", "nohup", "timeout", "nice", "exec", "command", "watch",
+            "time", "for", "while", "until", ":",
+        )
+    ),
+    "Bash(sbatch *-a*)",
 )  # fmt: skip
+
+
+_SUBCOMMANDS = re.compile(r"&&|\|\||[;|&\n]")
+
+
+def fallback_runs(command: str) -> bool:
+    """Whether Claude Code's ``if`` filter runs the fallback command hook for
+    ``command``: a ``FALLBACK_IF`` pattern matches one of its subcommands (``*``
+    any text). A model of Claude Code's matching, for benchmarks and tests; the
+    agent tests check the real one."""
+    parts = [p.strip() for p in _SUBCOMMANDS.split(command) if p.strip()]
+    globs = [p[len("Bash(") : -1] for p in FALLBACK_IF]
+    return any(
+        fnmatch.fnmatchcase(part, glob) or (glob.endswith(" *") and part == glob[:-2])
+        for part in parts
+        for glob in globs
+    )
 
 
 def hook_groups(t: Target) -> dict[str, dict[str, Any]]:
