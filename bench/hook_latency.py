@@ -21,6 +21,14 @@ For comparison, ``python -c pass`` (an interpreter start) and ``ls -la`` (what
 a plain ``ls`` costs bare). Bounded: about 6 x N process starts.
 
     PYTHONPATH=src python bench/hook_latency.py [N]
+    PYTHONPATH=src python bench/hook_latency.py N --sbatch   # needs Slurm (scripts/dev-slurm)
+
+``--sbatch``: a plain ``sbatch`` that the daemon's hook submits itself (a
+Slurm daemon, ``bypassPermissions``, a session that sent its environment),
+answered through the http hook and through the lean command hook, beside the
+bare ``sbatch`` of the same script; each call submits a real one-line job
+(3 x N jobs). Before a plain ``sbatch`` was the http hook's alone, Claude
+Code ran both hooks of it in parallel, so it waited for the slower one.
 
 ``PYTHONDONTWRITEBYTECODE`` is dropped from the hook's environment (with it
 set, every call compiles the sources again, which no installed hook does).
@@ -30,13 +38,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import ROOT, bench_env, serve
@@ -89,12 +100,17 @@ def _stats(times: list[float], cpus: list[float], daemon_s: float, n: int) -> di
 
 
 def measure(
-    env: dict[str, str], argv: list[str], command: str, n: int, daemon: int | None = None
+    env: dict[str, str],
+    argv: list[str],
+    command: str,
+    n: int,
+    daemon: int | None = None,
+    make: Callable[[str], str] = payload,
 ) -> dict[str, float]:
-    data = payload(command)
     times, cpus = [], []
     d0 = proc_cpu(daemon)
     for _ in range(n):
+        data = make(command)
         c0 = _cpu()
         t0 = time.perf_counter()
         subprocess.run(argv, input=data, capture_output=True, text=True, env=env, check=True,
@@ -126,11 +142,13 @@ def post(port: int, body: bytes) -> bytes:
         return rest
 
 
-def measure_http(port: int, command: str, n: int, daemon: int) -> dict[str, float]:
-    data = payload(command).encode()
+def measure_http(
+    port: int, command: str, n: int, daemon: int, make: Callable[[str], str] = payload
+) -> dict[str, float]:
     times, cpus = [], []
     d0 = proc_cpu(daemon)
     for _ in range(n):
+        data = make(command).encode()
         c0 = time.process_time()
         t0 = time.perf_counter()
         post(port, data)
@@ -164,13 +182,133 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+SESSION = "bench-sbatch"
+JOB = "sbatch --parsable -J hook-bench -t 1 --mem 64M -o /dev/null job.sh"
+
+
+def submitting(work: Path) -> Callable[[str], str]:
+    """Payloads the hook submits: a fresh tool call each, in ``work``, bypassPermissions."""
+    calls = iter(range(1_000_000))
+
+    def make(command: str) -> str:
+        k = next(calls)  # a job of its own each time (the same one twice is deduplicated)
+        p = json.loads(payload(command.replace("hook-bench", f"hook-bench-{k}")))
+        p.update(session_id=SESSION, cwd=str(work), permission_mode="bypassPermissions",
+                 tool_use_id=f"toolu_bench_{os.getpid()}_{k}")  # fmt: skip
+        return json.dumps(p)
+
+    return make
+
+
+def sbatch_rows(n: int, env: dict[str, str], argv: list[str], port: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="tnt-hook-sbatch-"))
+    (work / "job.sh").write_text("#!/bin/sh\ntrue\n")
+    # the session submits 3 x N jobs in about N seconds: more than the default budget's
+    # 30 a minute (a sweep gone wrong), which would turn the hook's answer into a redirect
+    budgets = work / "budgets.toml"
+    budgets.write_text(f"[session.minute]\njobs = {10 * n}\n")
+    env = {**env, "TENANTRY_BACKEND": "slurm", "TENANTRY_BUDGETS_FILE": str(budgets)}
+    agent = {**env, "CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": SESSION}
+    make = submitting(work)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (start)")
+    proc = serve(env)
+    try:
+        _wait_http(port)
+        # the session's environment, which the hook's job gets (any Tenantry command sends it)
+        subprocess.run([*argv[:-3], "run", "--", "true"], env=agent, cwd=work, check=True,
+                       capture_output=True, timeout=60)  # fmt: skip
+        answer = post(port, make(JOB).encode()).decode()
+        if "Tenantry answered" not in answer:
+            raise RuntimeError(f"the hook did not submit: {answer}")
+        bare = JOB.split()
+        for _ in range(3):
+            subprocess.run(bare, cwd=work, check=True, capture_output=True)
+        arms: dict[str, Callable[[int], None]] = {
+            "sbatch, bare": lambda k: _run_bare(bare, k, work),
+            "http hook, daemon up, sbatch (submitted)": lambda k: _post_submit(port, make),
+            "command hook (lean), daemon up, sbatch (submitted)": lambda k: _hook_submit(
+                agent, argv, work, make
+            ),
+        }
+        samples: dict[str, tuple[list[float], list[float], list[float]]] = {
+            name: ([], [], []) for name in arms
+        }
+        before = _jobs()
+        for k in range(n):  # interleaved, each arm in turn, spaced as an agent's commands
+            for name, call in arms.items():
+                times, cpus, daemon = samples[name]
+                c0, d0 = _cpu() + time.process_time(), proc_cpu(proc.pid)
+                t0 = time.perf_counter()
+                call(k)
+                times.append(time.perf_counter() - t0)
+                cpus.append(_cpu() + time.process_time() - c0)
+                daemon.append(proc_cpu(proc.pid) - d0)
+                time.sleep(0.2)
+        for name, (times, cpus, daemon) in samples.items():
+            row(name, _stats(times, cpus, sum(daemon), n))
+        deadline, seen = time.monotonic() + 30, -1
+        while time.monotonic() < deadline and seen != 2 * n:  # accounting lags a little
+            time.sleep(1)
+            seen = _jobs() - before
+        print(f"jobs the hooks submitted: {seen} (of {2 * n} calls)")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        shutil.rmtree(env["TENANTRY_STATE_DIR"], ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"load average {os.getloadavg()[0]:.1f} (end)")
+
+
+def _run_bare(bare: list[str], k: int, work: Path) -> None:
+    argv = [a.replace("hook-bench", f"hook-bench-b{k}") for a in bare]
+    subprocess.run(argv, cwd=work, check=True, capture_output=True)
+
+
+def _post_submit(port: int, make: Callable[[str], str]) -> None:
+    answer = post(port, make(JOB).encode())
+    if b"Tenantry answered" not in answer:
+        raise RuntimeError(f"the http hook did not submit: {answer!r}")
+
+
+def _hook_submit(
+    env: dict[str, str], argv: list[str], work: Path, make: Callable[[str], str]
+) -> None:
+    out = subprocess.run(argv, input=make(JOB), capture_output=True, text=True, env=env,
+                         cwd=work, check=True, timeout=30).stdout  # fmt: skip
+    if "Tenantry answered" not in out:
+        raise RuntimeError(f"the command hook did not submit: {out}")
+
+
+def _jobs() -> int:
+    """The jobs of the hooks' submissions Slurm accounts for (the bare ones are ``-b``)."""
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobName", "-S", "now-1days"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return sum(1 for name in out.split() if re.fullmatch(r"hook-bench-\d+", name))
+
+
+def _wait_http(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            post(port, payload("true").encode())
+            return
+        except (OSError, RuntimeError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 20
     env = bench_env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     port = _free_port()
     env["TENANTRY_HOOK_HTTP"] = f"127.0.0.1:{port}"
     argv = hook_argv()
+    if "--sbatch" in sys.argv:
+        sbatch_rows(n, env, argv, port)
+        return
     measure(env, argv, "true", 1)  # bytecode written
     measure(env, IN_PROCESS, "true", 1)
     measure(env, SCRIPT, "true", 1)
@@ -181,13 +319,7 @@ def main() -> None:
     row("command hook, no daemon, make (fail-open)", measure(env, argv, "make -j4", n))
     proc = serve(env)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                post(port, payload("true").encode())
-                break
-            except (OSError, RuntimeError):
-                time.sleep(0.1)
+        _wait_http(port)
         pid = proc.pid
         for name, cmd in (("ls", "ls -la"), ("squeue", "squeue -u alice")):
             row(f"command hook (lean), daemon up, {name}", measure(env, argv, cmd, n, pid))
