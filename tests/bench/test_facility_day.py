@@ -9,7 +9,6 @@ No timed assertions: the numbers go to bench/facility_day.md.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -24,16 +23,10 @@ import pytest
 
 import day_replay
 
+from ..conftest import need_fuse
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-
-def _need(ok: bool, why: str) -> None:
-    if ok:
-        return
-    if os.environ.get("TENANTRY_REQUIRE_FUSE") == "1":
-        pytest.fail(f"{why} (TENANTRY_REQUIRE_FUSE=1; CI installs it: pip install -e '.[bench]')")
-    pytest.skip(why)
 
 
 @pytest.fixture
@@ -50,12 +43,14 @@ def work() -> Iterator[Path]:
 
 @pytest.mark.timeout(1800)
 def test_short_facility_day_runs_both_arms(slurm: None, work: Path) -> None:
-    _need(os.geteuid() == 0, "needs root (Unix users per actor, a FUSE mount)")
-    _need(os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None, "needs FUSE")
-    _need(importlib.util.find_spec("pyfuse3") is not None, "needs pyfuse3 (bench extra)")
-    _need(shutil.which("useradd") is not None and shutil.which("git") is not None, "useradd, git")
-    # the default Tenantry arm is facility mode: one service on PostgreSQL
-    _need(shutil.which("pg_lsclusters") is not None, "needs PostgreSQL (scripts/dev-postgres)")
+    # root for a Unix user per actor; the default Tenantry arm is facility mode: one
+    # service on PostgreSQL
+    also = (
+        "needs useradd and git" if not (shutil.which("useradd") and shutil.which("git"))
+        else "needs PostgreSQL (scripts/dev-postgres)" if not shutil.which("pg_lsclusters")
+        else ""
+    )  # fmt: skip
+    need_fuse(also)
     out = work / "out"
     run = subprocess.run(
         [sys.executable, str(BENCH / "facility_day.py"), "--short", "--work", str(work)],
