@@ -32,11 +32,12 @@ def _counted_fallback(sandbox: Sandbox) -> Path:
     """Make each start of the fallback command hook write a line to the returned file."""
     settings = sandbox.project / ".claude" / "settings.json"
     data = json.loads(settings.read_text())
-    started = sandbox.base / "fallback-starts"
-    for h in data["hooks"]["PreToolUse"][0]["hooks"][1:]:
-        wrapper = sandbox.base / "fallback-hook"
-        wrapper.write_text(f"#!/bin/sh\necho fallback >> {started}\nexec {h['command']}\n")
-        wrapper.chmod(0o755)
+    started, wrapper = sandbox.base / "fallback-starts", sandbox.base / "fallback-hook"
+    fallback = data["hooks"]["PreToolUse"][0]["hooks"][1:]
+    (command,) = {h["command"] for h in fallback}  # one hook command behind every pattern
+    wrapper.write_text(f"#!/bin/sh\necho fallback >> {started}\nexec {command}\n")
+    wrapper.chmod(0o755)
+    for h in fallback:
         h["command"] = str(wrapper)
     settings.write_text(json.dumps(data))
     started.write_text("")
