@@ -27,8 +27,9 @@ a plain ``ls`` costs bare). Bounded: about 6 x N process starts.
 Slurm daemon, ``bypassPermissions``, a session that sent its environment),
 answered through the http hook and through the lean command hook, beside the
 bare ``sbatch`` of the same script; each call submits a real one-line job
-(3 x N jobs). Before a plain ``sbatch`` was the http hook's alone, Claude
-Code ran both hooks of it in parallel, so it waited for the slower one.
+(3 x N jobs). With ``hook_http`` a plain ``sbatch`` runs the http hook
+alone (the fallback's ``if`` patterns name only arrays); the command hook row
+is what an install with command hooks pays.
 
 ``PYTHONDONTWRITEBYTECODE`` is dropped from the hook's environment (with it
 set, every call compiles the sources again, which no installed hook does).
