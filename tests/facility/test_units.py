@@ -384,3 +384,45 @@ def test_the_cluster_poller_polls_every_second_unless_a_backoff_is_set(tmp_path:
     slow = load(env={"TENANTRY_STATE_DIR": str(tmp_path), "TENANTRY_FACILITY_POLL_SLOW_S": "5"})
     assert slow_poll_s(slow.facility_poll_slow_s) == 5.0
     assert slow_poll_s(CLUSTER_POLL_S) is None  # a ceiling at the interval is no backoff
+
+
+async def test_the_executor_answers_a_starting_command_from_the_facilitys_stops() -> None:
+    """A command the service let through just before a stop asks the executor again as it
+    starts (``rt.stops``): the stops the executor's long poll last saw decide."""
+
+    class StopsLink:
+        timeout_s = 5.0
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def call(self, p: Principal, op: str, params: Any, **kw: Any) -> Any:
+            self.calls += 1
+            if self.calls > 1:
+                await asyncio.sleep(3600)
+            return {"version": 1, "stopped": [{"id": 7, "kind": "user", "target": "alice"}]}, []
+
+    class NoPrincipals:
+        async def principals_seen(self) -> list[tuple[str, int]]:
+            return []
+
+    ex = _executor(StopsLink())  # type: ignore[arg-type]
+    ex.runtime.journal = NoPrincipals()
+    ex.wire()
+    assert ex.runtime.stops is ex
+    agent = Principal(uid=1000, user="alice", agent=AgentProduct.CODEX, session="s1")
+    assert ex.stopped(agent) is None  # no stop seen yet
+    watch = asyncio.create_task(ex._watch_stops())
+    try:
+        for _ in range(100):
+            if ex.link.calls > 1:
+                break
+            await asyncio.sleep(0.01)
+        assert ex.stopped(agent) is not None
+        assert ex.stopped(Principal(uid=1000, user="alice")) is None  # never the human
+        bob = Principal(uid=1001, user="bob", agent=AgentProduct.CODEX, session="s1")
+        assert ex.stopped(bob) is None
+    finally:
+        watch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await watch

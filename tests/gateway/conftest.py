@@ -30,6 +30,21 @@ def mcp_text(result: CallToolResult) -> str:
     return block.text
 
 
+def command_states(state: str | Path) -> list[str]:
+    """The states of the commands the daemon's journal has committed (read-only).
+
+    The bus's ``command.started`` comes before the spawn and the row after it, so
+    a test that needs a command running waits for its row."""
+    import sqlite3
+
+    uri = (Path(state) / "tenantry.sqlite3").as_uri() + "?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            return [str(r[0]) for r in db.execute("SELECT state FROM commands")]
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
 def wait_for(cond: Any, timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll ``cond`` (backing off to 0.25 s) until it is truthy, and return its value;
     fail after ``timeout`` seconds. The one condition-wait of the tests."""

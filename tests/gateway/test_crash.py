@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Daemon, wait_for
+from .conftest import Daemon, command_states, wait_for
 
 pytestmark = pytest.mark.own_daemon  # every test here kills its daemon
 
@@ -109,19 +109,9 @@ def test_commands_running_at_crash_are_marked(daemon: Daemon) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    c = daemon.client()
-    wait_for(
-        lambda: any(
-            e["type"] == "command.started"
-            for e in c.call("events.list", {"types": ["command.started"]})["events"]
-        )
-    )
+    wait_for(lambda: command_states(daemon.state) == ["running"], what="the command's journal row")
     daemon.kill(signal.SIGKILL)
     p.wait(timeout=20)
     assert p.returncode != 0
     daemon.start()
-    import sqlite3
-
-    db = sqlite3.connect(Path(daemon.state) / "tenantry.sqlite3")
-    states = [r[0] for r in db.execute("SELECT state FROM commands")]
-    assert states == ["lost"]
+    assert command_states(daemon.state) == ["lost"]

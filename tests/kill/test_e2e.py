@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,6 @@ from tenantry.core.errors import PermissionDenied, SessionStopped
 
 
 def wait_for(cond: Any, timeout: float = 20.0, what: str = "condition") -> Any:
-    import sys
-
     return sys.modules["_tenantry_gateway_test_helpers"].wait_for(cond, timeout, what)
 
 
@@ -47,12 +46,8 @@ def test_stop_session_during_running_work(start_daemon: Any, tmp_path: Path) -> 
 
     t = threading.Thread(target=long_command)
     t.start()
-    wait_for(
-        lambda: any(
-            e["type"] == "command.started" for e in human.call("events.list", {})["events"]
-        ),
-        what="command started",
-    )
+    gw = sys.modules["_tenantry_gateway_test_helpers"]
+    wait_for(lambda: gw.command_states(d.state) == ["running"], what="the command's journal row")
     # the human's own shell process, outside Tenantry, must survive
     own_shell = subprocess.Popen(["sleep", "30"])
     try:

@@ -181,3 +181,22 @@ async def test_stop_session_cancels_jobs_and_ends_commands(
         await runtime.component("kill", KillSwitch).ensure_active(AGENT)
     await call(runtime, HUMAN, "admin.resume_session", session="s1")
     await runtime.component("kill", KillSwitch).ensure_active(AGENT)
+
+
+async def test_a_command_started_after_the_stop_is_ended(runtime: Runtime) -> None:
+    """A command the gates let through just before a stop, but started after the
+    stop's sweep (nothing of it in the runner's table then), is ended at its start."""
+
+    async def sink(stream: str, data: bytes) -> None:
+        return None
+
+    await call(runtime, HUMAN, "admin.stop_session", session="s1", reason="raced")
+    commands = runtime.component("commands", CommandService)
+    # the op past its gates: the service itself, as the gateway calls it
+    result = await asyncio.wait_for(
+        commands.run(AGENT, CommandSpec(("sleep", "60"), cwd="/", where="local"), sink), 20
+    )
+    assert result.state == "failed" and "SIGKILL" in result.reason
+    # the sibling session and the human are not stopped: their commands run
+    ok = await commands.run(SIBLING, CommandSpec(("true",), cwd="/", where="local"), sink)
+    assert ok.state == "completed"

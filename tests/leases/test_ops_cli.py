@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from tenantry.cli.main import build_parser
 from tenantry.commands.service import CommandService
-from tenantry.core.errors import NotFound
+from tenantry.core.errors import NotFound, SessionStopped
 from tenantry.core.models import CommandSpec, Principal
 from tenantry.core.settings import load
 from tenantry.gateway import app
@@ -79,3 +80,30 @@ def test_pilot_without_secret_exits_with_usage_error() -> None:
         timeout=30,
     )
     assert out.returncode == 2 and "TENANTRY_LEASE_SECRET" in out.stderr
+
+
+async def test_a_lease_command_of_a_stopped_session_is_refused(
+    state_dir: str, monkeypatch: pytest.MonkeyPatch, alice: Principal, collect: type[Collect]
+) -> None:
+    """A stop landing after the gates let a command through (before it reached the lease
+    manager's queue, so the stop's drain did not see it) still refuses it."""
+    monkeypatch.setattr(
+        app,
+        "COMPONENTS",
+        (
+            ("kill", "tenantry.safety.kill.component:create"),
+            ("leases", "tenantry.leases.component:create"),
+        ),
+    )
+    monkeypatch.setattr(
+        app, "OP_MODULES", (*app.OP_MODULES, "tenantry.leases.ops", "tenantry.safety.kill.ops")
+    )
+    settings = load(env={}, overrides={"state_dir": state_dir, "local_slots": 8})
+    async with app.open_runtime(settings) as rt:
+        human = Principal(uid=alice.uid, user="alice")
+        await REGISTRY["admin.stop_session"].fn(OpContext(human, rt), {"session": "s1"})
+        commands = rt.component("commands", CommandService)
+        spec = CommandSpec(argv=("sleep", "60"), where="lease")
+        with pytest.raises(SessionStopped):
+            await asyncio.wait_for(commands.run(alice, spec, collect()), 30)
+        assert not rt.component("leases", LeaseManager).leases()  # none started for it

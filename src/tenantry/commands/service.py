@@ -17,7 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tenantry.commands.runner import LocalRunner, end_leftover
-from tenantry.core.errors import Unavailable
+from tenantry.core.errors import SessionStopped, Unavailable
 from tenantry.core.events import Event, EventType
 from tenantry.core.models import CommandResult, CommandSpec, Principal
 from tenantry.service.placement import Placement, place
@@ -97,6 +97,10 @@ class CommandService:
         t0 = time.monotonic()
 
         async def on_start(pid: int, pid_start: int | None) -> None:
+            # the runner has it in its table now: a stop from here on finds it there,
+            # and one that came after the gates let it through ends it here
+            if self._stopped(p):
+                await self.runner.kill_principal(p.key)
             coro = self.rt.journal.command_started(
                 cid,
                 p,
@@ -113,6 +117,9 @@ class CommandService:
             if where == "lease":
                 if self.rt.leases is None:  # _where saw one: it stopped since
                     raise Unavailable("the lease manager is not running in this daemon")
+                # queued without a pause after this check, so a later stop drains it
+                if self._stopped(p):
+                    raise SessionStopped("stopped by the kill switch", hint="ask the operator")
                 result = await self.rt.leases.run(spec, p, sink, cid=cid)
             else:
                 result = await self.runner.run(spec, p, sink, cid=cid, on_start=on_start)
@@ -129,6 +136,10 @@ class CommandService:
                 p, result.stderr_tail or result.stdout_tail or result.reason
             )
         return result
+
+    def _stopped(self, p: Principal) -> bool:
+        """Did an operator stop ``p`` after the gates let this command through?"""
+        return self.rt.stops is not None and self.rt.stops.stopped(p) is not None
 
     async def _ended(
         self,

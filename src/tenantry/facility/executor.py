@@ -283,6 +283,7 @@ class Executor:
         self.sent = 0
         # the service's reusable policy answers, served while its policy version holds
         self.answers = KeptAnswers()
+        self._stops: list[dict[str, Any]] = []  # the facility's active stops, last seen
 
     @property
     def active(self) -> bool:
@@ -303,6 +304,7 @@ class Executor:
         rt.lessons = RemoteLessons(self.link)
         rt.budgets = RemoteBudgets(self.link)
         rt.flags = self
+        rt.stops = self  # the facility's stops, not this daemon's own switch
 
     async def start(self) -> None:
         if not self.active:
@@ -346,6 +348,7 @@ class Executor:
             # kept answers hold under this kill-switch version and this policy version only
             self.answers.announce(policy if isinstance(policy, str) else None, version)
             stops = [s for s in (result or {}).get("stopped", []) if isinstance(s, dict)]
+            self._stops = stops
             handled &= {int(s.get("id", 0)) for s in stops}  # a stop set again is swept again
             for stop in stops:
                 sid = int(stop.get("id", 0))
@@ -359,17 +362,16 @@ class Executor:
 
     async def _principals_of(self, stop: dict[str, Any]) -> list[Principal]:
         """This daemon's agent principals a stop (``kind``, ``target``) names."""
-        kind, target = str(stop.get("kind", "")), str(stop.get("target", ""))
         out: list[Principal] = []
         for key, uid in await self.runtime.journal.principals_seen():
             p = principal_of(key, uid)
-            if p.user != self.me.user or not p.is_agent:
-                continue
-            if (kind == "user" and target == p.user) or (
-                kind == "session" and target in (p.session, p.key)
-            ):
+            if p.user == self.me.user and _names(stop, p):
                 out.append(p)
         return out
+
+    # -- StopCheck: a command that passed the gates asks again as it starts --
+    def stopped(self, principal: Principal) -> object | None:
+        return next((s for s in self._stops if _names(s, principal)), None)
 
     # -- FlagSink: the facility's policy holds a flagged session's next actions --
     def note_flagged(self, principal: Principal) -> None:
@@ -450,3 +452,13 @@ def create(runtime: Runtime) -> Executor:
     if executor.active:
         executor.wire()
     return executor
+
+
+def _names(stop: dict[str, Any], p: Principal) -> bool:
+    """Does a facility stop (``kind``, ``target``) name the agent principal ``p``?"""
+    kind, target = str(stop.get("kind", "")), str(stop.get("target", ""))
+    if not p.is_agent:
+        return False
+    return (kind == "user" and target == p.user) or (
+        kind == "session" and target in (p.session, p.key)
+    )

@@ -27,6 +27,7 @@ from tenantry.service.seams import (
     PrincipalResolver,
     Sandboxes,
     StatusSource,
+    StopCheck,
 )
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class Runtime:
         self.lessons: LessonSource | None = None
         self.budgets: StatusSource | None = None
         self.flags: FlagSink | None = None
+        self.stops: StopCheck | None = None
         self.sandboxes: Sandboxes | None = None
         # facility mode: who the callers are (the service) and where decisions go (executor)
         self.identify: PrincipalResolver | None = None

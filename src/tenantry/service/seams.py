@@ -25,6 +25,7 @@ __all__ = [
     "OpForwarder",
     "PrincipalResolver",
     "StatusSource",
+    "StopCheck",
 ]
 
 
@@ -84,6 +85,14 @@ class StatusSource(Protocol):
     """Per-principal status rows for the dashboard (the budgets)."""
 
     async def status(self, principal: Principal) -> list[dict[str, Any]]: ...
+
+
+class StopCheck(Protocol):
+    """Whether an operator stopped a principal (the kill switch), asked again once a
+    command that passed the gates has started, so a stop landing between the two
+    still ends it."""
+
+    def stopped(self, principal: Principal) -> object | None: ...
 
 
 class FlagSink(Protocol):

@@ -289,4 +289,5 @@ class KillSwitch:
 def create(runtime: Runtime) -> KillSwitch:
     ks = KillSwitch(runtime)
     runtime.gates["kill"] = ks
+    runtime.stops = ks
     return ks
