@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import socket
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +15,6 @@ import pytest
 
 from tenantry.core.errors import PermissionDenied
 from tenantry.safety.sandbox import profile
-
-from ..conftest import stand_in
 
 
 def test_claimed_agent_is_an_agent_and_cannot_register_or_resume(start_daemon: Any) -> None:
@@ -59,23 +62,61 @@ def test_profile_hides_state_and_credentials_and_filters_env(tmp_path: Path) -> 
     assert argv[-2:] == ["--", "true"]
 
 
-def test_syslog_shipping_calls_logger_with_the_anchor(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tenantry.safety.audit.chain import ChainWriter
-    from tenantry.safety.audit.component import ship_anchor
+@pytest.fixture
+def log_socket() -> Iterator[tuple[str, socket.socket]]:
+    """A stand-in for /dev/log: a datagram socket at a short path (AF_UNIX caps it at 108)."""
+    with tempfile.TemporaryDirectory(prefix="tlog") as d:
+        path = os.path.join(d, "log")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        try:
+            yield path, sock
+        finally:
+            sock.close()
 
-    bin_dir = tmp_path / "bin"
-    out = tmp_path / "logged"
-    stand_in(bin_dir, "logger", f'echo "$@" >> {out}')
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+def test_each_durable_batch_sends_its_anchor_to_the_system_log(
+    tmp_path: Path, log_socket: tuple[str, socket.socket]
+) -> None:
+    from tenantry.safety.audit.anchorlog import AnchorLog
+    from tenantry.safety.audit.chain import ChainWriter
+
+    path, sock = log_socket
     w = ChainWriter(tmp_path / "audit", b"k" * 32)
     w.open()
-    w.on_anchor = ship_anchor
+    w.on_anchor = anchors = AnchorLog(path)
     rec = w.append({"action": "op:x"}, fsync=False)
     w.close()
-    line = out.read_text()
-    assert "-t tenantry-audit" in line and f"seq=1 hash={rec['hash']} mac=" in line
+    anchors.close()
+    line = sock.recv(4096).decode()
+    assert re.match(r"<13>\w{3} [ \d]\d \d\d:\d\d:\d\d tenantry-audit\[\d+\]: ", line)
+    assert f"tenantry audit anchor seq=1 hash={rec['hash']} mac=" in line
+    assert anchors.sent >= 1 and anchors.dropped == 0
+
+
+def test_a_slow_or_missing_system_log_never_holds_a_batch(
+    tmp_path: Path, log_socket: tuple[str, socket.socket], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nobody reads the socket: once its queue is full anchors are dropped, not waited for."""
+    from tenantry.safety.audit.anchorlog import AnchorLog
+
+    caplog.set_level(logging.WARNING, logger="tenantry.safety.audit.anchorlog")
+    path, _unread = log_socket
+    anchors = AnchorLog(path)
+    for seq in range(5000):
+        anchors(seq, "a" * 64, "b" * 64)  # a blocking send would hang here
+    assert anchors.sent > 0 and anchors.dropped > 0
+    assert anchors.sent + anchors.dropped == 5000
+    anchors.close()
+    assert len([r for r in caplog.records if "could not be sent" in r.getMessage()]) == 1
+    caplog.clear()
+
+    gone = AnchorLog(str(tmp_path / "no-such-log"))
+    for seq in range(3):
+        gone(seq, "a" * 64, "")
+    assert gone.dropped == 3 and gone.sent == 0
+    warned = [r for r in caplog.records if "could not be sent" in r.getMessage()]
+    assert len(warned) == 1  # once per outage, not once per batch
 
 
 def test_a_tier_chosen_at_launch_restricts_the_session_and_never_raises_it(

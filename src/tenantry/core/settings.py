@@ -169,7 +169,11 @@ DECLARED: tuple[Setting, ...] = (
     Setting(
         "sandbox_writable", "", "Comma-separated directories (scratch) agent sessions may write."
     ),
-    Setting("audit_syslog", False, "Also ship the audit anchor to syslog/journald with `logger`."),
+    Setting(
+        "audit_syslog",
+        False,
+        "Also send each audit anchor to the system log (`/dev/log`: journald, rsyslog).",
+    ),
     Setting(
         "facility_address",
         "",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from tenantry.core.errors import AuditUnavailable
 from tenantry.core.events import Event
 from tenantry.core.models import Principal
 from tenantry.core.settings import Settings
+from tenantry.safety.audit.anchorlog import AnchorLog
 from tenantry.safety.audit.chain import KEY_NAME, ChainWriter, digest, load_key
 from tenantry.service.ops import defer_until_reply
 from tenantry.service.runtime import Runtime
@@ -86,6 +86,7 @@ class AuditLog:
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._envs: dict[int, tuple[dict[str, Any], str]] = {}
+        self.anchors: AnchorLog | None = None
 
     async def start(self) -> None:
         def open_writer() -> ChainWriter:
@@ -93,7 +94,8 @@ class AuditLog:
             writer = ChainWriter(self.dir, key)
             writer.open()
             if self.runtime.settings.audit_syslog:
-                writer.on_anchor = ship_anchor
+                self.anchors = AnchorLog()
+                writer.on_anchor = self.anchors
             return writer
 
         self._writer = await asyncio.to_thread(open_writer)
@@ -116,6 +118,9 @@ class AuditLog:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self.anchors is not None:
+            self.anchors.close()
+            self.anchors = None
 
     async def _drain(self) -> None:
         writer = self._writer
@@ -261,20 +266,6 @@ def _fields(
         "rule": rule,
         "input_digest": digest(input),
     }
-
-
-def ship_anchor(seq: int, last: str, mac: str) -> None:
-    """Send the anchor to syslog/journald (``logger``), out of the user's reach."""
-    msg = f"tenantry audit anchor seq={seq} hash={last}" + (f" mac={mac}" if mac else "")
-    try:
-        subprocess.run(
-            ["logger", "-t", "tenantry-audit", "--", msg],
-            check=False,
-            timeout=5,
-            capture_output=True,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("cannot ship the audit anchor to syslog: %s", exc)
 
 
 def create(runtime: Runtime) -> AuditLog:
