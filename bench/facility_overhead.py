@@ -13,7 +13,9 @@ event. Measured with a warm in-process client (no process start):
 Budgets are lifted (``replace_defaults = true``) so the agent is never limited;
 the service sends its audit anchors to the system log, as an installed one does.
 Each run starts fresh daemons; the table prints the median over runs of each
-p50/p99, and the load average before and after (the machine is shared).
+p50/p99, then each daemon's CPU per request while a mode's ops ran (from
+/proc, with the children it reaped), and the load average before and after
+(the machine is shared).
 
 Usage: python bench/facility_overhead.py [--n 200] [--runs 3] [--json OUT]
 """
@@ -50,6 +52,12 @@ def timed(fn: Callable[[], Any], n: int) -> dict[str, float]:
         fn()
         lat.append(time.perf_counter() - t)
     return {"p50_ms": statistics.median(lat) * 1000, "p99_ms": pct(lat, 0.99) * 1000}
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds of a process and of the children it reaped (``logger``, spawns)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _run(client: Client) -> None:
@@ -109,7 +117,11 @@ def one_run(n: int) -> dict[str, dict[str, float]]:
             sock = fac_sock if name == "facility" else envs[name]["TENANTRY_SOCKET"]
             _listening(sock, proc, time.monotonic() + 60)
         out: dict[str, dict[str, float]] = {}
+        daemons = dict(
+            zip(("facility service", "user-mode daemon", "executor"), procs, strict=True)
+        )
         for mode in ("user mode", "facility mode"):
+            before = {name: cpu_s(p.pid) for name, p in daemons.items()}
             settings = load(env=envs[mode])
             human = Client(settings, autostart=False, claims={})
             agent = Client(settings, autostart=False, claims=AGENT)
@@ -121,6 +133,13 @@ def one_run(n: int) -> dict[str, dict[str, float]]:
             out[f"{mode}: policy.check ls (agent)"] = timed(
                 partial(agent.call, "policy.check", check), n
             )
+            # CPU per request of each daemon, over this mode's 4 x (n + 1) requests
+            per = 4 * (n + 1)
+            out[f"{mode}: CPU ms per request"] = {
+                name: (cpu_s(p.pid) - before[name]) * 1000 / per
+                for name, p in daemons.items()
+                if (name == "user-mode daemon") == (mode == "user mode")
+            }
         return out
     finally:
         for proc in reversed(procs):
@@ -137,8 +156,13 @@ def main() -> None:
     load_before = os.getloadavg()
     runs = [one_run(args.n) for _ in range(args.runs)]
     load_after = os.getloadavg()
-    rows = []
+    rows, cpu = [], []
     for name in runs[0]:
+        if name.endswith("CPU ms per request"):
+            for daemon in runs[0][name]:
+                ms = statistics.median(r[name][daemon] for r in runs)
+                cpu.append({"name": f"{name.split(':')[0]}: {daemon}", "cpu_ms": round(ms, 3)})
+            continue
         rows.append({
             "name": name,
             "p50_ms": round(statistics.median(r[name]["p50_ms"] for r in runs), 3),
@@ -147,10 +171,14 @@ def main() -> None:
     print(f"{'op':42} {'p50 ms':>8} {'p99 ms':>8}")
     for r in rows:
         print(f"{r['name']:42} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}")
+    print(f"{'CPU per request (ops above, reaped children included)':55} {'ms':>8}")
+    for c in cpu:
+        print(f"{c['name']:55} {c['cpu_ms']:8.2f}")
     print(f"n={args.n} runs={args.runs} load average before {load_before}, after {load_after}")
     if args.json:
         report = {
             "rows": rows,
+            "cpu_per_request": cpu,
             "n": args.n,
             "runs": args.runs,
             "loadavg": [load_before, load_after],
