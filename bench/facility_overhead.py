@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,24 @@ def cpu_s(pid: int) -> float:
     """CPU seconds of a process and of the children it reaped (``logger``, spawns)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _new_files(directory: Path, count: int) -> list[Path]:
+    directory.mkdir(parents=True)
+    paths = [directory / f"f{i}.txt" for i in range(count)]
+    for path in paths:
+        path.write_text("x\n")
+    return paths
+
+
+def _head_check(path: Path, cwd: Path) -> dict[str, Any]:
+    command = f"head -n 20 {path}"
+    return {"action": "run_command", "command": command,
+            "params": {"command": command, "cwd": str(cwd)}}  # fmt: skip
+
+
+def _check_next(client: Client, files: Iterator[Path], cwd: Path) -> None:
+    client.call("policy.check", _head_check(next(files), cwd))
 
 
 def _run(client: Client) -> None:
@@ -133,8 +151,13 @@ def one_run(n: int) -> dict[str, dict[str, float]]:
             out[f"{mode}: policy.check ls (agent)"] = timed(
                 partial(agent.call, "policy.check", check), n
             )
-            # CPU per request of each daemon, over this mode's 4 x (n + 1) requests
-            per = 4 * (n + 1)
+            # each `head` names a file not asked about before: no earlier answer to keep
+            files = iter(_new_files(base / "files" / mode.split()[0], n + 1))
+            out[f"{mode}: policy.check head NEW (agent)"] = timed(
+                partial(_check_next, agent, files, base), n
+            )
+            # CPU per request of each daemon, over this mode's 5 x (n + 1) requests
+            per = 5 * (n + 1)
             out[f"{mode}: CPU ms per request"] = {
                 name: (cpu_s(p.pid) - before[name]) * 1000 / per
                 for name, p in daemons.items()
