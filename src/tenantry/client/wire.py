@@ -23,7 +23,7 @@ import _socket  # the C socket type: ``socket`` (its enums, selectors) costs a c
 TYPE_CHECKING = False  # the client path avoids importing typing
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import AsyncIterator, Iterator, Mapping
+    from collections.abc import AsyncGenerator, Iterator, Mapping
     from typing import Any, Protocol
 
     class HasFileno(Protocol):
@@ -328,7 +328,7 @@ class AsyncConnection:
 
         self._reader, self._writer = await asyncio.open_unix_connection(self.path, limit=_RECV)
 
-    async def request(self, data: bytes) -> AsyncIterator[Head | bytes]:
+    async def request(self, data: bytes) -> AsyncGenerator[Head | bytes, None]:
         """Send one encoded request; yields the ``Head`` and then body chunks."""
         if not self.open:
             self.close()

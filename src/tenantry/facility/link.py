@@ -1,33 +1,38 @@
-"""The executor's connection to the facility service (httpx over its Unix socket).
+"""The executor's connection to the facility service (the wire codec over its Unix socket).
 
 Every call carries the principal it is made for in the principal header; the
 service takes the uid from the socket and refuses anything of another user.
-A service that cannot be reached, or answers with something that is not its
-JSON envelope, becomes ``FacilityUnavailable`` (retryable); the service's own
-refusals come back as the same ``TenantryError`` they were there.
+Requests go out with ``client.wire`` -- the codec the CLI, the hooks and the
+MCP shim speak to a daemon -- on kept-alive connections, at most
+``CONNECTIONS`` in flight (more wait for one), each bounded by its request's
+timeout. A service that cannot be reached, or answers with something that is
+not its JSON envelope, becomes ``FacilityUnavailable`` (retryable); the
+service's own refusals come back as the same ``TenantryError`` they were
+there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
+from tenantry.client import wire
 from tenantry.core import errors
 from tenantry.core.models import Principal
 from tenantry.facility.seams import CLAIMS, FacilityChannel, FacilityRequest
 
 API = "/v1/op/"
-PRINCIPAL_HEADER = "X-Tenantry-Principal"
-REQUEST_ID_HEADER = "X-Tenantry-Request-Id"
+PRINCIPAL_HEADER = wire.PRINCIPAL_HEADER
+REQUEST_ID_HEADER = wire.REQUEST_ID_HEADER
+CONNECTIONS = 32  # requests in flight at once, and connections kept open while idle
 
 
 def claims_of(p: Principal) -> dict[str, str]:
     """What the executor verified about a principal (the service adds the uid)."""
-    wire = p.to_dict()
-    return {key: wire[key] for key in CLAIMS}
+    wire_form = p.to_dict()
+    return {key: wire_form[key] for key in CLAIMS}
 
 
 class FacilityLink(FacilityChannel):
@@ -36,45 +41,70 @@ class FacilityLink(FacilityChannel):
         " `systemctl status tenantry-facility`"
     )
 
-    _http: httpx.AsyncClient | None = None  # opened on the first call
-
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
-            self._http = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=self.address),
-                base_url="http://facility",
-                timeout=httpx.Timeout(self.timeout_s),
-                limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
-            )
-        return self._http
+    def __init__(self, address: str, timeout_s: float) -> None:
+        super().__init__(address, timeout_s)
+        self._idle: list[wire.AsyncConnection] = []
+        self._slots = asyncio.Semaphore(CONNECTIONS)
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()
+
+    def _checkout(self) -> wire.AsyncConnection:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.connected:  # ``request`` checks that the service did not close it meanwhile
+                return conn
+            conn.close()
+        return wire.AsyncConnection(self.address)
+
+    def _checkin(self, conn: wire.AsyncConnection) -> None:
+        if conn.connected and len(self._idle) < CONNECTIONS:
+            self._idle.append(conn)
+        else:
+            conn.close()
 
     async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
         headers = {PRINCIPAL_HEADER: json.dumps(claims_of(req.principal))}
         if req.request_id:
             headers[REQUEST_ID_HEADER] = req.request_id
         try:
-            resp = await self._client().post(
-                API + req.op,
-                json=req.params,
-                headers=headers,
-                timeout=httpx.Timeout(req.timeout_s),
+            data = wire.encode_request(
+                "POST", API + req.op, json.dumps(req.params).encode(), headers
             )
-        except (httpx.TransportError, OSError) as exc:
+        except ValueError as exc:  # a line break or a non-Latin-1 character in a header
+            raise errors.UsageError(f"cannot send {req.op} to the facility: {exc}") from exc
+        try:
+            async with asyncio.timeout(req.timeout_s), self._slots:
+                status, body = await self._exchange(data)
+        except (OSError, wire.WireError, TimeoutError) as exc:
             raise self._down(type(exc).__name__) from exc
         try:
-            data = resp.json()
+            answer = json.loads(body)
         except ValueError as exc:
-            raise self._down(f"HTTP {resp.status_code}, not JSON") from exc
-        if not isinstance(data, dict) or "ok" not in data:
-            raise self._down(f"HTTP {resp.status_code}, not an op envelope")
-        if not data["ok"]:
-            raise errors.from_dict(data.get("error") or {})
-        return data.get("result"), [str(w) for w in data.get("warnings") or []]
+            raise self._down(f"HTTP {status}, not JSON") from exc
+        if not isinstance(answer, dict) or "ok" not in answer:
+            raise self._down(f"HTTP {status}, not an op envelope")
+        if not answer["ok"]:
+            raise errors.from_dict(answer.get("error") or {})
+        return answer.get("result"), [str(w) for w in answer.get("warnings") or []]
+
+    async def _exchange(self, data: bytes) -> tuple[int, bytes]:
+        """One request on a kept-alive connection: the status and the whole body."""
+        conn = self._checkout()
+        status, body = 0, b""
+        events = conn.request(data)
+        try:
+            async for event in events:
+                if isinstance(event, wire.Head):
+                    status = event.status
+                else:
+                    body += event
+        finally:
+            await events.aclose()  # cut short (a timeout): the connection is closed, not reused
+            self._checkin(conn)
+        return status, body
 
 
 ChannelFactory = Callable[[str, float], FacilityChannel]
