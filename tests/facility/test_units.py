@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import time
 from pathlib import Path
 from typing import Any
 
@@ -426,3 +427,29 @@ async def test_the_executor_answers_a_starting_command_from_the_facilitys_stops(
         watch.cancel()
         with pytest.raises(asyncio.CancelledError):
             await watch
+
+
+def test_a_callers_name_is_looked_up_once_a_minute_not_per_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tenantry.facility import identity
+
+    asked: list[int] = []
+    real = pwd.getpwuid
+
+    def counting(uid: int) -> Any:
+        asked.append(uid)
+        return real(uid)
+
+    clock = [1000.0]
+    monkeypatch.setattr(pwd, "getpwuid", counting)
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(identity, "_names", {})
+    me = os.getuid()
+    assert identity.user_name(me) == identity.user_name(me) == ME
+    assert asked == [me]
+    clock[0] += identity.NAME_TTL_S + 1  # renamed or removed users are seen within a minute
+    assert identity.user_name(me) == ME and asked == [me, me]
+    ghost = 2_000_000_001  # no such uid: answered by number, and asked again each time
+    assert identity.user_name(ghost) == identity.user_name(ghost) == str(ghost)
+    assert asked.count(ghost) == 2

@@ -17,6 +17,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
@@ -41,11 +42,30 @@ class PeerCredAuthenticator:
         return Peer(uid=int(uid), gid=int(gid), pid=int(pid), via="peercred")
 
 
+NAME_TTL_S = 60.0  # a uid's name is looked up again after this long (a user renamed, removed)
+_names: dict[int, tuple[str, float]] = {}
+
+
 def user_name(uid: int) -> str:
+    """The name of ``uid``, from NSS at most once a minute per uid.
+
+    Every request to the service needs its caller's name; at a site whose
+    accounts come from LDAP through sssd or nslcd each lookup can cost a round
+    trip. A uid NSS does not know is not kept (it is asked again next time).
+    """
+    now = time.monotonic()
+    hit = _names.get(uid)
+    if hit is not None and hit[1] > now:
+        return hit[0]
     try:
-        return pwd.getpwuid(uid).pw_name
+        name = pwd.getpwuid(uid).pw_name
     except KeyError:
+        _names.pop(uid, None)
         return str(uid)
+    if len(_names) >= 4096:
+        _names.clear()
+    _names[uid] = (name, now + NAME_TTL_S)
+    return name
 
 
 def staff_members(group: str) -> frozenset[str]:
