@@ -8,8 +8,10 @@ before each command; a ``deny`` answer skips the command, and one whose
 reason begins "Tenantry answered" stands for it: the hook answered in its
 place), an optional ``hook_url`` (Claude Code's http hook: the payload is POSTed there instead, as
 the agent's own process does, and ``hook`` runs only for steps marked
-``hook_if``: the installed fallback's ``if`` patterns match; an http hook that gets no
-answer lets the command through, as in Claude Code), and ``steps``:
+``hook_if``: the installed fallback's ``if`` patterns match, started at the same
+time as the POST, as Claude Code runs a tool call's hooks, the stricter verdict
+deciding; an http hook that gets no answer lets the command through, as in
+Claude Code), and ``steps``:
 ``{"t", "cls", "argv"}`` or ``{"t", "cls", "write": PATH}`` (an edit). A step
 may carry a ``fallback`` argv: what the agent runs instead when the hook
 denies the command (the Tenantry command its redirect names).
@@ -48,26 +50,48 @@ def _verdict(answer: Any) -> str:
     )
 
 
-def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, body: bytes) -> str:
+def _hook_start(
+    hook: list[str], env: dict[str, str], cwd: str, body: bytes
+) -> subprocess.Popen[str] | None:
+    """Start the command hook with the payload on its stdin (None: it could not start)."""
     try:
-        out = subprocess.run(
-            hook,
-            input=body.decode(),
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=cwd,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "deny"  # the hook fails closed
-    if out.returncode == 2:
+        proc = subprocess.Popen(
+            hook, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env, cwd=cwd,
+        )  # fmt: skip
+    except OSError:
+        return None
+    return proc
+
+
+def _hook_verdict(proc: subprocess.Popen[str] | None, body: bytes) -> str:
+    """The started command hook's verdict once it ends (it fails closed)."""
+    if proc is None:
         return "deny"
     try:
-        return _verdict(json.loads(out.stdout) if out.stdout.strip() else {})
+        stdout, _ = proc.communicate(body.decode(), timeout=TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+        return "deny"
+    if proc.returncode == 2:
+        return "deny"
+    try:
+        return _verdict(json.loads(stdout) if stdout.strip() else {})
     except ValueError:
         return ""
+
+
+def _hook_denies(hook: list[str], env: dict[str, str], cwd: str, body: bytes) -> str:
+    return _hook_verdict(_hook_start(hook, env, cwd, body), body)
+
+
+def _stricter(a: str, b: str) -> str:
+    """Two hooks' verdicts on one tool call: a denial wins, then an answer."""
+    for verdict in ("deny", "answered"):
+        if verdict in (a, b):
+            return verdict
+    return ""
 
 
 def _payload(cwd: str, command: str, sid: str) -> bytes:
@@ -155,9 +179,12 @@ def main(path: str) -> int:
         hook_s = 0.0
         body = _payload(cwd, " ".join(step.get("argv") or ()), sid)
         if hook_url and "argv" in step:  # the http hook, and the fallback where it matches
+            # Claude Code runs a tool call's matching hooks at once and waits for all of them
+            fallback = hook if hook and step.get("hook_if") else None
+            proc = _hook_start(fallback, env, cwd, body) if fallback else None
             verdict = _http_denies(hook_url, body)
-            if not verdict and hook and step.get("hook_if"):
-                verdict = _hook_denies(hook, env, cwd, body)
+            if fallback:
+                verdict = _stricter(verdict, _hook_verdict(proc, body))
             hook_s = time.perf_counter() - t
         elif hook and "argv" in step:  # the agent's Bash tool; edits use its Edit tool
             verdict = _hook_denies(hook, env, cwd, body)
