@@ -88,7 +88,7 @@ async def serve_facility(settings: Settings) -> None:
     sock_path = Path(settings.facility_socket)
     sock = bind_public_socket(sock_path)
     app = create_app(settings, components=FACILITY_COMPONENTS)
-    server = unix_server(settings, app)
+    server = unix_server(settings, app, proxy_headers=False)  # callers are proven by the socket
     try:
         # the dashboard and /metrics of the whole facility (token in the service's state)
         async with dashboard_alongside(settings, app):

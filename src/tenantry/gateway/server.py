@@ -168,7 +168,9 @@ async def hooks_alongside(settings: Settings, app: Any) -> AsyncIterator[None]:
 
     tcp = hookserve.bind(settings.hook_http)
     http = protocol_with(float(settings.header_timeout_s), tcp_peers=True)
-    config = limited_config(settings, hookserve.loopback_app(app), lifespan="off", http=http)
+    config = limited_config(
+        settings, hookserve.loopback_app(app), lifespan="off", http=http, proxy_headers=False
+    )  # the caller's uid is the kernel's record of the socket; no proxy stands in front
     server = _QuietServer(config)
     task = asyncio.create_task(server.serve(sockets=[tcp]))
     log.info("agent hooks on http://%s:%d/v1/hook/", *tcp.getsockname()[:2])
