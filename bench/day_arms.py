@@ -23,6 +23,7 @@ from typing import Any
 
 from day_replay import Action, Actor
 from tenantry.agents.products.claude_code import fallback_runs
+from tenantry.agents.products.common import HOOK_ENTRY
 
 TEST_CODE = "import time; time.sleep(0.3); print('2 passed')"
 JOB_PREFIX = "ttday"
@@ -164,7 +165,9 @@ def http_hook_for(actor: Actor, ctx: Context, url: str) -> dict[str, Any]:
 
 
 def hook_for(actor: Actor, ctx: Context) -> list[str] | None:
-    """The agent's pre-tool hook (tenantry arm, agents only)."""
+    """The agent's pre-tool command hook (tenantry arm, agents only), as ``tenantry
+    install`` writes it into a user's own settings: the interpreter running Tenantry
+    starts the hook script without ``site`` (``agents.products.common.hook_argv``)."""
     if ctx.arm == "tenantry" and actor.kind == "agent":
-        return [*ctx.tenantry, "hook", "--agent", "claude-code"]
+        return [ctx.tenantry[0], "-I", "-S", HOOK_ENTRY, "hook", "--agent", "claude-code"]
     return None

@@ -11,6 +11,7 @@ import day_arms
 import day_slurm
 from day_replay import Action, Actor
 from tenantry.agents import steer
+from tenantry.agents.products.common import HOOK_ENTRY
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
 AGENT = Actor("a00", "agent", "s001", 0)
@@ -76,7 +77,10 @@ def test_tenantry_agents_use_the_index_leases_hook_and_shims() -> None:
     env = day_arms.env_for(AGENT, ctx)
     assert env["PATH"].startswith("/w/shims:")
     assert env["TENANTRY_SOCKET"] == "/w/state/u/sock" and env["TENANTRY_AUTOSTART"] == "0"
-    assert day_arms.hook_for(AGENT, ctx) == [*ctx.tenantry, "hook", "--agent", "claude-code"]
+    # what `tenantry install` writes for a user's own settings: the script without `site`
+    assert day_arms.hook_for(AGENT, ctx) == [
+        ctx.tenantry[0], "-I", "-S", HOOK_ENTRY, "hook", "--agent", "claude-code",
+    ]  # fmt: skip
 
 
 def test_bare_sbatch_submits_the_same_script() -> None:
