@@ -31,28 +31,12 @@ class AsyncClient:
     def __init__(self, settings: Settings, *, claims: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.claims = claims if claims is not None else client_claims()
-        self._idle: list[wire.AsyncConnection] = []
+        self._pool = wire.Pool(settings.socket, CONNECTIONS)
         self._slots = asyncio.Semaphore(CONNECTIONS)
         self._held = HeldEnv()
 
     async def aclose(self) -> None:
-        for conn in self._idle:
-            conn.close()
-        self._idle.clear()
-
-    def _checkout(self) -> wire.AsyncConnection:
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.connected:  # ``request`` checks that the daemon did not close it meanwhile
-                return conn
-            conn.close()
-        return wire.AsyncConnection(self.settings.socket)
-
-    def _checkin(self, conn: wire.AsyncConnection) -> None:
-        if conn.connected and len(self._idle) < CONNECTIONS:
-            self._idle.append(conn)
-        else:
-            conn.close()
+        self._pool.close()
 
     async def _send(
         self, op: str, params: dict[str, Any]
@@ -70,7 +54,7 @@ class AsyncClient:
 
     async def _on_a_connection(self, data: bytes) -> AsyncGenerator[wire.Head | bytes, None]:
         for attempt in range(2):
-            conn = self._checkout()
+            conn = self._pool.checkout()
             try:
                 if not conn.connected:
                     await conn.connect()
@@ -90,7 +74,7 @@ class AsyncClient:
             except wire.WireError as exc:
                 raise errors.DaemonUnavailable(str(exc)) from exc
             finally:
-                self._checkin(conn)
+                self._pool.checkin(conn)
             return
 
     async def call(self, op: str, params: dict[str, Any]) -> tuple[Any, list[str]]:

@@ -353,3 +353,32 @@ class AsyncConnection:
             self._writer.close()
             self._writer = None
             self._reader = None
+
+
+class Pool:
+    """Kept-alive ``AsyncConnection``s to one socket: at most ``size`` kept while idle."""
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path = path
+        self.size = size
+        self._idle: list[AsyncConnection] = []
+
+    def checkout(self) -> AsyncConnection:
+        """An idle connection still open on this side, else a new (unconnected) one."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.connected:  # ``request`` checks that the peer did not close it meanwhile
+                return conn
+            conn.close()
+        return AsyncConnection(self.path)
+
+    def checkin(self, conn: AsyncConnection) -> None:
+        if conn.connected and len(self._idle) < self.size:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()

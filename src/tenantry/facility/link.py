@@ -43,27 +43,11 @@ class FacilityLink(FacilityChannel):
 
     def __init__(self, address: str, timeout_s: float) -> None:
         super().__init__(address, timeout_s)
-        self._idle: list[wire.AsyncConnection] = []
+        self._pool = wire.Pool(address, CONNECTIONS)
         self._slots = asyncio.Semaphore(CONNECTIONS)
 
     async def aclose(self) -> None:
-        for conn in self._idle:
-            conn.close()
-        self._idle.clear()
-
-    def _checkout(self) -> wire.AsyncConnection:
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.connected:  # ``request`` checks that the service did not close it meanwhile
-                return conn
-            conn.close()
-        return wire.AsyncConnection(self.address)
-
-    def _checkin(self, conn: wire.AsyncConnection) -> None:
-        if conn.connected and len(self._idle) < CONNECTIONS:
-            self._idle.append(conn)
-        else:
-            conn.close()
+        self._pool.close()
 
     async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
         headers = {PRINCIPAL_HEADER: json.dumps(claims_of(req.principal))}
@@ -92,7 +76,7 @@ class FacilityLink(FacilityChannel):
 
     async def _exchange(self, data: bytes) -> tuple[int, bytes]:
         """One request on a kept-alive connection: the status and the whole body."""
-        conn = self._checkout()
+        conn = self._pool.checkout()
         status, body = 0, b""
         events = conn.request(data)
         try:
@@ -103,7 +87,7 @@ class FacilityLink(FacilityChannel):
                     body += event
         finally:
             await events.aclose()  # cut short (a timeout): the connection is closed, not reused
-            self._checkin(conn)
+            self._pool.checkin(conn)
         return status, body
 
 
