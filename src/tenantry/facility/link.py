@@ -23,9 +23,7 @@ from tenantry.core import errors
 from tenantry.core.models import Principal
 from tenantry.facility.seams import CLAIMS, FacilityChannel, FacilityRequest
 
-API = "/v1/op/"
-PRINCIPAL_HEADER = wire.PRINCIPAL_HEADER
-REQUEST_ID_HEADER = wire.REQUEST_ID_HEADER
+OPS = f"{wire.API}/op/"
 CONNECTIONS = 32  # requests in flight at once, and connections kept open while idle
 
 
@@ -50,12 +48,12 @@ class FacilityLink(FacilityChannel):
         self._pool.close()
 
     async def send(self, req: FacilityRequest) -> tuple[Any, list[str]]:
-        headers = {PRINCIPAL_HEADER: json.dumps(claims_of(req.principal))}
+        headers = {wire.PRINCIPAL_HEADER: json.dumps(claims_of(req.principal))}
         if req.request_id:
-            headers[REQUEST_ID_HEADER] = req.request_id
+            headers[wire.REQUEST_ID_HEADER] = req.request_id
         try:
             data = wire.encode_request(
-                "POST", API + req.op, json.dumps(req.params).encode(), headers
+                "POST", OPS + req.op, json.dumps(req.params).encode(), headers
             )
         except ValueError as exc:  # a line break or a non-Latin-1 character in a header
             raise errors.UsageError(f"cannot send {req.op} to the facility: {exc}") from exc
