@@ -399,3 +399,34 @@ async def test_a_lease_command_starts_clean_on_its_own_path(
     assert missing.exit_code == 127 and "tnt-nowhere" in missing.reason
     gone = await mgr.run(CommandSpec(argv=("true",), cwd=str(tmp_path / "no")), alice, collect())
     assert gone.exit_code == 127 and str(tmp_path / "no") in gone.reason
+
+
+async def test_a_command_is_reported_at_its_exit_whatever_it_leaves_holding_its_pipes(
+    stack: Stack, alice: Principal, collect: type[Collect], tmp_path: Path, wait: Until
+) -> None:
+    """What a command leaves in its group is killed at its exit; what escaped the
+    group and keeps its pipes open delays the report by the pilot's grace only."""
+    mgr = await stack.manager()
+    kept, escaped = tmp_path / "kept", tmp_path / "escaped"
+    code = (
+        "import subprocess, sys;"
+        f"c = subprocess.Popen(['sleep', '60'], stdout=sys.stdout);"
+        f"open({str(kept)!r}, 'w').write(str(c.pid)); print('left')"
+    )
+    r = await mgr.run(py(code), alice, collect())
+    assert (r.state, r.exit_code, r.stdout_tail) == ("completed", 0, "left\n")
+    assert r.duration_s < 5
+    await wait(lambda: not _alive(int(kept.read_text())), what="the leftover in its group to end")
+    code = (
+        "import subprocess, sys;"
+        "c = subprocess.Popen(['sleep', '60'], stdout=sys.stdout, start_new_session=True);"
+        f"open({str(escaped)!r}, 'w').write(str(c.pid)); print('escaped'); sys.exit(4)"
+    )
+    r = await mgr.run(py(code), alice, collect())
+    try:
+        assert (r.state, r.exit_code, r.stdout_tail) == ("failed", 4, "escaped\n")
+        assert 1.5 < r.duration_s < 10  # the pilot's grace for pipes held open (2 s)
+        again = await mgr.run(py("print('next')"), alice, collect())
+        assert again.stdout_tail == "next\n"
+    finally:
+        os.kill(int(escaped.read_text()), signal.SIGKILL)

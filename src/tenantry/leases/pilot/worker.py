@@ -37,6 +37,7 @@ from tenantry.core.errors import PilotProtocolError
 from tenantry.core.fds import close_quietly
 from tenantry.core.spawn import close_on_exec_all, ignored_signals, spawn
 from tenantry.leases.pilot import protocol as p
+from tenantry.leases.pilot.fdset import FdSet
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,6 @@ class PilotConfig:
 
 class _Rejected(Exception):
     pass
-
-
-class _Terminated(Exception):
-    """The pilot is going down with its allocation: report nothing more."""
 
 
 @dataclass(slots=True)
@@ -105,6 +102,8 @@ def step_environment(pilot_env: Mapping[str, str]) -> dict[str, str]:
 
 
 class Pilot:
+    _fds: FdSet  # the commands' descriptors, from the start of ``serve``
+
     def command_env(self, requested: Mapping[str, str]) -> dict[str, str]:
         """A command's environment: the caller's, with the allocation's step variables."""
         if not requested:
@@ -119,12 +118,14 @@ class Pilot:
         self._step = step_environment(base)  # the allocation's: the same for every command
         self._null: int | None = None
         self._default_signals: tuple[int, ...] = ()  # set when it serves (core/spawn.py)
-        self._envs: dict[str, dict[str, str]] = {}  # by id, first in first out (p.Env)
+        # by id, first in first out (p.Env): each as a command gets it (command_env)
+        self._envs: dict[str, dict[str, str]] = {}
         self._writer: asyncio.StreamWriter | None = None
-        self._running: dict[str, asyncio.Task[None]] = {}
-        # accepted but waiting for a free slot: the daemon may send a few ahead so
-        # a slot never idles for a round trip between two commands
-        self._queue: dict[str, p.Run] = {}
+        # each started command's end (set once it is reported, or dropped at termination)
+        self._running: dict[str, asyncio.Future[None]] = {}
+        # accepted but waiting for a free slot, with its environment: the daemon may
+        # send a few ahead so a slot never idles for a round trip between two commands
+        self._queue: dict[str, tuple[p.Run, dict[str, str]]] = {}
         self._procs: dict[str, _Proc] = {}
         self._cancelled: dict[str, str] = {}  # id -> state to report (cancelled|timeout)
         self._unacked: dict[str, p.Exit] = {}
@@ -147,6 +148,7 @@ class Pilot:
         self._default_signals = ignored_signals()
         walltimer = asyncio.create_task(self._walltime())
         loop = asyncio.get_running_loop()
+        self._fds = FdSet(loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self._on_term)
@@ -178,6 +180,7 @@ class Pilot:
                 backoff = min(backoff * 2, 2.0)
         finally:
             walltimer.cancel()
+            self._fds.close()
 
     def _devnull(self) -> int:
         """The commands' stdin: /dev/null, opened once."""
@@ -339,7 +342,7 @@ class Pilot:
             self._start(msg)
         elif isinstance(msg, p.Env):
             self._envs.pop(msg.id, None)  # sent again: now the newest, as on the daemon
-            self._envs[msg.id] = msg.env
+            self._envs[msg.id] = self.command_env(msg.env)
             while len(self._envs) > p.ENVS_KEPT:
                 del self._envs[next(iter(self._envs))]
         elif isinstance(msg, p.Cancel):
@@ -386,17 +389,17 @@ class Pilot:
                 why = "unknown environment id (the daemon sends each environment first)"
                 self._send(p.Exit(id=run.id, state="error", code=None, reason=why))
                 return
-            run = dataclasses.replace(run, env=env, env_id="")
-        if len(self._running) < self.cfg.slots:
-            self._running[run.id] = asyncio.create_task(self._execute(run))
         else:
-            self._queue[run.id] = run
+            env = self.command_env(run.env)
+        if len(self._running) < self.cfg.slots:
+            self._execute(run, env)
+        else:
+            self._queue[run.id] = (run, env)
 
     def _next(self) -> None:
         while self._queue and len(self._running) < self.cfg.slots:
             cid = next(iter(self._queue))
-            run = self._queue.pop(cid)
-            self._running[cid] = asyncio.create_task(self._execute(run))
+            self._execute(*self._queue.pop(cid))
 
     def _refuse_queued(self) -> None:
         """Draining: hand back what never started (the daemon sends it elsewhere)."""
@@ -413,114 +416,177 @@ class Pilot:
         if not self._send(p.Output(id=cid, stream=stream, data=data)):
             self._offline.setdefault(cid, _Offline()).add(stream, data)
 
-    async def _execute(self, run: p.Run) -> None:
-        started = time.monotonic()
-        try:
-            ex = await self._spawn_and_wait(run, started)
-        except _Terminated:
-            self._procs.pop(run.id, None)
-            self._running.pop(run.id, None)
-            return
-        except Exception as exc:  # report, never die silently
-            log.exception("pilot: command %s failed to run", run.id)
-            ex = p.Exit(id=run.id, state="error", code=None, reason=f"pilot error: {exc}")
-        finally:
-            self._procs.pop(run.id, None)
-            self._running.pop(run.id, None)
-            if not self._terminated:
-                self._next()
-        self._finish(ex)
-
-    async def _spawn_and_wait(self, run: p.Run, started: float) -> p.Exit:
+    # A started command is carried to its end by loop callbacks, not a task: its
+    # pipes' readers forward its output, its pidfd says when it exits (then wait4
+    # gives the status and rusage, and what it left in its group is killed), and
+    # it is reported once both pipes are at end of file (or KILL_GRACE_S after
+    # the exit, when something it started keeps them open).
+    def _execute(self, run: p.Run, env: dict[str, str]) -> None:
         loop = asyncio.get_running_loop()
+        c = _Running(run, loop.create_future())
+        self._running[run.id] = c.done
+        try:
+            self._spawn(c, env, loop)
+        except Exception as exc:  # report, never die silently
+            self._broken(c, exc, loop)
+
+    def _spawn(self, c: _Running, env: dict[str, str], loop: asyncio.AbstractEventLoop) -> None:
+        run = c.run
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
             # posix_spawn, not asyncio's subprocess: we reap with wait4 to get the
             # command's rusage; its pipes are plain fds read by loop callbacks
-            proc = _Proc(
-                spawn(
-                    run.argv,
-                    run.cwd,
-                    self.command_env(run.env),
-                    stdin=self._devnull(),
-                    stdout=out_w,
-                    stderr=err_w,
-                    default_signals=self._default_signals,
-                )
+            pid = spawn(
+                run.argv,
+                run.cwd,
+                env,
+                stdin=self._devnull(),
+                stdout=out_w,
+                stderr=err_w,
+                default_signals=self._default_signals,
             )
-        except OSError as exc:
+        except BaseException as exc:
             close_quietly(out_r, err_r)
+            if not isinstance(exc, OSError):
+                raise
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             where = exc.filename or run.argv[0]
-            return p.Exit(
-                id=run.id,
-                state="failed",
-                code=code,
-                duration_s=time.monotonic() - started,
+            self._ended(c, p.Exit(
+                id=run.id, state="failed", code=code, duration_s=time.monotonic() - c.started,
                 reason=f"cannot run {run.argv[0]!r}: {exc.strerror} ({where})",
-            )
+            ))  # fmt: skip
+            return
         finally:
             close_quietly(out_w, err_w)
-        self._procs[run.id] = proc
-        pipes: dict[int, str] = {out_r: "stdout", err_r: "stderr"}
-        eof: asyncio.Future[None] = loop.create_future()
-
-        def readable(fd: int) -> None:
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if data:
-                self._on_output(run.id, pipes[fd], data)
-                return
-            loop.remove_reader(fd)
-            del pipes[fd]
-            os.close(fd)
-            if not pipes and not eof.done():
-                eof.set_result(None)
-
-        for fd in pipes:
+        c.proc = _Proc(pid)
+        self._procs[run.id] = c.proc
+        c.pipes = {out_r: "stdout", err_r: "stderr"}
+        for fd in c.pipes:
             os.set_blocking(fd, False)
-            loop.add_reader(fd, readable, fd)
-        timer = (
-            loop.call_later(run.timeout_s, self._kill, run.id, "timeout") if run.timeout_s else None
-        )
+            self._fds.add_reader(fd, self._readable, c, fd, loop)
         try:
-            status, ru = await _wait4(loop, proc.pid)
-            code = os.waitstatus_to_exitcode(status)
-            proc.returncode = code
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the command's tree
-            if pipes:
-                await asyncio.wait((eof,), timeout=KILL_GRACE_S)
-        finally:
-            if timer is not None:
-                timer.cancel()
-            for fd in pipes:
-                loop.remove_reader(fd)
-                os.close(fd)
-            pipes.clear()
+            c.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # no pidfd: a thread waits for the exit
+            waiter = loop.run_in_executor(None, _blocking_wait4, pid)
+            waiter.add_done_callback(lambda f: self._waited(c, f, loop))
+        else:
+            self._fds.add_reader(c.pidfd, self._exited, c, loop)
+        if run.timeout_s:
+            c.timer = loop.call_later(run.timeout_s, self._kill, run.id, "timeout")
+
+    def _readable(self, c: _Running, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._on_output(c.run.id, c.pipes[fd], data)
+            return
+        self._fds.remove_reader(fd)
+        del c.pipes[fd]
+        os.close(fd)
+        if not c.pipes and c.status is not None:
+            self._complete(c, loop)
+
+    def _exited(self, c: _Running, loop: asyncio.AbstractEventLoop) -> None:
+        assert c.pidfd is not None and c.proc is not None
+        self._fds.remove_reader(c.pidfd)
+        os.close(c.pidfd)
+        c.pidfd = None
+        try:
+            _, status, ru = os.wait4(c.proc.pid, 0)
+        except Exception as exc:
+            self._broken(c, exc, loop)
+            return
+        self._reaped(c, status, ru, loop=loop)
+
+    def _waited(
+        self, c: _Running, f: asyncio.Future[tuple[int, Any]], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        try:
+            status, ru = f.result()
+        except Exception as exc:
+            self._broken(c, exc, loop)
+            return
+        self._reaped(c, status, ru, loop=loop)
+
+    def _reaped(
+        self, c: _Running, status: int, ru: Any, *, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        assert c.proc is not None
+        c.status, c.rusage = status, ru
+        c.proc.returncode = os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(c.proc.pid, signal.SIGKILL)  # leftovers of the command's tree
+        if c.pipes:  # something it started holds them: a moment to let go, then closed
+            c.grace = loop.call_later(KILL_GRACE_S, self._complete, c, loop)
+        else:
+            self._complete(c, loop)
+
+    def _complete(self, c: _Running, loop: asyncio.AbstractEventLoop) -> None:
+        """The command is reaped and its pipes are done (or given up on): report it."""
+        if c.done.done():
+            return
+        self._release(c, loop)
+        assert c.proc is not None and c.proc.returncode is not None
+        code = c.proc.returncode
+        run = c.run
         state = self._cancelled.pop(run.id, None) or ("completed" if code == 0 else "failed")
-        if code < 0 and state == "failed":
-            # Killed by a signal we did not send: often the allocation is being torn down
-            # (scancel, walltime), which signals every process of the job at once. Wait a
-            # moment; if the pilot is terminated too, the daemon reports "lease lost".
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._term.wait(), SIGNAL_GRACE_S)
-            if self._terminated:
-                raise _Terminated
-        return p.Exit(
+        ru = c.rusage
+        ex = p.Exit(
             id=run.id,
             state=state,
             code=code,
             cpu_s=round(ru.ru_utime + ru.ru_stime, 6),
             max_rss_kb=int(ru.ru_maxrss),
-            duration_s=round(time.monotonic() - started, 6),
+            duration_s=round(time.monotonic() - c.started, 6),
             reason=f"timed out after {run.timeout_s} s" if state == "timeout" else "",
         )
+        if code < 0 and state == "failed" and not self._terminated:
+            # Killed by a signal we did not send: often the allocation is being torn down
+            # (scancel, walltime), which signals every process of the job at once. Wait a
+            # moment; if the pilot is terminated too, the daemon reports "lease lost".
+            c.grace = loop.call_later(SIGNAL_GRACE_S, self._ended, c, ex)
+            return
+        self._ended(c, ex)
+
+    def _release(self, c: _Running, loop: asyncio.AbstractEventLoop) -> None:
+        """Its timer, its grace and whatever pipe is still open."""
+        for handle in (c.timer, c.grace):
+            if handle is not None:
+                handle.cancel()
+        c.timer = c.grace = None
+        for fd in c.pipes:
+            self._fds.remove_reader(fd)
+            os.close(fd)
+        c.pipes = {}
+
+    def _broken(self, c: _Running, exc: Exception, loop: asyncio.AbstractEventLoop) -> None:
+        log.error("pilot: command %s failed to run", c.run.id, exc_info=exc)
+        self._release(c, loop)
+        if c.pidfd is not None:
+            self._fds.remove_reader(c.pidfd)
+            close_quietly(c.pidfd)
+            c.pidfd = None
+        if c.proc is not None and c.proc.returncode is None:
+            _killpg(c.proc)
+        self._ended(c, p.Exit(id=c.run.id, state="error", code=None, reason=f"pilot error: {exc}"))
+
+    def _ended(self, c: _Running, ex: p.Exit) -> None:
+        """Its slot is free; its exit is reported, unless the pilot goes down with its
+        allocation (then nothing more is)."""
+        if c.done.done():
+            return
+        c.done.set_result(None)
+        self._procs.pop(c.run.id, None)
+        self._running.pop(c.run.id, None)
+        if self._terminated:
+            return
+        self._next()
+        self._finish(ex)
 
     def _kill(self, cid: str, why: str) -> None:
         proc = self._procs.get(cid)
@@ -538,6 +604,25 @@ class Pilot:
             await asyncio.wait(list(self._running.values()), timeout=KILL_GRACE_S * 2)
 
 
+class _Running:
+    """A command between its start and its report (see ``Pilot._execute``)."""
+
+    __slots__ = ("done", "grace", "pidfd", "pipes", "proc", "run", "rusage", "started",
+                 "status", "timer")  # fmt: skip
+
+    def __init__(self, run: p.Run, done: asyncio.Future[None]) -> None:
+        self.run = run
+        self.done = done
+        self.started = time.monotonic()
+        self.proc: _Proc | None = None
+        self.pipes: dict[int, str] = {}
+        self.pidfd: int | None = None
+        self.status: int | None = None
+        self.rusage: Any = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.grace: asyncio.TimerHandle | None = None
+
+
 class _Proc:
     """A command the pilot started: its pid, and its exit code once reaped."""
 
@@ -552,25 +637,6 @@ def _killpg(proc: _Proc) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _wait4(loop: asyncio.AbstractEventLoop, pid: int) -> asyncio.Future[tuple[int, Any]]:
-    """Reap ``pid`` with ``wait4`` (exit status and its rusage) without blocking the loop."""
-    fut: asyncio.Future[tuple[int, Any]] = loop.create_future()
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return loop.run_in_executor(None, _blocking_wait4, pid)
-
-    def ready() -> None:
-        loop.remove_reader(fd)
-        os.close(fd)
-        _, status, ru = os.wait4(pid, 0)
-        if not fut.done():
-            fut.set_result((status, ru))
-
-    loop.add_reader(fd, ready)
-    return fut
 
 
 def _blocking_wait4(pid: int) -> tuple[int, Any]:
