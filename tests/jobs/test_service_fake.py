@@ -163,3 +163,30 @@ async def test_unhanded_job_is_resubmitted_on_start(tmp_path: Path) -> None:
         )
         assert row is not None and row["phase"] == "handed"
         assert json.loads(row["spec_json"])["script_text"] == spec().script_text
+
+
+async def test_submissions_back_to_back_share_one_status_query_after_they_are_answered(
+    tmp_path: Path,
+) -> None:
+    """A submission asks the poller for a query ``poll_fast_s`` later, not at once:
+    its answer does not wait behind one, and a burst shares one."""
+    settings = load(
+        env={
+            "TENANTRY_STATE_DIR": str(tmp_path),
+            "TENANTRY_POLL_FAST_S": "1.0",  # the burst below takes far less
+            "TENANTRY_POLL_SLOW_S": "30",
+        }
+    )
+    async with open_runtime(settings, FakeBackend()) as rt:
+        await asyncio.sleep(0.05)  # the poller's first (empty) turn
+        before = fake(rt).calls["query"]
+        jobs = [
+            (await svc(rt).submit(ALICE, spec(f"#!/bin/sh\necho {i}\n")))[0] for i in range(10)
+        ]
+        assert fake(rt).calls["query"] == before
+        for _ in range(250):
+            if fake(rt).calls["query"] > before:
+                break
+            await asyncio.sleep(0.02)
+        assert fake(rt).calls["query"] == before + 1
+        assert all(svc(rt).cache[j.id].backend_id for j in jobs)

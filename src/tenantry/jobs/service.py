@@ -99,6 +99,7 @@ class JobService:
         self._misses: dict[str, int] = {}
         self._changed: dict[str, asyncio.Event] = {}
         self._wake = asyncio.Event()
+        self._soon: asyncio.TimerHandle | None = None  # the poll a submission asked for
         self._task: asyncio.Task[None] | None = None
         self.tasks = TaskGroup("jobs")
         self._requests: dict[tuple[int, str], asyncio.Lock] = {}
@@ -129,7 +130,24 @@ class JobService:
         self._task = self.tasks.supervise("status-poller", self._poll_loop)
 
     async def aclose(self) -> None:
+        if self._soon is not None:
+            self._soon.cancel()
         await self.tasks.aclose()
+
+    def _poll_soon(self) -> None:
+        """A job was handed to the backend: poll within ``poll_fast_s`` of now.
+
+        Not at once: the job is in the cache as submitted, the answer to the
+        submission does not wait behind a status query, and a burst of
+        submissions shares one query instead of costing one each."""
+        if self._soon is None:
+            self._soon = asyncio.get_running_loop().call_later(
+                float(self.rt.settings.poll_fast_s), self._poll_now
+            )
+
+    def _poll_now(self) -> None:
+        self._soon = None
+        self._wake.set()
 
     async def _hand(self, spec: JobSpec, p: Principal, job_id: str, intent: str) -> Submitted:
         spec = output_for(spec, job_id)  # named by Tenantry's id, on a first or a resubmission
@@ -420,7 +438,7 @@ class JobService:
         await self.rt.journal.mark_handed(job.id, sub.backend_id, sub.output, sub.error)
         job.backend_id, job.output, job.error = sub.backend_id, sub.output, sub.error
         self._remember(job)
-        self._wake.set()
+        self._poll_soon()
         await self.rt.emit(
             Event(
                 EventType.JOB_SUBMITTED,
