@@ -95,45 +95,69 @@ def _listening(path: str, proc: subprocess.Popen[bytes], deadline: float) -> Non
     raise SystemExit(f"{path}: not listening in time")
 
 
-def one_run(n: int) -> dict[str, dict[str, float]]:
-    base = Path(tempfile.mkdtemp(prefix="tnt-facb-"))
+def start_daemons(
+    base: Path, backend: str = ""
+) -> tuple[dict[str, dict[str, str]], list[subprocess.Popen[bytes]]]:
+    """A facility service, a user-mode daemon and an executor (facility mode) with
+    their state in ``base``, each listening; budgets lifted. The environments by
+    name ("facility", "user mode", "facility mode") and the processes, in that
+    order (``stop_daemons`` ends them). ``backend``: the two daemons' (default local)."""
     procs: list[subprocess.Popen[bytes]] = []
+    budgets = base / "budgets.toml"
+    budgets.write_text("replace_defaults = true\n")
+    common = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX"))}
+    common |= {"TENANTRY_BUDGETS_FILE": str(budgets),
+               "TENANTRY_POLICY_FILE": str(base / "none.cedar")}  # fmt: skip
+    own = {"TENANTRY_BACKEND": backend} if backend else {}
+    fac_sock = str(base / "run" / "facility.sock")
+    envs = {
+        "facility": common
+        | {
+            "TENANTRY_STATE_DIR": str(base / "fac"),
+            "TENANTRY_FACILITY_SOCKET": fac_sock,
+            "TENANTRY_AUDIT_SYSLOG": "true",  # as `tenantry facility install` writes it
+        },
+        "user mode": common
+        | own
+        | {
+            "TENANTRY_STATE_DIR": str(base / "u"),
+            "TENANTRY_SOCKET": str(base / "u" / "sock"),
+        },
+        "facility mode": common
+        | own
+        | {
+            "TENANTRY_STATE_DIR": str(base / "x"),
+            "TENANTRY_SOCKET": str(base / "x" / "sock"),
+            "TENANTRY_FACILITY_ADDRESS": fac_sock,
+        },
+    }
     try:
-        budgets = base / "budgets.toml"
-        budgets.write_text("replace_defaults = true\n")
-        common = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX"))}
-        common |= {"TENANTRY_BUDGETS_FILE": str(budgets),
-                   "TENANTRY_POLICY_FILE": str(base / "none.cedar")}  # fmt: skip
-        fac_sock = str(base / "run" / "facility.sock")
-        envs = {
-            "facility": common
-            | {
-                "TENANTRY_STATE_DIR": str(base / "fac"),
-                "TENANTRY_FACILITY_SOCKET": fac_sock,
-                "TENANTRY_AUDIT_SYSLOG": "true",  # as `tenantry facility install` writes it
-            },
-            "user mode": common
-            | {
-                "TENANTRY_STATE_DIR": str(base / "u"),
-                "TENANTRY_SOCKET": str(base / "u" / "sock"),
-            },
-            "facility mode": common
-            | {
-                "TENANTRY_STATE_DIR": str(base / "x"),
-                "TENANTRY_SOCKET": str(base / "x" / "sock"),
-                "TENANTRY_FACILITY_ADDRESS": fac_sock,
-            },
-        }
-        argv = {"facility": ["facility", "serve"], "user mode": ["serve"],
-                "facility mode": ["serve"]}  # fmt: skip
         for name in ("facility", "user mode", "facility mode"):
+            argv = ["facility", "serve"] if name == "facility" else ["serve"]
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tenantry", *argv[name]],
+                [sys.executable, "-m", "tenantry", *argv],
                 env=envs[name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             procs.append(proc)
             sock = fac_sock if name == "facility" else envs[name]["TENANTRY_SOCKET"]
             _listening(sock, proc, time.monotonic() + 60)
+    except BaseException:
+        stop_daemons(procs, base)
+        raise
+    return envs, procs
+
+
+def stop_daemons(procs: list[subprocess.Popen[bytes]], base: Path) -> None:
+    for proc in reversed(procs):
+        proc.terminate()
+        proc.wait(timeout=30)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def one_run(n: int) -> dict[str, dict[str, float]]:
+    base = Path(tempfile.mkdtemp(prefix="tnt-facb-"))
+    envs, procs = start_daemons(base)
+    try:
         out: dict[str, dict[str, float]] = {}
         daemons = dict(
             zip(("facility service", "user-mode daemon", "executor"), procs, strict=True)
@@ -165,10 +189,7 @@ def one_run(n: int) -> dict[str, dict[str, float]]:
             }
         return out
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            proc.wait(timeout=30)
-        shutil.rmtree(base, ignore_errors=True)
+        stop_daemons(procs, base)
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ the jobs' ends)::
     PYTHONPATH=src python bench/submit_latency.py [--n 150] [--rounds 2] [--json OUT]
 
 Needs a Slurm controller the caller may submit to (``scripts/dev-slurm``).
-Budgets are lifted (``replace_defaults = true``) so no submission is refused.
+Budgets are lifted (``replace_defaults = true``) so no submission is refused; the
+facility service sends its audit anchors to the system log, as an installed one does.
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from _common import parser, pct
-from facility_overhead import AGENT, _listening
+from facility_overhead import AGENT, start_daemons, stop_daemons
 from sdiag import counts
 from tenantry.client.sync import Client
 from tenantry.core.settings import load
@@ -51,33 +51,8 @@ def _stats(lat: list[float]) -> dict[str, float]:
 
 def run(n: int, rounds: int) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="tnt-subb-"))
-    procs: list[subprocess.Popen[bytes]] = []
+    envs, procs = start_daemons(base, backend="slurm")
     try:
-        (base / "budgets.toml").write_text("replace_defaults = true\n")
-        common = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX"))}
-        common |= {"TENANTRY_BUDGETS_FILE": str(base / "budgets.toml"),
-                   "TENANTRY_POLICY_FILE": str(base / "none.cedar")}  # fmt: skip
-        fac_sock = str(base / "run" / "facility.sock")
-        envs = {
-            "facility": common | {"TENANTRY_STATE_DIR": str(base / "fac"),
-                                  "TENANTRY_FACILITY_SOCKET": fac_sock},
-            "user mode": common | {"TENANTRY_STATE_DIR": str(base / "u"),
-                                   "TENANTRY_SOCKET": str(base / "u" / "sock"),
-                                   "TENANTRY_BACKEND": "slurm"},
-            "facility mode": common | {"TENANTRY_STATE_DIR": str(base / "x"),
-                                       "TENANTRY_SOCKET": str(base / "x" / "sock"),
-                                       "TENANTRY_FACILITY_ADDRESS": fac_sock,
-                                       "TENANTRY_BACKEND": "slurm"},
-        }  # fmt: skip
-        for name in ("facility", *MODES):
-            argv = ["facility", "serve"] if name == "facility" else ["serve"]
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tenantry", *argv],
-                env=envs[name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-            procs.append(proc)
-            sock = fac_sock if name == "facility" else envs[name]["TENANTRY_SOCKET"]
-            _listening(sock, proc, time.monotonic() + 60)
         script = base / "job.sh"
         script.write_text("#!/bin/sh\ntrue\n")
         names = itertools.count()
@@ -112,10 +87,7 @@ def run(n: int, rounds: int) -> dict[str, Any]:
             for mode in lat
         }
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            proc.wait(timeout=30)
-        shutil.rmtree(base, ignore_errors=True)
+        stop_daemons(procs, base)
 
 
 def main() -> None:
