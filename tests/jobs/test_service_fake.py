@@ -180,9 +180,7 @@ async def test_submissions_back_to_back_share_one_status_query_after_they_are_an
     async with open_runtime(settings, FakeBackend()) as rt:
         await asyncio.sleep(0.05)  # the poller's first (empty) turn
         before = fake(rt).calls["query"]
-        jobs = [
-            (await svc(rt).submit(ALICE, spec(f"#!/bin/sh\necho {i}\n")))[0] for i in range(10)
-        ]
+        jobs = [(await svc(rt).submit(ALICE, spec(f"#!/bin/sh\necho {i}\n")))[0] for i in range(10)]
         assert fake(rt).calls["query"] == before
         for _ in range(250):
             if fake(rt).calls["query"] > before:
