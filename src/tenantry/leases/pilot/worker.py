@@ -446,10 +446,8 @@ class Pilot:
                 stderr=err_w,
                 default_signals=self._default_signals,
             )
-        except BaseException as exc:
+        except OSError as exc:
             close_quietly(out_r, err_r)
-            if not isinstance(exc, OSError):
-                raise
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             where = exc.filename or run.argv[0]
             self._ended(c, p.Exit(
@@ -457,6 +455,9 @@ class Pilot:
                 reason=f"cannot run {run.argv[0]!r}: {exc.strerror} ({where})",
             ))  # fmt: skip
             return
+        except BaseException:
+            close_quietly(out_r, err_r)
+            raise
         finally:
             close_quietly(out_w, err_w)
         c.proc = _Proc(pid)
@@ -488,7 +489,7 @@ class Pilot:
         self._fds.remove_reader(fd)
         del c.pipes[fd]
         os.close(fd)
-        if not c.pipes and c.status is not None:
+        if not c.pipes and c.rusage is not None:  # reaped already
             self._complete(c, loop)
 
     def _exited(self, c: _Running, loop: asyncio.AbstractEventLoop) -> None:
@@ -517,7 +518,7 @@ class Pilot:
         self, c: _Running, status: int, ru: Any, *, loop: asyncio.AbstractEventLoop
     ) -> None:
         assert c.proc is not None
-        c.status, c.rusage = status, ru
+        c.rusage = ru
         c.proc.returncode = os.waitstatus_to_exitcode(status)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(c.proc.pid, signal.SIGKILL)  # leftovers of the command's tree
@@ -607,8 +608,7 @@ class Pilot:
 class _Running:
     """A command between its start and its report (see ``Pilot._execute``)."""
 
-    __slots__ = ("done", "grace", "pidfd", "pipes", "proc", "run", "rusage", "started",
-                 "status", "timer")  # fmt: skip
+    __slots__ = ("done", "grace", "pidfd", "pipes", "proc", "run", "rusage", "started", "timer")
 
     def __init__(self, run: p.Run, done: asyncio.Future[None]) -> None:
         self.run = run
@@ -617,8 +617,7 @@ class _Running:
         self.proc: _Proc | None = None
         self.pipes: dict[int, str] = {}
         self.pidfd: int | None = None
-        self.status: int | None = None
-        self.rusage: Any = None
+        self.rusage: Any = None  # wait4's, once reaped
         self.timer: asyncio.TimerHandle | None = None
         self.grace: asyncio.TimerHandle | None = None
 
