@@ -133,7 +133,6 @@ class Pilot:
         self._draining = False
         self._released = False
         self._terminated = False
-        self._term = asyncio.Event()
         self._wake = asyncio.Event()
         self._heartbeat_s = 5.0
         self._online_at = time.monotonic()  # last moment a daemon was connected
@@ -203,7 +202,6 @@ class Pilot:
         log.info("pilot: terminated; killing %d command(s)", len(self._procs))
         self._terminated = True
         self._queue.clear()
-        self._term.set()
         for proc in self._procs.values():
             _killpg(proc)
         self._settle()
@@ -428,7 +426,7 @@ class Pilot:
         try:
             self._spawn(c, env, loop)
         except Exception as exc:  # report, never die silently
-            self._broken(c, exc, loop)
+            self._broken(c, exc)
 
     def _spawn(self, c: _Running, env: dict[str, str], loop: asyncio.AbstractEventLoop) -> None:
         run = c.run
@@ -500,7 +498,7 @@ class Pilot:
         try:
             _, status, ru = os.wait4(c.proc.pid, 0)
         except Exception as exc:
-            self._broken(c, exc, loop)
+            self._broken(c, exc)
             return
         self._reaped(c, status, ru, loop=loop)
 
@@ -510,7 +508,7 @@ class Pilot:
         try:
             status, ru = f.result()
         except Exception as exc:
-            self._broken(c, exc, loop)
+            self._broken(c, exc)
             return
         self._reaped(c, status, ru, loop=loop)
 
@@ -531,7 +529,7 @@ class Pilot:
         """The command is reaped and its pipes are done (or given up on): report it."""
         if c.done.done():
             return
-        self._release(c, loop)
+        self._release(c)
         assert c.proc is not None and c.proc.returncode is not None
         code = c.proc.returncode
         run = c.run
@@ -554,7 +552,7 @@ class Pilot:
             return
         self._ended(c, ex)
 
-    def _release(self, c: _Running, loop: asyncio.AbstractEventLoop) -> None:
+    def _release(self, c: _Running) -> None:
         """Its timer, its grace and whatever pipe is still open."""
         for handle in (c.timer, c.grace):
             if handle is not None:
@@ -565,9 +563,9 @@ class Pilot:
             os.close(fd)
         c.pipes = {}
 
-    def _broken(self, c: _Running, exc: Exception, loop: asyncio.AbstractEventLoop) -> None:
+    def _broken(self, c: _Running, exc: Exception) -> None:
         log.error("pilot: command %s failed to run", c.run.id, exc_info=exc)
-        self._release(c, loop)
+        self._release(c)
         if c.pidfd is not None:
             self._fds.remove_reader(c.pidfd)
             close_quietly(c.pidfd)
