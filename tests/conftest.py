@@ -60,8 +60,14 @@ def stop_daemon(proc: subprocess.Popen[bytes], log: Path) -> None:
         time.sleep(1.0)
         proc.kill()
         proc.wait(timeout=15)
-    tail = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
-    raise AssertionError(f"the daemon did not stop in {STOP_WAIT_S:g} s after SIGTERM: {tail}")
+    text = log.read_text(errors="replace") if log.exists() else "(no log)"
+    # what it logged of its stop (a close under way is named) first, then the stacks
+    said = [ln for ln in text.splitlines() if " WARNING " in ln or " ERROR " in ln][-30:]
+    raise AssertionError(
+        f"the daemon did not stop in {STOP_WAIT_S:g} s after SIGTERM; it logged:\n"
+        + "\n".join(said)
+        + f"\n--- the end of its log, with every thread's stack:\n{text[-12000:]}"
+    )
 
 
 def new_job(who: Principal, **fields: Any) -> Job:

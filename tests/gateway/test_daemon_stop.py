@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import subprocess
@@ -39,13 +40,32 @@ class _Slow:
 def test_a_component_slow_to_close_is_named(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(app_mod, "SLOW_CLOSE_S", 0.05)
+    monkeypatch.setattr(app_mod, "SLOW_CLOSE_S", 0.1)
     with caplog.at_level(logging.WARNING, logger=app_mod.__name__):
         asyncio.run(app_mod._timed_close("index", _Slow(0.0)))
         assert not caplog.records
-        asyncio.run(app_mod._timed_close("index", _Slow(0.2)))
-    (rec,) = caplog.records
-    assert rec.getMessage().startswith("closing index took "), rec.getMessage()
+        asyncio.run(app_mod._timed_close("index", _Slow(0.3)))
+    said = [r.getMessage() for r in caplog.records]
+    # named while it is still closing (a close that never ends is named too), then done
+    assert said[0] == "closing index: still under way after 0.1 s", said
+    assert said[-1].startswith("closing index took "), said
+    assert all(m.startswith("closing index") for m in said), said
+
+
+def test_a_component_that_never_closes_is_named_while_the_stop_waits(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app_mod, "SLOW_CLOSE_S", 0.1)
+
+    async def stop() -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(app_mod._timed_close("leases", _Slow(60.0)), 0.6)
+
+    with caplog.at_level(logging.WARNING, logger=app_mod.__name__):
+        asyncio.run(stop())
+    said = [r.getMessage() for r in caplog.records]
+    assert "closing leases: still under way after 0.1 s" in said, said
+    assert "closing leases: still under way after 0.4 s" in said, said
 
 
 def test_stop_daemon_kills_one_that_ignores_sigterm_and_fails_with_its_stacks(

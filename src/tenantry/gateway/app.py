@@ -8,6 +8,7 @@ product, session, host and project. Every error leaves as one JSON envelope
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import os
@@ -174,11 +175,21 @@ class _Closable(Protocol):
 
 
 async def _timed_close(name: str, part: _Closable) -> None:
-    """Close ``part``; one that is slow to close is named, so a slow stop says where."""
+    """Close ``part``; one that is slow to close is named, so a slow stop says where:
+    while it is still closing (every ``SLOW_CLOSE_S``, doubling), and when it is done."""
     start = time.monotonic()
+    loop = asyncio.get_running_loop()
+    late: list[asyncio.TimerHandle] = []
+
+    def still(after: float) -> None:
+        log.warning("closing %s: still under way after %.1f s", name, after)
+        late[:] = [loop.call_later(after, still, 2 * after)]
+
+    late.append(loop.call_later(SLOW_CLOSE_S, still, SLOW_CLOSE_S))
     try:
         await part.aclose()
     finally:
+        late[0].cancel()
         took = time.monotonic() - start
         if took > SLOW_CLOSE_S:
             log.warning("closing %s took %.1f s", name, took)
