@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -95,3 +96,53 @@ async def test_every_can_tick_at_once_and_logs_its_own_errors_without_a_tracebac
     (record,) = [r for r in caplog.records if "unit facts" in r.getMessage()]
     assert record.levelname == "WARNING" and record.exc_info is None
     assert record.getMessage() == "unit facts failed: slurmdbd did not answer (later)"
+
+
+async def test_close_cancels_again_a_task_that_let_a_cancellation_pass(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop whose cancellation was lost (as Python 3.11's ``wait_for`` loses one
+    that meets its inner result) goes on; the close cancels it again, so the
+    daemon's stop ends."""
+    monkeypatch.setattr(tasks, "RECANCEL_S", 0.05)
+    group = TaskGroup("unit-stubborn")
+    lost = 0
+
+    async def poller() -> None:
+        nonlocal lost
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if lost:
+                    raise
+                lost += 1  # this one is lost, the loop goes on
+
+    group.spawn(poller(), "poller")
+    await asyncio.sleep(0)
+    await asyncio.wait_for(group.aclose(), 10)
+    assert lost == 1 and len(group) == 0
+    assert "still running after cancel, again: unit-stubborn:poller" in caplog.text
+
+
+async def test_close_leaves_behind_a_task_that_never_ends_and_says_so(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tasks, "RECANCEL_S", 0.05)
+    monkeypatch.setattr(tasks, "CLOSE_GIVE_UP_S", 0.3)
+    group = TaskGroup("unit-deaf")
+    stop = asyncio.Event()
+
+    async def deaf() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    task = group.spawn(deaf(), "deaf")
+    await asyncio.sleep(0)
+    await asyncio.wait_for(group.aclose(), 10)
+    assert "unit-deaf: left running at close: unit-deaf:deaf" in caplog.text
+    stop.set()
+    task.cancel()
+    await asyncio.wait([task], timeout=5)
+    assert task.done()

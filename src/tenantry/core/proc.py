@@ -49,7 +49,8 @@ async def run(
     if live is not None:
         live.add(proc)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            out, err = await proc.communicate(stdin)
     finally:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):

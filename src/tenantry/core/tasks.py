@@ -11,7 +11,6 @@ otherwise leave jobs stuck without a word.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import traceback
@@ -28,6 +27,8 @@ T = TypeVar("T")
 
 RESTART_MIN_S = 0.5
 RESTART_MAX_S = 30.0
+RECANCEL_S = 1.0  # a task that let a cancellation pass is cancelled again after this
+CLOSE_GIVE_UP_S = 10.0  # a task still running this long after close is left behind
 _KEEP_FAILURES = 20
 _GROUPS: weakref.WeakSet[TaskGroup] = weakref.WeakSet()
 
@@ -128,11 +129,28 @@ class TaskGroup:
         }
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(BaseException):  # cancelled or already recorded
-                await task
+        """Cancel every task and wait for them. One that lets a cancellation pass
+        (Python 3.11's ``asyncio.wait_for`` loses one that meets its inner result) is
+        cancelled again every ``RECANCEL_S``, named in the log; one still running
+        after ``CLOSE_GIVE_UP_S`` is left behind with an error, so a stop ends."""
+        tasks = list(self._tasks)
+        deadline = time.monotonic() + CLOSE_GIVE_UP_S
+        while tasks:
+            for task in tasks:
+                task.cancel()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                names = ", ".join(sorted(t.get_name() for t in tasks))
+                log.error("%s: left running at close: %s", self.component, names)
+                return
+            await asyncio.wait(tasks, timeout=min(RECANCEL_S, left))
+            for task in tasks:
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved (recorded by _done when it failed)
+            tasks = [t for t in tasks if not t.done()]
+            if tasks:
+                names = ", ".join(sorted(t.get_name() for t in tasks))
+                log.warning("%s: still running after cancel, again: %s", self.component, names)
 
 
 def health() -> list[dict[str, Any]]:

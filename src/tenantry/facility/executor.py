@@ -319,7 +319,8 @@ class Executor:
         if self._queue:
             # one last try: the daemon.stopped event and anything still queued
             with contextlib.suppress(TenantryError, TimeoutError):
-                await asyncio.wait_for(self._send_batch(), self.link.timeout_s)
+                async with asyncio.timeout(self.link.timeout_s):
+                    await self._send_batch()
         await self._tasks.aclose()
         await self.link.aclose()
 

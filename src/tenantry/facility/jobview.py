@@ -127,4 +127,5 @@ class EventJobView:
                 return self._out(view)
             ev = self._changed.setdefault(str(view["key"]), asyncio.Event())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), left)
+                async with asyncio.timeout(left):
+                    await ev.wait()

@@ -327,9 +327,10 @@ class MungeAuthClient:
 
     async def connect(self) -> None:
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=self.max_line), self.timeout_s
-            )
+            async with asyncio.timeout(self.timeout_s):
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, limit=self.max_line
+                )
             hello = await self._read()
         except (OSError, TimeoutError) as exc:
             raise errors.Unavailable(
@@ -346,7 +347,8 @@ class MungeAuthClient:
 
     async def _read(self) -> dict[str, Any]:
         assert self._reader is not None
-        line = await asyncio.wait_for(self._reader.readline(), self.timeout_s)
+        async with asyncio.timeout(self.timeout_s):
+            line = await self._reader.readline()
         if not line:
             raise ConnectionError("connection closed by the facility service")
         data = json.loads(line)

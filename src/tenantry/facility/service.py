@@ -272,7 +272,8 @@ class FacilityService:
                 break
             changed = self._stops_changed
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), left)
+                async with asyncio.timeout(left):
+                    await changed.wait()
         return self.stops_version
 
     def viewer(self, p: Principal) -> Viewer:

@@ -199,7 +199,8 @@ class GitStatus:
         path = os.path.join(cookie_dir, name)
         try:
             await asyncio.to_thread(_touch_and_remove, path)
-            await asyncio.wait_for(asyncio.shield(fut), BARRIER_S)
+            async with asyncio.timeout(BARRIER_S):
+                await asyncio.shield(fut)
             return True
         except (OSError, TimeoutError):
             return False

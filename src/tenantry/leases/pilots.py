@@ -65,7 +65,8 @@ class PilotLinks:
             self._tasks.adopt(task, "pilot-link")
         live: Live | None = None
         try:
-            hello = await asyncio.wait_for(p.recv(reader), 10)
+            async with asyncio.timeout(10):
+                hello = await p.recv(reader)
             if not isinstance(hello, p.Hello):
                 return
             live = await self._authenticate(hello, reader, writer)
@@ -97,7 +98,8 @@ class PilotLinks:
         mine = p.proof(key, "daemon", hello.lease, hello.nonce, nonce)
         p.send(writer, p.Welcome(heartbeat_s=self.cfg.heartbeat_s, nonce=nonce, proof=mine))
         await writer.drain()
-        auth = await asyncio.wait_for(p.recv(reader), 10)
+        async with asyncio.timeout(10):
+            auth = await p.recv(reader)
         if not isinstance(auth, p.Auth) or not p.check(
             key, "pilot", hello.lease, nonce, hello.nonce, auth.proof
         ):

@@ -174,8 +174,9 @@ class Pilot:
                     await self._kill_all("orphaned")
                     return 4
                 self._wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), backoff * (1 + random.random()))
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(backoff * (1 + random.random())):
+                        await self._wake.wait()
                 backoff = min(backoff * 2, 2.0)
         finally:
             walltimer.cancel()
@@ -217,10 +218,10 @@ class Pilot:
         self._settle()
 
     async def _session(self) -> None:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.cfg.host, self.cfg.port, limit=p.MAX_LINE + 1),
-            self.cfg.connect_timeout_s,
-        )
+        async with asyncio.timeout(self.cfg.connect_timeout_s):
+            reader, writer = await asyncio.open_connection(
+                self.cfg.host, self.cfg.port, limit=p.MAX_LINE + 1
+            )
         try:
             nonce = secrets.token_hex(16)
             hello = p.Hello(
@@ -236,7 +237,8 @@ class Pilot:
             )
             p.send(writer, hello)
             await writer.drain()
-            first = await asyncio.wait_for(p.recv(reader), self.cfg.connect_timeout_s)
+            async with asyncio.timeout(self.cfg.connect_timeout_s):
+                first = await p.recv(reader)
             if isinstance(first, p.Reject):
                 raise _Rejected(first.reason)
             if not isinstance(first, p.Welcome):

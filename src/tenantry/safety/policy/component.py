@@ -160,7 +160,8 @@ class PolicyService:
                 *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
             )
             try:
-                out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
+                async with asyncio.timeout(20):
+                    out, _ = await proc.communicate()
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
