@@ -265,3 +265,45 @@ async def test_controller_down_then_back(backend: SlurmBackend, workdir: Path, e
     assert back["state"] in {"RUNNING", "COMPLETED"}  # the job survived
     await asyncio.to_thread(client.call, "jobs.cancel", {"id": job_id})
     await quick.aclose()
+
+
+COPYCAT = "tt-copycat"
+
+
+def _copycat() -> None:
+    """A second Unix user with a Slurm association (idempotent)."""
+    if subprocess.run(["id", COPYCAT], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--user-group", "--no-create-home", "--shell", "/bin/sh",
+                        COPYCAT], check=True)  # fmt: skip
+    have = subprocess.run(["sacctmgr", "-nP", "show", "assoc", f"user={COPYCAT}", "format=user"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    if COPYCAT not in have.split():
+        subprocess.run(["sacctmgr", "-i", "add", "user", COPYCAT, "account=root"],
+                       capture_output=True, check=True)  # fmt: skip
+
+
+async def test_recovery_never_adopts_another_users_job_with_the_same_token(
+    backend: SlurmBackend, workdir: Path
+) -> None:
+    """squeue shows every job's comment: a user who copies one, intent token and all,
+    into a job of their own is not taken for the job a crashed daemon was submitting
+    (22.05's ``squeue --json --me`` lists every user's jobs)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to submit as a second user")
+    _copycat()
+    intent = "c0pyc47" + os.urandom(4).hex()
+    comment = attribution.encode(PRINCIPAL, "t-77", intent)
+    theirs = subprocess.run(
+        ["su", COPYCAT, "-c", f"cd /tmp && sbatch --parsable --hold -o /dev/null"
+         f" --comment='{comment}' --wrap true"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip().split(";")[0]  # fmt: skip
+    try:
+        s = spec(workdir, "true", name="tnt-recover")
+        assert await backend.find(s, PRINCIPAL, "t-77", intent) is None
+        # the user's own job with that token is found
+        mine = await backend.submit(s, PRINCIPAL, "t-77", intent=intent)
+        found = await backend.find(s, PRINCIPAL, "t-77", intent)
+        assert found is not None and found.backend_id == mine.backend_id != theirs
+    finally:
+        subprocess.run(["scancel", theirs], check=False)

@@ -76,7 +76,7 @@ def test_sbatch_argv(tmp_path: Path) -> None:
 async def test_submit_and_query_on_recorded_replies(tmp_path: Path) -> None:
     bins = {
         "sbatch": replay(tmp_path, "sbatch", "sbatch-clusters"),
-        "squeue": replay(tmp_path, "squeue", "squeue-json"),
+        "squeue": replay(tmp_path, "squeue", "squeue-fields"),
         "sacct": replay(tmp_path, "sacct", "sacct-parsable2"),
     }
     b = SlurmBackend(settings(), binaries=bins, user="ana")
@@ -85,14 +85,46 @@ async def test_submit_and_query_on_recorded_replies(tmp_path: Path) -> None:
     job_id = (V22 / "sbatch-clusters.out").read_text().split(";")[0]
     assert sub.backend_id == job_id
     assert sub.output == f"{tmp_path}/o/job.sh-{job_id}-ana.log"
-    ok = (V22 / "sbatch-ok.out").read_text().strip()
-    array = (V22 / "sbatch-array.out").read_text().strip()
-    got = await b.query([ok, array, "1", "999999"])
+    ok, fail, array, held, *_ = (V22 / "squeue-fields.ids").read_text().split()
+    gone = (V22 / "sbatch-ok.out").read_text().strip()  # left the queue: in sacct only
+    got = await b.query([ok, fail, array, held, gone, "999999"])
     assert got[ok].state is JobState.COMPLETED and got[ok].exit_code == 0
+    assert got[fail].state is JobState.FAILED and got[fail].exit_code == 3
     assert got[array].state is JobState.COMPLETED and len(got[array].extra["tasks"]) == 3
+    assert got[held].state is JobState.PENDING and got[held].started_at is None
+    assert {got[k].extra["source"] for k in (ok, fail, array, held)} == {"squeue"}
+    assert got[gone].state is JobState.COMPLETED and got[gone].extra["source"] == "sacct"
     assert "999999" not in got
     assert b.calls == {"sbatch": 1, "squeue": 1, "sacct": 1}
     assert b.controller_calls == 2
+
+
+async def test_query_asks_slurm_for_the_named_jobs_only(tmp_path: Path) -> None:
+    """22.05's ``squeue --json`` prints every user's jobs whatever it is asked:
+    a status poll reads the named jobs in columns instead."""
+    seen = tmp_path / "argv"
+    out = V22 / "squeue-fields.out"
+    body = f'printf "%s\\n" "$@" > {seen}\necho "$SLURM_TIME_FORMAT" >> {seen}\ncat {out}'
+    b = SlurmBackend(settings(), binaries={"squeue": fake(tmp_path, "squeue", body)})
+    await b.start()
+    ok = (V22 / "squeue-fields.ids").read_text().split()[0]
+    got = await b.query([ok])
+    assert got[ok].state is JobState.COMPLETED
+    argv = seen.read_text().splitlines()
+    assert "--json" not in argv and "--me" in argv and f"--jobs={ok}" in argv
+    assert argv[-1] == "%s"  # epoch timestamps whatever the user's own time format
+
+
+async def test_query_of_jobs_slurm_no_longer_holds_goes_to_sacct(tmp_path: Path) -> None:
+    bins = {
+        "squeue": replay(tmp_path, "squeue", "err-squeue-fields-unknown", rc=1),
+        "sacct": replay(tmp_path, "sacct", "sacct-parsable2"),
+    }
+    b = SlurmBackend(settings(), binaries=bins)
+    await b.start()
+    gone = (V22 / "sbatch-ok.out").read_text().strip()
+    got = await b.query([gone])
+    assert got[gone].state is JobState.COMPLETED and got[gone].extra["source"] == "sacct"
 
 
 async def test_recorded_rejection_becomes_actionable(tmp_path: Path) -> None:
@@ -105,11 +137,13 @@ async def test_recorded_rejection_becomes_actionable(tmp_path: Path) -> None:
 
 
 async def test_controller_down_reply_is_unavailable(tmp_path: Path) -> None:
-    bins = {"squeue": replay(tmp_path, "squeue", "down-squeue")}  # exit 0 + errors[]
+    bins = {"squeue": replay(tmp_path, "squeue", "down-squeue-fields", rc=1)}
     b = SlurmBackend(settings(), binaries=bins)
     await b.start()
     with pytest.raises(errors.BackendUnavailable):
         await b.query(["1"])
+    with pytest.raises(errors.BackendUnavailable):  # a recovery must not submit again
+        await b.find(job_spec(tmp_path), PRINCIPAL, "t-1", "tok")
 
 
 async def test_own_timeout_kills_the_client(tmp_path: Path) -> None:

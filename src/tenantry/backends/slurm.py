@@ -6,9 +6,10 @@ controller). Output is parsed by the pure functions in ``slurm_parse`` and
 Slurm's errors become Tenantry errors there. ``calls`` counts the commands run,
 by name, so the gateway can report how many queries reached Slurm.
 
-Status for any number of jobs costs one ``squeue --json`` (22.05 ignores
-``-j`` with ``--json`` anyway) plus one ``sacct`` for the jobs that already
-left the queue. Every job carries its principal in ``--comment``
+Status for any number of jobs costs one ``squeue`` of those jobs in its own
+columns (``squeue_fields``: 22.05's ``--json`` ignores every filter and prints
+the whole cluster's queue) plus one ``sacct`` for the jobs that already left
+the queue. Every job carries its principal in ``--comment``
 (``tenantry.core.attribution``); never in AdminComment.
 """
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.backends import slurm_parse as sp
+from tenantry.backends import squeue_fields
 from tenantry.backends.base import JobUpdate, Submitted
 from tenantry.backends.slurm_tools import run_slurm_tool
 from tenantry.core import attribution, errors
@@ -218,10 +220,13 @@ class SlurmBackend:
         """
         if not intent:
             return None
-        rc, out, err = await self._run(["squeue", "--json", "--me"])
+        # the user's own jobs only (22.05's --json would list everyone's, and another
+        # user can copy a comment it sees into a job of theirs)
+        env = {**os.environ, **squeue_fields.TIME_ENV}
+        rc, out, err = await self._run(squeue_fields.argv([]), env=env)
         if rc != 0:
             raise sp.error_from("squeue", err or out, rc)
-        jobs = list(sp.parse_squeue_json(out))
+        jobs = squeue_fields.parse(out)
         if not any(_has_intent(j, intent) for j in jobs):
             start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 7 * 86400))
             recorded = await self._sacct(f"--starttime={start}")
@@ -237,10 +242,13 @@ class SlurmBackend:
         wanted = [i for i in dict.fromkeys(str(b) for b in backend_ids) if i]
         if not wanted:
             return {}
-        rc, out, err = await self._run(["squeue", "--json", "--me"])
-        if rc != 0:
+        env = {**os.environ, **squeue_fields.TIME_ENV}
+        rc, out, err = await self._run(squeue_fields.argv(wanted), env=env)
+        if rc != 0 and squeue_fields.UNKNOWN_IDS in (err or out).lower():
+            out = ""  # none of them is in the queue any more: all are sacct's
+        elif rc != 0:
             raise sp.error_from("squeue", err or out, rc)
-        found = _select(sp.parse_squeue_json(out), wanted, source="squeue")
+        found = _select(squeue_fields.parse(out), wanted, source="squeue")
         missing = [i for i in wanted if i not in found]
         if missing:
             found.update(await self._from_sacct(missing))

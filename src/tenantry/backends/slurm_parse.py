@@ -30,6 +30,7 @@ __all__ = [
     "SlurmJob",
     "aggregate_state",
     "error_from",
+    "exit_of",
     "expand_path",
     "format_duration",
     "map_state",
@@ -348,7 +349,7 @@ def _slurm_job(
     """A job as squeue and sacct both derive it: the state from the raw one, exit status
     and signal from ``exit_code``, the time limit from minutes; ``array`` is (array job
     id, task)."""
-    exit_code, signal = _exit_of(job.get("exit_code"))
+    exit_code, signal = exit_of(job.get("exit_code"))
     return SlurmJob(
         job_id=job_id,
         raw_state=raw_state,
@@ -400,7 +401,7 @@ def _squeue_job(job: Mapping[str, Any]) -> SlurmJob:
     )
 
 
-def _exit_of(value: Any) -> tuple[int | None, int | None]:
+def exit_of(value: Any) -> tuple[int | None, int | None]:
     """(exit status, signal) from an exit code in any shape.
 
     22.05 squeue gives the raw wait status as an int; 22.05 sacct gives
