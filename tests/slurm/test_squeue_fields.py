@@ -88,7 +88,7 @@ def test_every_users_jobs_with_their_owners() -> None:
 
 def test_argv_names_the_jobs_and_asks_for_every_state() -> None:
     argv = sf.argv(["41", "42_3"])
-    assert argv[:4] == ["squeue", "--noheader", "--me", "--states=all"]
+    assert argv[:5] == ["squeue", "--noheader", "--me", "--all", "--states=all"]
     assert "--jobs=41,42_3" in argv and "--json" not in argv
     fmt = argv[-1].removeprefix("--Format=").split(",")
     assert [f.split(":")[0] for f in fmt] == list(sf.FIELDS)
@@ -111,3 +111,5 @@ def test_garbage_and_partial_records_are_left_out() -> None:
     assert sf.parse("squeue: warning: something\n") == []
     one = (V22 / "squeue-fields.out").read_text().split(sf.RECORD)[0] + sf.RECORD
     assert len(sf.parse(one + "cut\x1fshort")) == 1
+    (job,) = sf.parse("CLUSTER: tenantry\n" + one)  # a multi-cluster listing's line
+    assert job.job_id == one.split(sf.UNIT)[0]

@@ -55,8 +55,9 @@ def format_option() -> str:
 
 
 def argv(ids: Sequence[str]) -> list[str]:
-    """``squeue`` of the caller's own jobs among ``ids``, in any state Slurm still holds."""
-    out = ["squeue", "--noheader", "--me", "--states=all"]
+    """``squeue`` of the caller's own jobs among ``ids``, in any state Slurm still holds,
+    hidden partitions too (as ``--json`` lists them)."""
+    out = ["squeue", "--noheader", "--me", "--all", "--states=all"]
     if 0 < len(ids) <= MAX_IDS:
         out.append(f"--jobs={','.join(ids)}")
     out.append(f"--Format={format_option()}")
@@ -122,8 +123,11 @@ def parse(text: str) -> list[SlurmJob]:
     """The jobs of ``argv``'s output (records that do not parse are left out)."""
     jobs: list[SlurmJob] = []
     for record in text.split(RECORD):
-        parts = record.lstrip("\r\n").split(UNIT)
-        if len(parts) != len(FIELDS) or not parts[0].strip():
+        parts = record.split(UNIT)
+        # whatever precedes the record on its first line's start (a newline, a
+        # "CLUSTER: name" line of a multi-cluster listing) is not the job id
+        parts[0] = parts[0].rsplit("\n", 1)[-1].strip()
+        if len(parts) != len(FIELDS) or not parts[0]:
             continue
         jobs.append(_job(dict(zip(FIELDS, parts, strict=True))))
     return jobs
