@@ -222,8 +222,7 @@ class SlurmBackend:
             return None
         # the user's own jobs only (22.05's --json would list everyone's, and another
         # user can copy a comment it sees into a job of theirs)
-        env = {**os.environ, **squeue_fields.TIME_ENV}
-        rc, out, err = await self._run(squeue_fields.argv([]), env=env)
+        rc, out, err = await self._run(squeue_fields.argv([]), env=squeue_fields.client_env())
         if rc != 0:
             raise sp.error_from("squeue", err or out, rc)
         jobs = squeue_fields.parse(out)
@@ -242,7 +241,7 @@ class SlurmBackend:
         wanted = [i for i in dict.fromkeys(str(b) for b in backend_ids) if i]
         if not wanted:
             return {}
-        env = {**os.environ, **squeue_fields.TIME_ENV}
+        env = squeue_fields.client_env()
         rc, out, err = await self._run(squeue_fields.argv(wanted), env=env)
         if rc != 0 and squeue_fields.UNKNOWN_IDS in (err or out).lower():
             out = ""  # none of them is in the queue any more: all are sacct's

@@ -18,6 +18,7 @@ ISO time is read too.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from tenantry.backends.slurm_parse import SlurmJob, exit_of, map_state, parse_time, state_name
@@ -46,6 +47,11 @@ MAX_IDS = 200  # more ids than this: the user's whole queue (``--me``) instead o
 UNKNOWN_IDS = "invalid job id specified"
 _UNSET = frozenset({"", "N/A", "(null)", "None", "Unknown"})
 _NO_TEXT = frozenset({"", "(null)"})  # free text (a name, a comment) may be "None"
+
+
+def client_env() -> dict[str, str]:
+    """This process's environment with ``TIME_ENV``: what ``argv``'s squeue runs in."""
+    return {**os.environ, **TIME_ENV}
 
 
 def format_option() -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import time
 from collections import deque
@@ -509,8 +508,7 @@ class SlurmSnapshotSource:
         )
 
     async def snapshot(self) -> list[sp.SlurmJob]:
-        env = {**os.environ, **squeue_fields.TIME_ENV}
-        rc, out, err = await self._run(squeue_fields.argv_all(), env)
+        rc, out, err = await self._run(squeue_fields.argv_all(), squeue_fields.client_env())
         if rc != 0:
             raise sp.error_from("squeue", err or out, rc)
         return squeue_fields.parse(out)
