@@ -109,9 +109,14 @@ def test_without_a_daemon_the_dangerous_list_still_fails_closed(sandbox: Sandbox
     assert "still-42" in results[2]
 
 
+# a plain submission whose words hold "-a" (a job name, an output path), not an array
+SUBMIT = "sbatch -J hooked-analysis -o out-a1.txt job.sh"
+
+
 def test_the_hook_submits_a_plain_sbatch_once(sandbox: Sandbox) -> None:
     """The http hook alone answers a plain ``sbatch`` (no fallback pattern matches it, so
-    no hook process starts), and one job is submitted."""
+    no hook process starts, also with a ``-a`` inside its words), and one job is
+    submitted."""
     _install(sandbox)
     started = _counted_fallback(sandbox)
     (sandbox.project / "job.sh").write_text("#!/bin/sh\necho hi\n")
@@ -119,7 +124,7 @@ def test_the_hook_submits_a_plain_sbatch_once(sandbox: Sandbox) -> None:
     script = [
         # any Tenantry command sends the session's environment (the job's)
         Step("Bash", {"command": "tenantry run -- true", "description": "warm up"}),
-        Step("Bash", {"command": "sbatch -J hooked job.sh", "description": "submit"}),
+        Step("Bash", {"command": SUBMIT, "description": "submit"}),
         Step("Bash", {"command": "rm -r build-y", "description": "clean"}),
         Step(text="all done"),
     ]
@@ -133,9 +138,9 @@ def test_the_hook_submits_a_plain_sbatch_once(sandbox: Sandbox) -> None:
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         results = list(fm.script.tool_results)
     assert len(results) == 3, results
-    assert results[1].startswith("Tenantry answered `sbatch -J hooked job.sh` itself"), results
+    assert results[1].startswith(f"Tenantry answered `{SUBMIT}` itself"), results
     jobs = sandbox.tenantry_json("jobs")["jobs"]
-    assert [j["name"] for j in jobs] == ["hooked"], jobs
+    assert [j["name"] for j in jobs] == ["hooked-analysis"], jobs
     assert results[1].endswith(f"\nSubmitted batch job {jobs[0]['backend_id']}"), results[1]
     events = sandbox.tenantry_json("events", "--since", "3600", "--limit", "500")["events"]
     assert [e["type"] for e in events].count("job.submitted") == 1, events

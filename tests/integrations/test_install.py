@@ -171,11 +171,17 @@ def test_claude_code_http_hooks_with_a_command_fallback(tgt: Any) -> None:
                     "chmod -R 777 .", "pkill x", "shred f", "wipefs /dev/x",
                     "sbatch -a 0-500 job.sh", "sbatch --array=1-1000%10 job.sh",
                     "sbatch -a1-200 job.sh", "cd x && sbatch --array 0-999 job.sh",
+                    "sbatch --account=chem42 -a 0-500 job.sh",
+                    "sbatch -J sweep --array=0-499 job.sh",
                     "for i in $(seq 50); do sbatch job.sh; done",
                     "seq 50 | xargs -n1 sbatch job.sh", "cd . && rm -rf build"):  # fmt: skip
         assert steer.dangerous(command), command
         assert fallback_runs(command), command
     for command in ("sbatch job.sh", "sbatch --parsable -J x -t 1 --mem 64M job.sh",
+                    # a `-a` inside a word is no array option
+                    "sbatch --account=chem42 job.sh", "sbatch -A chem42 --mail-type=END job.sh",
+                    "sbatch -p gpu-a100 job.sh", "sbatch -J my-analysis job.sh",
+                    "sbatch -o /home/tt-day-a05/out.txt job.sh",
                     "squeue --me", "sacct -X", "ls -la", "git status"):  # fmt: skip
         assert not steer.dangerous(command), command
         assert not fallback_runs(command), command

@@ -70,6 +70,9 @@ def server_entry(t: Target) -> dict[str, Any]:
 # `sbatch` is on it only with an array (`-a`, `--array`; the list flags 100+
 # tasks) or in a loop (the loop's own words are here): a plain `sbatch` is the
 # http hook's alone, so the daemon's answer does not wait for a hook process.
+# The array patterns match an argument that *starts* with `-a` or `--array`,
+# the spellings the list reads (`agents.steer._array_tasks`), never a `-a`
+# inside a word: `--account=...`, `-p gpu-a100`, `-o /home/tt-a05/out`.
 FALLBACK_IF = (
     *(
         f"Bash({name} *)"
@@ -80,7 +83,10 @@ FALLBACK_IF = (
             "time", "for", "while", "until", ":",
         )
     ),
-    "Bash(sbatch *-a*)",
+    "Bash(sbatch -a*)",
+    "Bash(sbatch * -a*)",
+    "Bash(sbatch --array*)",
+    "Bash(sbatch * --array*)",
 )  # fmt: skip
 
 
