@@ -189,6 +189,27 @@ def test_claude_code_http_hooks_with_a_command_fallback(tgt: Any) -> None:
     assert not settings.exists() or "hooks" not in js(settings)
 
 
+def test_claude_code_install_again_replaces_an_earlier_installs_patterns(tgt: Any) -> None:
+    """An install written with an earlier ``FALLBACK_IF`` (``Bash(sbatch *-a*)``, which
+    also matched ``--account=...``) is replaced as a whole by installing again."""
+    import dataclasses
+
+    from tenantry.agents.products.claude_code import FALLBACK_IF
+
+    t = dataclasses.replace(tgt("user"), hook_http="127.0.0.1:47001")
+    install("claude-code", t)
+    settings = t.home / ".claude/settings.json"
+    s = js(settings)
+    http, *fallback = s["hooks"]["PreToolUse"][0]["hooks"]
+    old = {**fallback[0], "if": "Bash(sbatch *-a*)"}
+    s["hooks"]["PreToolUse"][0]["hooks"] = [http, *fallback[:-4], old]
+    settings.write_text(json.dumps(s))
+    install("claude-code", t)
+    pre = js(settings)["hooks"]["PreToolUse"]
+    assert len(pre) == 1
+    assert [h.get("if") for h in pre[0]["hooks"][1:]] == list(FALLBACK_IF)
+
+
 def test_claude_user_keeps_the_big_state_file(tgt: Any) -> None:
     t = tgt("user")
     state = {
