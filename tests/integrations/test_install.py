@@ -202,7 +202,8 @@ def test_claude_code_install_again_replaces_an_earlier_installs_patterns(tgt: An
     s = js(settings)
     http, *fallback = s["hooks"]["PreToolUse"][0]["hooks"]
     old = {**fallback[0], "if": "Bash(sbatch *-a*)"}
-    s["hooks"]["PreToolUse"][0]["hooks"] = [http, *fallback[:-4], old]
+    others = [h for h in fallback if not h["if"].startswith("Bash(sbatch")]
+    s["hooks"]["PreToolUse"][0]["hooks"] = [http, *others, old]
     settings.write_text(json.dumps(s))
     install("claude-code", t)
     pre = js(settings)["hooks"]["PreToolUse"]
