@@ -21,13 +21,19 @@ from typing import Any
 
 from tenantry.core.errors import UsageError
 from tenantry.core.models import Principal
-from tenantry.safety.policy import slurmcmds
+from tenantry.safety.policy import risky, slurmcmds
 from tenantry.safety.policy.engine import Request
 from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.paths import PathContext, PathInfo, classify, credential
 from tenantry.safety.policy.schema import ACTIONS
-from tenantry.safety.policy.unwrap import Analysis, Effective, analyze_argv, analyze_shell
+from tenantry.safety.policy.unwrap import (
+    SHELLS,
+    Analysis,
+    Effective,
+    analyze_argv,
+    analyze_shell,
+)
 
 OwnerLookup = Callable[[str], "tuple[str, str] | None"]
 # where a run_command would really run ("login" | "lease"; "" unknown), as the daemon decides it
@@ -54,6 +60,14 @@ _READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "base64", "b
                       "openssl", "gpg", "dd", "tee", "ln", "install", "sed", "awk", "grep",
                       "rg", "ag", "diff", "cmp", "split", "nl", "uuencode", "mail", "sendmail",
                       "python", "python3", "perl", "ruby", "node"})  # fmt: skip
+# programs that only read the paths they are given: anything else naming Tenantry's
+# own state may change it (sqlite3, an editor, an interpreter's inline code)
+_PURE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "wc", "ls", "stat",
+                           "file", "du", "grep", "egrep", "fgrep", "zgrep", "rg", "ag", "diff",
+                           "cmp", "nl", "strings", "od", "xxd", "hexdump", "md5sum", "sha1sum",
+                           "sha256sum", "sha512sum", "b2sum", "cksum", "jq", "readlink",
+                           "realpath", "dirname", "basename", "test", "[", "echo", "printf",
+                           "tenantry"})  # fmt: skip
 _PATHLIKE = re.compile(r"[/~$*?\[]|^\.|[^\x00-\x7f]|^(id_|munge|krb5cc|.*\.keytab$)")
 _TOP_LEVEL = frozenset({"/", "/home", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var",
                         "/opt", "/boot", "/root", "/srv", "/scratch", "/work", "/project",
@@ -258,6 +272,8 @@ class Builder:
             writes = set(nonopt[1:])
         elif prog == "dd":
             writes = {a[3:] for a in args if a.startswith("of=")}
+        elif prog in ("find", "gfind"):
+            writes = set(risky.find_written(args))
         for i, a in enumerate(args):
             output_flag = a in ("-o", "-O", "--output", "--output-document")
             if prog in ("curl", "wget") and output_flag and i + 1 < len(args):
@@ -289,6 +305,32 @@ class Builder:
                 self.path_info("write_path", info, ctx)
             elif info.credential or info.lookalike or info.other_home:
                 self.path_info("read_path", info, ctx)
+        self.hidden_paths(prog, args, ctx)
+
+    def hidden_paths(self, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
+        """Paths a command reads or writes that are not its plain arguments: git's
+        config file behind ``git config``, gpg's secret keyring, and Tenantry's state
+        named inside an argument (inline code, a database's path) of a program that
+        does not only read."""
+        home = self.user.home
+        if prog == "git":
+            sub, cwd = risky.git_subcommand(args, self.cwd)
+            if sub >= 0 and args[sub] == "config":
+                target = risky.git_config_file(args[sub + 1 :], cwd, home)
+                if target is not None:
+                    self.path("write_path", target, ctx)
+        secret = risky.gpg_secret_export(prog, args, home)
+        if secret is not None:
+            self.path("read_path", secret, ctx)
+        if prog in _PURE_READERS or not self.pctx.protected:
+            return
+        for root in self.pctx.protected:
+            forms = {root}
+            if root.startswith(home.rstrip("/") + "/"):
+                rel = root[len(home.rstrip("/")) + 1 :]
+                forms |= {"~/" + rel, "$HOME/" + rel, "${HOME}/" + rel}
+            if any(f in a for a in args for f in forms):
+                self.path("write_path", root, ctx)
 
     def _links(self, word: str) -> bool:
         """Does a plain word name a symbolic link in the command's cwd (``cat lnk``)?"""
@@ -368,6 +410,17 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
                     p = p[:-2] or "/"
                 if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
                     tags.add("rm-root")
+    elif prog in ("find", "gfind") and risky.find_deletes(args):
+        dyn = eff.dynamic[1:]
+        starts = risky.find_starts(args)
+        for i in starts or [-1]:
+            a = args[i] if i >= 0 else "."
+            if i >= 0 and i < len(dyn) and dyn[i] and re.fullmatch(r'"?\$\{?\w+\}?"?/?', a):
+                tags.add("rm-root")  # a start point computed at run time: maybe ""
+                continue
+            p = classify(a, b.pctx).path.rstrip("/") or "/"
+            if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
+                tags.add("rm-root")
     elif prog == "crontab":
         if (
             not args
@@ -385,6 +438,10 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
         sub = next((a for a in args if not a.startswith("-")), "")
         if sub in _SYSTEMCTL_READ:
             tags.add("read-only")
+    if risky.remote_shell(prog, args, [w.text for _, w in eff.redirects], SHELLS):
+        tags.add("remote-shell")
+    if risky.privileged_container(prog, args):
+        tags.add("privileged-container")
     return tags
 
 

@@ -125,6 +125,9 @@ CONTROL = re.compile(
     r"openhands|continue|aider[\w.-]*)(/|$)|/\.mcp\.json$|/\.vscode/(settings|tasks)\.json$|"
     r"/\.gitconfig$|/\.config/git/|/\.envrc$|/\.pre-commit-config\.yaml$|/\.husky/"
 )
+# secrets in Tenantry's own state (the audit key, lease secrets, tokens): read, they let
+# an agent forge what the facility trusts
+_STATE_SECRET = re.compile(r"(\.(secret|key|pem)|token[\w.-]*)$")
 _ALWAYS_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/null", "/dev/stdout", "/dev/stderr",  # noqa: S108
                     "/dev/tty", "/dev/fd", "/proc/self/fd")  # fmt: skip
 SYSTEM_PREFIXES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/opt", "/var",
@@ -324,7 +327,9 @@ def classify(raw: str, ctx: PathContext, *, dynamic: bool = False) -> PathInfo:
         cred = cred or _credential(p, ctx, glob)
         if _SYSTEM.match(p) and not _WRITABLE.match(p) and not _under(p, ctx.home):
             system = True
-        protected = protected or any(_under(p, s) for s in ctx.protected if s)
+        if any(_under(p, s) for s in ctx.protected if s):
+            protected = True
+            cred = cred or bool(_STATE_SECRET.search(posixpath.basename(p)))
         if _under(p, ctx.homes_root) and not _under(p, ctx.home):
             shared = any(
                 fnmatch.fnmatchcase(p, r) or fnmatch.fnmatchcase(p, r.rstrip("/") + "/*")

@@ -270,8 +270,10 @@ class _Walker:
             target: Any = None
             for c in node.children:
                 if not c.is_named:
-                    op = _text(c)
-                elif c.type != "file_descriptor":
+                    op = op or _text(c)
+                elif c.type != "file_descriptor" and target is None:
+                    # the first: in ``> /dev/tcp/h/p 0>&1`` the grammar gives this
+                    # redirect the next one's descriptor ``0`` as a second child
                     target = c
             if target is None:
                 return

@@ -324,7 +324,12 @@ class _Unwrapper:
         self.out.computed |= parsed.computed
         for name, body in parsed.functions.items():
             self.out.aliases.setdefault(name, "")
-            del body
+            if _forks_itself(name, body, self.vars, depth):
+                self.out.add_uncertain(
+                    "recursion",
+                    f"function {name} starts itself in a pipeline or in the background"
+                    " (a fork bomb)",
+                )
         for cmd in parsed.commands:
             self.simple(cmd, via, source, depth)
 
@@ -760,6 +765,14 @@ class _Unwrapper:
                     "interpreter",
                     f"{prog} inline code mentions {what!r}; it cannot be checked",
                 )
+
+
+def _forks_itself(name: str, body: str, variables: dict[str, str], depth: int) -> bool:
+    """Does a function's body run the function again in a pipeline or the background?"""
+    if "|" not in body and "&" not in body:
+        return False
+    inner = shell.parse(body.strip().removeprefix("{").removesuffix("}"), variables, depth + 1)
+    return any(c.words and c.words[0].text == name for c in inner.commands)
 
 
 _GIT_COMMAND_KEYS = frozenset({"core.pager", "core.editor", "core.sshcommand", "core.fsmonitor",

