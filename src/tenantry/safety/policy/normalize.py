@@ -410,6 +410,15 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
                     p = p[:-2] or "/"
                 if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
                     tags.add("rm-root")
+    elif prog == "mv":
+        # moving /, a home or a top-level directory away removes it from where it was
+        nonopt = [a for a in args if not a.startswith("-")]
+        into = any(a in ("-t", "--target-directory") or a.startswith("--target-directory=")
+                   for a in args)  # fmt: skip
+        for a in nonopt if into else nonopt[:-1]:
+            p = classify(a, b.pctx).path.rstrip("/") or "/"
+            if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
+                tags.add("rm-root")
     elif prog in ("find", "gfind") and risky.find_deletes(args):
         dyn = eff.dynamic[1:]
         starts = risky.find_starts(args)

@@ -105,10 +105,17 @@ def scancel(b: Builder, args: list[str], dyn: list[bool], ctx: dict[str, Any]) -
 def query(b: Builder, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
     """squeue/sacct/sstat: a query about other users' jobs is named ``others: ...``."""
     users: list[str] = []
+    jobs: list[str] = []
     all_users = False
     for i, a in enumerate(args):
         nxt = args[i + 1] if i + 1 < len(args) else ""
-        if a in ("-u", "--user", "--users") and nxt:
+        if a in ("-j", "--jobs") and nxt:
+            jobs.extend(nxt.split(","))
+        elif a.startswith("--jobs="):
+            jobs.extend(a.split("=", 1)[1].split(","))
+        elif a.startswith("-j") and len(a) > 2 and not a.startswith("--"):
+            jobs.extend(a[2:].split(","))
+        elif a in ("-u", "--user", "--users") and nxt:
             users.extend(nxt.split(","))
         elif a.startswith(("--user=", "--users=")):
             users.extend(a.split("=", 1)[1].split(","))
@@ -117,8 +124,11 @@ def query(b: Builder, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
         elif prog == "sacct" and a in ("-a", "--allusers"):
             all_users = True
     foreign = [u for u in users if u and u not in (b.p.user, str(b.p.uid))]
-    if all_users or foreign:
-        who = "all users" if all_users else ", ".join(foreign)
+    # another user's job by its id (``sacct -j``, ``sstat -j``, ``squeue -j``), steps
+    # (``.batch``) and array tasks (``_3``) included
+    theirs = [j for j in jobs if j and owner(b, re.split(r"[._+]", j, maxsplit=1)[0])[0] == "other"]
+    if all_users or foreign or theirs:
+        who = "all users" if all_users else ", ".join(foreign) or f"job {theirs[0]}"
         b.target("query_jobs", f"others: {prog} of {who}", ctx)
     else:
         b.target("query_jobs", prog, ctx)
