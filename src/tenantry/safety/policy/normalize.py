@@ -46,7 +46,7 @@ _NO_PATH_ARGS = frozenset({"echo", "printf", "true", "false", "test", "[", "expr
                            "sleep", "kill", "pkill", "killall", "scancel", "scontrol",
                            "squeue", "sacct", "sinfo", "sacctmgr"})  # fmt: skip
 _STARTUP = re.compile(
-    r"/\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zprofile|zshenv|zlogin|"
+    r"/\.(bashrc|bash_profile|bash_login|bash_logout|bash_aliases|profile|zshrc|zprofile|zshenv|zlogin|zlogout|"
     r"cshrc|tcshrc|kshrc|inputrc|config/fish/config\.fish|xinitrc|xsession)$"
 )
 _QUERY_TOOLS = frozenset({"squeue", "sacct", "sinfo", "sstat", "sprio", "sshare", "sdiag",
