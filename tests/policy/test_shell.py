@@ -188,3 +188,22 @@ def test_random_shell_never_breaks_the_normalizer() -> None:
         for params in ({"command": text}, {"argv": text.split(" ")}):
             d = judge.evaluate(p, "run_command", {**params, "cwd": "/home/alice/proj"})
             assert d.rule not in ("normalizer-error", "evaluation-error"), (text, d.message)
+
+
+def test_make_recipes_on_the_rule_line_and_from_stdin(tmp_path: object) -> None:
+    from pathlib import Path
+
+    d = Path(str(tmp_path))
+    (d / "Makefile").write_text("X := a;b\nall: deps ; scancel 5\n\t@echo done\n")
+    assert {"scancel", "echo"} <= set(programs("make", cwd=str(d)))
+    assert "scancel" in programs("make -f /dev/stdin <<< 'all:; scancel 6'", cwd=str(d))
+    assert "scancel" in programs("make -f - <<'M'\nall:\n\tscancel 7\nM", cwd=str(d))
+    piped = analyze_shell("cat x.mk | make -f -", cwd=str(d))
+    assert "stdin" in {kind for kind, _ in piped.uncertain}
+
+
+def test_script_c_runs_its_command() -> None:
+    for line in ("script -qc 'scancel 1' /dev/null", "script -c 'scancel 1'",
+                 "script --command='scancel 1' log", "script --command 'scancel 1' log"):  # fmt: skip
+        assert "scancel" in programs(line), line
+    assert "scancel" not in programs("script -q log.txt")

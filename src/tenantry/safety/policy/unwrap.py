@@ -433,8 +433,8 @@ class _Unwrapper:
                 return None
             return args[i]
 
-        if prog in ("make", "gmake") and self.read:
-            self.makefile(args, [*via, prog], d)
+        if prog in ("make", "gmake"):
+            self.makefile(args, [*via, prog], d, stdin, stdin_dynamic)
         if prog in SHELLS:
             self.shell_cmd(prog, args, adyn, inner_via, source, d, stdin, stdin_dynamic)
         elif prog == "eval":
@@ -571,8 +571,20 @@ class _Unwrapper:
             again(_skip_options(args, frozenset({"-S", "-c", "-t", "-p", "-X", "-L", "-Logfile",
                                                  "-h", "-T", "-e"}), 0))  # fmt: skip
 
-    def makefile(self, args: list[str], via: list[str], depth: int) -> None:
-        """make runs its makefile's recipes through the shell: judge them as a script."""
+    def makefile(
+        self,
+        args: list[str],
+        via: list[str],
+        depth: int,
+        stdin: str | None = None,
+        stdin_dynamic: bool = False,
+    ) -> None:
+        """make runs its makefile's recipes through the shell: judge them as a script.
+
+        Recipes are the tab-indented lines and the text after ``;`` on a rule line
+        (``all: ; cmd``); a makefile read from stdin (``-f -``, ``-f /dev/stdin``) is
+        the command's input text, or uncertain when that is not known.
+        """
         base = self.cwd
         files: list[str] = []
         for i, a in enumerate(args):
@@ -588,7 +600,16 @@ class _Unwrapper:
         names = files or ["GNUmakefile", "makefile", "Makefile"]
         for name in names:
             path = name if name.startswith("/") else posixpath.join(base, name)
-            text = _read_small(path)
+            if name in ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
+                if stdin is None:
+                    if stdin_dynamic or not self.read:
+                        self.out.add_uncertain("stdin", "make reads its makefile from its input")
+                    continue
+                text: str | None = stdin
+            elif not self.read:
+                continue
+            else:
+                text = _read_small(path)
             if text is None:
                 continue
             joined = text.replace("\\\n", " ")
@@ -603,6 +624,11 @@ class _Unwrapper:
                 _make_expand(ln[1:].lstrip("@+- "), values)
                 for ln in joined.splitlines()
                 if ln.startswith("\t")
+            ]
+            recipes += [
+                _make_expand(m.group(1).lstrip("@+- "), values)
+                for m in _MAKE_INLINE.finditer(joined)
+                if m.group(1).strip()
             ]
             if recipes:
                 self.shell_text("\n".join(recipes), via, "script", depth)
@@ -839,6 +865,8 @@ _MAKE_DEFAULTS = {"CC": "cc", "CXX": "g++", "FC": "f77", "MAKE": "make", "RM": "
                   "AR": "ar", "LD": "ld", "CPP": "cc -E", "SHELL": "/bin/sh"}  # fmt: skip
 _MAKE_ASSIGN = re.compile(r"^([A-Za-z_][\w.]*)\s*(?::{1,3}=|\?=|\+=|=)(.*)$", re.M)
 _MAKE_ARG = re.compile(r"^[A-Za-z_][\w.]*=")
+# a rule with its recipe on the same line: ``targets : prerequisites ; recipe``
+_MAKE_INLINE = re.compile(r"^(?![\t#])[^\n=;]*?[^:=\n]:{1,2}(?![:=])[^\n=;]*;(.*)$", re.M)
 _MAKE_REF = re.compile(r"\$(?:\(([^()]*)\)|\{([^{}]*)\}|([@<^?*+%]))")
 
 
