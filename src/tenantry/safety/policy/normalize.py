@@ -46,8 +46,12 @@ _NO_PATH_ARGS = frozenset({"echo", "printf", "true", "false", "test", "[", "expr
                            "sleep", "kill", "pkill", "killall", "scancel", "scontrol",
                            "squeue", "sacct", "sinfo", "sacctmgr"})  # fmt: skip
 _STARTUP = re.compile(
-    r"/\.(bashrc|bash_profile|bash_login|bash_logout|bash_aliases|profile|zshrc|zprofile|zshenv|zlogin|zlogout|"
-    r"cshrc|tcshrc|kshrc|inputrc|config/fish/config\.fish|xinitrc|xsession)$"
+    r"/\.(bashrc|bash_profile|bash_login|bash_logout|bash_aliases|profile|zshrc|zprofile|"
+    r"zshenv|zlogin|zlogout|cshrc|tcshrc|kshrc|inputrc|config/fish/config\.fish|xinitrc|"
+    r"xsession|xprofile|pam_environment)$"
+    # what a login or the user's service manager starts: user units, autostart entries,
+    # the environment of every user service, fish's and bash's drop-in directories
+    r"|/\.config/(systemd/user|autostart|environment\.d|fish/conf\.d)/|/\.bashrc\.d/"
 )
 _QUERY_TOOLS = frozenset({"squeue", "sacct", "sinfo", "sstat", "sprio", "sshare", "sdiag",
                           "sreport", "scontrol-show"})  # fmt: skip
