@@ -28,13 +28,20 @@ from tenantry.safety.policy.shell import SimpleCommand, Word
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "busybox-sh", "rbash",
                     "fish", "tcsh", "csh", "yash"})  # fmt: skip
 INTERPRETERS = frozenset({"python", "python2", "python3", "perl", "ruby", "node", "nodejs",
-                          "php", "lua", "Rscript", "julia", "awk", "gawk", "mawk", "tclsh",
-                          "pwsh", "osascript", "deno", "bun"})  # fmt: skip
+                          "php", "lua", "Rscript", "R", "julia", "awk", "gawk", "mawk", "tclsh",
+                          "pwsh", "osascript", "deno", "bun", "pypy", "pypy3", "luajit",
+                          "octave", "matlab"})  # fmt: skip
+_VERSIONED = re.compile(r"(python|pypy|ruby|perl|lua|php|node)\d+(\.\d+)*")  # python3.11
 _INLINE_FLAGS = frozenset({"-c", "-e", "-E", "--eval", "-r", "--command", "-x"})
 SENSITIVE = re.compile(
     r"\b(sudo|su|doas|pkexec|scancel|scontrol|sacctmgr|munge|shadow|netrc|id_rsa|id_ed25519|"
     r"authorized_keys|b64decode|base64|rot13|fromCharCode|chr|exec|eval|system|popen|"
-    r"subprocess|spawn\w*|execv\w*|child_process|pty|\.ssh|\.aws|kill -9 -1)\b|\\x[0-9a-f]{2}|`",
+    r"subprocess|spawn\w*|execv\w*|child_process|pty|\.ssh|\.aws|kill -9 -1|"
+    # deletions, moves and writes of trees, and the files that run in the human's shells
+    r"rmtree|rm_rf|rm_r|rmSync|rmdirSync|rimraf|remove_dir_all|removedirs|unlink|rmdir|"
+    r"os\.remove|os\.rename|shutil\.move|File::Path|FileUtils|os\.execute|"
+    r"bashrc|bash_profile|bash_aliases|zshrc|zprofile|\.profile|\.gnupg|\.kube|"
+    r"credentials|systemd|crontab)\b|\\x[0-9a-f]{2}|`",
     re.I,
 )
 MAX_SCRIPT_BYTES = 1 << 20
@@ -538,7 +545,7 @@ class _Unwrapper:
             if srcs:
                 target = program_name(srcs[-1], self.cwd)
                 self.out.aliases[posixpath.basename(args[-1].rstrip("/"))] = target
-        elif prog in INTERPRETERS:
+        elif prog in INTERPRETERS or _VERSIONED.fullmatch(prog):
             self.interpreter(prog, args, adyn)
         elif prog == "git":
             for i, a in enumerate(args[:-1]):
