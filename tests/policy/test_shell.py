@@ -203,7 +203,12 @@ def test_make_recipes_on_the_rule_line_and_from_stdin(tmp_path: object) -> None:
 
 
 def test_script_c_runs_its_command() -> None:
-    for line in ("script -qc 'scancel 1' /dev/null", "script -c 'scancel 1'",
-                 "script --command='scancel 1' log", "script --command 'scancel 1' log"):  # fmt: skip
+    lines = [
+        "script -qc 'scancel 1' /dev/null",
+        "script -c 'scancel 1'",
+        "script --command='scancel 1' log",
+        "script --command 'scancel 1' log",
+    ]
+    for line in lines:
         assert "scancel" in programs(line), line
     assert "scancel" not in programs("script -q log.txt")
