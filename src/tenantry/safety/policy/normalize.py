@@ -231,6 +231,8 @@ class Builder:
             slurmcmds.scancel(self, args, eff.dynamic[1:], ctx)
         elif prog == "scontrol":
             slurmcmds.scontrol(self, args, ctx)
+        elif prog == "sattach":
+            slurmcmds.sattach(self, args, ctx)
         elif prog == "sacctmgr":
             verb = next((x for x in args if not x.startswith("-")), "").lower()
             if verb and verb not in _SACCTMGR_READ:
@@ -443,6 +445,8 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
             tags.add("persistence")
     elif prog in ("at", "batch", "systemd-run") or (prog == "loginctl" and "enable-linger" in args):
         tags.add("persistence")
+    elif prog == "strigger" and "--set" in args:
+        tags.add("persistence")  # a program Slurm runs on a later event
     elif prog == "chmod":
         mode = next((a for a in args if not a.startswith("-") or re.match(r"^-[rwxXst]", a)), "")
         if re.search(r"[ugoa]*[+=][rwxXt]*s", mode) or re.fullmatch(r"[2467]\d{3}", mode):

@@ -168,8 +168,22 @@ def scontrol(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
             job_ref(b, "modify_job", job_id, ctx)
         if not ids and not admin:
             b.target("admin", f"scontrol {verb}", ctx)
+    elif verb == "write" and len(rest) > 2 and rest[1].lower() == "batch_script":
+        # a job's script into a file (``-``: standard output): a read of the job
+        job_ref(b, "read_job_output", rest[2], ctx)
+        out = rest[3] if len(rest) > 3 else f"slurm-{rest[2]}.sh"
+        if out != "-":
+            b.path("write_path", out, ctx)
     else:
         b.target("admin", f"scontrol {verb}", ctx)
+
+
+def sattach(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
+    """``sattach JOB.STEP``: the step's input and output, an act on the job."""
+    for a in args:
+        if not a.startswith("-"):
+            job_ref(b, "modify_job", re.split(r"[._]", a, maxsplit=1)[0], ctx)
+            return
 
 
 def slurm_submit(
