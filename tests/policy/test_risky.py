@@ -151,3 +151,8 @@ def test_a_redirect_keeps_its_path_before_the_next_descriptor() -> None:
 def test_fork_bombs_are_uncertain(line: str, bomb: bool) -> None:
     a = analyze_shell(line, variables={}, cwd="/tmp", read_scripts=False)
     assert ("recursion" in {k for k, _ in a.uncertain}) is bomb
+
+
+def test_sort_output_files() -> None:
+    assert risky.output_files(["-o", "a", "--output=b", "-oc", "-u", "in"]) == ["a", "b", "c"]
+    assert risky.output_files(["-u", "in"]) == []

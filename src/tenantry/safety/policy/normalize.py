@@ -280,6 +280,10 @@ class Builder:
             writes = {a[3:] for a in args if a.startswith("of=")}
         elif prog in ("find", "gfind"):
             writes = set(risky.find_written(args))
+            if risky.find_deletes(args):  # what it removes is below its start points
+                writes |= {args[i] for i in risky.find_starts(args)} or {"."}
+        elif prog in ("sort", "gsort", "shuf"):
+            writes = set(risky.output_files(args))
         for i, a in enumerate(args):
             output_flag = a in ("-o", "-O", "--output", "--output-document")
             if prog in ("curl", "wget") and output_flag and i + 1 < len(args):

@@ -95,6 +95,19 @@ def find_written(args: list[str]) -> list[str]:
     return [args[i + 1] for i, a in enumerate(args[:-1]) if a in _FIND_WRITES]
 
 
+def output_files(args: list[str]) -> list[str]:
+    """The file ``sort``/``shuf`` write instead of standard output (``-o FILE``)."""
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if a in ("-o", "--output") and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif a.startswith("--output="):
+            out.append(a.split("=", 1)[1])
+        elif a.startswith("-o") and len(a) > 2:
+            out.append(a[2:])
+    return out
+
+
 def remote_shell(
     prog: str, args: list[str], redirect_words: list[str], shells: frozenset[str]
 ) -> bool:
