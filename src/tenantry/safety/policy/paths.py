@@ -82,6 +82,21 @@ HOME_SECRETS = (
     ".huggingface/token",
     ".cache/huggingface/token",
     ".config/tenantry/token*",
+    # more tools' tokens: backups of the files above, hub, Terraform, Databricks,
+    # Weights & Biases, Kaggle, the Hugging Face cache's stored tokens, Docker's other file
+    ".netrc*",
+    ".pgpass*",
+    ".git-credentials*",
+    ".config/hub",
+    ".terraform.d/credentials.tfrc.json",
+    ".databrickscfg",
+    ".config/wandb/*",
+    ".kaggle/kaggle.json",
+    ".cache/huggingface/stored_tokens",
+    ".docker/.token_seed*",
+    ".config/containers/auth.json",
+    ".config/git/credentials",
+    ".ssh-agent*",
 )
 SYSTEM_SECRETS = (
     "/etc/munge",
