@@ -11,6 +11,7 @@ first denial among them.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -25,7 +26,7 @@ from tenantry.safety.policy import risky, slurmcmds
 from tenantry.safety.policy.engine import Request
 from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.observed import look
-from tenantry.safety.policy.paths import PathContext, PathInfo, classify, credential
+from tenantry.safety.policy.paths import PathContext, PathInfo, classify, credential, expand
 from tenantry.safety.policy.schema import ACTIONS
 from tenantry.safety.policy.unwrap import (
     SHELLS,
@@ -72,6 +73,7 @@ _PURE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "wc", "
                            "sha256sum", "sha512sum", "b2sum", "cksum", "jq", "readlink",
                            "realpath", "dirname", "basename", "test", "[", "echo", "printf",
                            "tenantry"})  # fmt: skip
+_HIDDEN_PATHS = frozenset({"git", "gpg", "gpg2"})  # files they use that argv does not name
 _PATHLIKE = re.compile(r"[/~$*?\[]|^\.|[^\x00-\x7f]|^(id_|munge|krb5cc|.*\.keytab$)")
 _TOP_LEVEL = frozenset({"/", "/home", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var",
                         "/opt", "/boot", "/root", "/srv", "/scratch", "/work", "/project",
@@ -315,7 +317,8 @@ class Builder:
                 self.path_info("write_path", info, ctx)
             elif info.credential or info.lookalike or info.other_home:
                 self.path_info("read_path", info, ctx)
-        self.hidden_paths(prog, args, ctx)
+        if prog in _HIDDEN_PATHS or (args and prog not in _PURE_READERS and self.pctx.protected):
+            self.hidden_paths(prog, args, ctx)
 
     def hidden_paths(self, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
         """Paths a command reads or writes that are not its plain arguments: git's
@@ -332,14 +335,11 @@ class Builder:
         secret = risky.gpg_secret_export(prog, args, home)
         if secret is not None:
             self.path("read_path", secret, ctx)
-        if prog in _PURE_READERS or not self.pctx.protected:
+        if prog in _PURE_READERS or not args or not self.pctx.protected:
             return
-        for root in self.pctx.protected:
-            forms = {root}
-            if root.startswith(home.rstrip("/") + "/"):
-                rel = root[len(home.rstrip("/")) + 1 :]
-                forms |= {"~/" + rel, "$HOME/" + rel, "${HOME}/" + rel}
-            if any(f in a for a in args for f in forms):
+        joined = "\0".join(args)
+        for root, spelled in _protected_spellings(self.user.home, self.pctx.protected):
+            if spelled.search(joined):
                 self.path("write_path", root, ctx)
 
     def _links(self, word: str) -> bool:
@@ -369,6 +369,38 @@ class Builder:
 
         path = raw if raw.startswith("/") else posixpath.join(self.cwd, raw)
         return _read_small(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _protected_spellings(
+    home: str, protected: tuple[str, ...]
+) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each protected root and a pattern of the ways an argument may spell it
+    (``/home/u/.local/state/tenantry``, ``~/...``, ``$HOME/...``, ``${HOME}/...``)."""
+    prefix = home.rstrip("/") + "/"
+    out: list[tuple[str, re.Pattern[str]]] = []
+    for root in protected:
+        if not root:
+            continue
+        forms = [root]
+        if root.startswith(prefix):
+            rel = root[len(prefix) :]
+            forms += ["~/" + rel, "$HOME/" + rel, "${HOME}/" + rel]
+        out.append((root, re.compile("|".join(re.escape(f) for f in forms))))
+    return tuple(out)
+
+
+def _named(raw: str, b: Builder) -> str:
+    """The absolute path a word names, ``~`` and ``$HOME`` expanded, links not followed."""
+    return posixpath.normpath(expand(raw, b.pctx))
+
+
+def _is_root(b: Builder, path: str) -> bool:
+    """Is ``path`` /, a top-level directory, the homes' root or the user's home?"""
+    p = path.rstrip("/") or "/"
+    if p.endswith("/*"):
+        p = p[:-2] or "/"
+    return p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root
 
 
 def _recursive(prog: str, args: list[str]) -> bool:
@@ -422,13 +454,12 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
                     tags.add("rm-root")
     elif prog == "mv":
         # moving /, a home or a top-level directory away removes it from where it was
+        # (a symbolic link is moved itself: its name is what counts)
         nonopt = [a for a in args if not a.startswith("-")]
         into = any(a in ("-t", "--target-directory") or a.startswith("--target-directory=")
                    for a in args)  # fmt: skip
-        for a in nonopt if into else nonopt[:-1]:
-            p = classify(a, b.pctx).path.rstrip("/") or "/"
-            if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
-                tags.add("rm-root")
+        if any(_is_root(b, _named(a, b)) for a in (nonopt if into else nonopt[:-1])):
+            tags.add("rm-root")
     elif prog in ("find", "gfind") and risky.find_deletes(args):
         dyn = eff.dynamic[1:]
         starts = risky.find_starts(args)
@@ -437,8 +468,10 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
             if i >= 0 and i < len(dyn) and dyn[i] and re.fullmatch(r'"?\$\{?\w+\}?"?/?', a):
                 tags.add("rm-root")  # a start point computed at run time: maybe ""
                 continue
-            p = classify(a, b.pctx).path.rstrip("/") or "/"
-            if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
+            # find does not follow a start point that is a link unless told to
+            follows = "-L" in args[: starts[0] if starts else 0] or "-H" in args
+            p = classify(a, b.pctx).path if follows else _named(a, b)
+            if _is_root(b, p):
                 tags.add("rm-root")
     elif prog == "crontab":
         if (
@@ -459,9 +492,11 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
         sub = next((a for a in args if not a.startswith("-")), "")
         if sub in _SYSTEMCTL_READ:
             tags.add("read-only")
-    if risky.remote_shell(prog, args, [w.text for _, w in eff.redirects], SHELLS):
+    if (prog in risky.NETWORK_TOOLS or (prog in SHELLS and eff.redirects)) and risky.remote_shell(
+        prog, args, [w.text for _, w in eff.redirects], SHELLS
+    ):
         tags.add("remote-shell")
-    if risky.privileged_container(prog, args):
+    if prog in risky.CONTAINERS and risky.privileged_container(prog, args):
         tags.add("privileged-container")
     return tags
 

@@ -23,6 +23,7 @@ _FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
 _DELETERS = frozenset({"rm", "unlink", "shred", "rmdir", "srm", "wipe"})
 
 _NETCATS = frozenset({"nc", "ncat", "netcat", "nc.openbsd", "nc.traditional", "pwncat"})
+NETWORK_TOOLS = _NETCATS | {"socat"}  # (and shells with a redirect) may be remote shells
 _NETCAT_EXEC = ("-e", "-c", "--exec", "--sh-exec", "--lua-exec")
 _SOCAT_EXEC = re.compile(r"^(exec|system):", re.IGNORECASE)
 _SOCAT_NET = re.compile(
@@ -32,7 +33,7 @@ _SOCAT_NET = re.compile(
 )
 _NET_DEVICES = ("/dev/tcp/", "/dev/udp/")
 
-_CONTAINERS = frozenset({"docker", "podman", "nerdctl"})
+CONTAINERS = frozenset({"docker", "podman", "nerdctl"})
 _CONTAINER_START = frozenset({"run", "create", "exec"})
 _HOST_NAMESPACES = re.compile(r"^--(pid|ipc|uts|userns|cgroupns)=host$")
 _UNCONFINED = re.compile(r"unconfined|label[=:]disable|systempaths=unconfined")
@@ -134,7 +135,7 @@ def remote_shell(
 def privileged_container(prog: str, args: list[str]) -> bool:
     """``docker run --privileged``, host namespaces, added capabilities, or the host's
     root, system directories or container socket mounted into the container."""
-    if prog not in _CONTAINERS:
+    if prog not in CONTAINERS:
         return False
     verbs = [a for a in args if not a.startswith("-")]
     if not verbs:
