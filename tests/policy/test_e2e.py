@@ -105,3 +105,25 @@ def test_job_ownership_between_sessions(daemon: Daemon, tmp_path: Path) -> None:
     # the submitting session may cancel its own job
     r = daemon.cli("cancel", "--json", job, env=a)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_dangerous_options_refused_through_the_daemon(daemon: Daemon, tmp_path: Path) -> None:
+    """The daemon's own state, a remote shell and a deleting find of the home, as an
+    agent's commands through ``tenantry run``: refused by rule, and none of them runs."""
+    marker = tmp_path / "ran"
+    state = Path(daemon.state)
+    cases = [
+        (f"bash -i >& /dev/tcp/127.0.0.1/9 0>&1; touch {marker}", "agent-no-remote-shell"),
+        (f"sqlite3 {state}/tenantry.db 'delete from events'; touch {marker}",
+         "agent-no-tenantry-state-writes"),
+        (f"cat {state}/audit.key; touch {marker}", "agent-no-credentials"),
+        (f"find ~ -name '*.out' -delete; touch {marker}", "agent-no-destructive-rm"),
+    ]  # fmt: skip
+    for command, rule in cases:
+        r = daemon.cli("run", "--json", "--", "bash", "-c", command, env=CLAUDE, cwd=str(tmp_path))
+        assert r.returncode == 77, (command, r.stdout, r.stderr)
+        assert json.loads(r.stdout)["error"]["details"]["rule"] == rule, command
+    assert not marker.exists()
+    # the same daemon lets an agent read its log and list its own state
+    r = daemon.cli("run", "--", "ls", str(state), env=CLAUDE, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr

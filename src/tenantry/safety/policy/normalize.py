@@ -134,6 +134,7 @@ class Builder:
         self._cwd_secret: bool | None = None  # see ``cwd_secret``
         self.unsafe_path: tuple[str, ...] = ()
         self.search_path = ""
+        self._wrappers: set[str] = set()
 
     @property
     def cwd_secret(self) -> bool:
@@ -181,6 +182,9 @@ class Builder:
             self.out.warnings.append(f"job script: {reason}")
         cmds = a.commands or [Effective([raw[:200] or "?"], [False])]
         self._computed = a.computed
+        # programs that only hand their arguments on (``bash -c``, ``timeout``, ``env``):
+        # the commands they run are judged themselves, so their text is not a path
+        self._wrappers = {name for eff in cmds for name in eff.via}
         if a.assigned and source != "script":
             spec_env = {**dict.fromkeys(a.assigned, ""), **spec_env}
         for eff in cmds:
@@ -317,7 +321,12 @@ class Builder:
                 self.path_info("write_path", info, ctx)
             elif info.credential or info.lookalike or info.other_home:
                 self.path_info("read_path", info, ctx)
-        if prog in _HIDDEN_PATHS or (args and prog not in _PURE_READERS and self.pctx.protected):
+        if prog in _HIDDEN_PATHS or (
+            args
+            and prog not in _PURE_READERS
+            and prog not in self._wrappers
+            and self.pctx.protected
+        ):
             self.hidden_paths(prog, args, ctx)
 
     def hidden_paths(self, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
