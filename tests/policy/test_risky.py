@@ -156,3 +156,10 @@ def test_fork_bombs_are_uncertain(line: str, bomb: bool) -> None:
 def test_sort_output_files() -> None:
     assert risky.output_files(["-o", "a", "--output=b", "-oc", "-u", "in"]) == ["a", "b", "c"]
     assert risky.output_files(["-u", "in"]) == []
+
+
+def test_find_follows_links_only_when_told() -> None:
+    assert risky.find_follows(["-L", "/", "-delete"])
+    assert risky.find_follows(["-H", "-D", "tree", "x"])
+    assert not risky.find_follows(["x", "-name", "-L"])
+    assert not risky.find_follows(["-P", "x"])

@@ -73,7 +73,6 @@ _PURE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "wc", "
                            "sha256sum", "sha512sum", "b2sum", "cksum", "jq", "readlink",
                            "realpath", "dirname", "basename", "test", "[", "echo", "printf",
                            "tenantry"})  # fmt: skip
-_HIDDEN_PATHS = frozenset({"git", "gpg", "gpg2"})  # files they use that argv does not name
 _PATHLIKE = re.compile(r"[/~$*?\[]|^\.|[^\x00-\x7f]|^(id_|munge|krb5cc|.*\.keytab$)")
 _TOP_LEVEL = frozenset({"/", "/home", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var",
                         "/opt", "/boot", "/root", "/srv", "/scratch", "/work", "/project",
@@ -321,12 +320,7 @@ class Builder:
                 self.path_info("write_path", info, ctx)
             elif info.credential or info.lookalike or info.other_home:
                 self.path_info("read_path", info, ctx)
-        if prog in _HIDDEN_PATHS or (
-            args
-            and prog not in _PURE_READERS
-            and prog not in self._wrappers
-            and self.pctx.protected
-        ):
+        if args:
             self.hidden_paths(prog, args, ctx)
 
     def hidden_paths(self, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
@@ -344,7 +338,7 @@ class Builder:
         secret = risky.gpg_secret_export(prog, args, home)
         if secret is not None:
             self.path("read_path", secret, ctx)
-        if prog in _PURE_READERS or not args or not self.pctx.protected:
+        if prog in _PURE_READERS or prog in self._wrappers or not self.pctx.protected:
             return
         joined = "\0".join(args)
         for root, spelled in _protected_spellings(self.user.home, self.pctx.protected):
@@ -455,11 +449,7 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
                 if d and re.fullmatch(r'"?\$\{?\w+\}?"?/?\*?', a):
                     tags.add("rm-root")
                     continue
-                info = classify(a, b.pctx)
-                p = info.path.rstrip("/") or "/"
-                if p.endswith("/*"):
-                    p = p[:-2] or "/"
-                if p in _TOP_LEVEL or p == b.user.home.rstrip("/") or p == b.facts.homes_root:
+                if _is_root(b, classify(a, b.pctx).path):
                     tags.add("rm-root")
     elif prog == "mv":
         # moving /, a home or a top-level directory away removes it from where it was
@@ -472,15 +462,13 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
     elif prog in ("find", "gfind") and risky.find_deletes(args):
         dyn = eff.dynamic[1:]
         starts = risky.find_starts(args)
+        follows = risky.find_follows(args)  # else a start point that is a link is itself
         for i in starts or [-1]:
             a = args[i] if i >= 0 else "."
-            if i >= 0 and i < len(dyn) and dyn[i] and re.fullmatch(r'"?\$\{?\w+\}?"?/?', a):
+            if 0 <= i < len(dyn) and dyn[i] and re.fullmatch(r'"?\$\{?\w+\}?"?/?', a):
                 tags.add("rm-root")  # a start point computed at run time: maybe ""
                 continue
-            # find does not follow a start point that is a link unless told to
-            follows = "-L" in args[: starts[0] if starts else 0] or "-H" in args
-            p = classify(a, b.pctx).path if follows else _named(a, b)
-            if _is_root(b, p):
+            if _is_root(b, classify(a, b.pctx).path if follows else _named(a, b)):
                 tags.add("rm-root")
     elif prog == "crontab":
         if (

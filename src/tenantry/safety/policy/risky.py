@@ -63,8 +63,8 @@ _GPG_SECRET = frozenset({"--export-secret-keys", "--export-secret-subkeys",
                          "--export-ssh-key", "--export-secret-key"})  # fmt: skip
 
 
-def find_starts(args: list[str]) -> list[int]:
-    """Indexes of find's start points in ``args`` (``.`` is implied when there are none)."""
+def _find_lead(args: list[str]) -> int:
+    """Index after find's leading options (``-H``, ``-L``, ``-P``, ``-D x``, ``-O2``)."""
     i = 0
     while i < len(args):
         a = args[i]
@@ -74,6 +74,17 @@ def find_starts(args: list[str]) -> list[int]:
             i += 2
         else:
             break
+    return i
+
+
+def find_follows(args: list[str]) -> bool:
+    """Does find follow start points that are symbolic links (``-H`` or ``-L``)?"""
+    return bool({"-H", "-L"} & set(args[: _find_lead(args)]))
+
+
+def find_starts(args: list[str]) -> list[int]:
+    """Indexes of find's start points in ``args`` (``.`` is implied when there are none)."""
+    i = _find_lead(args)
     starts: list[int] = []
     while i < len(args) and not args[i].startswith(("-", "(", "!", ")", ",")):
         starts.append(i)
