@@ -41,13 +41,18 @@ _HOST_ROOTS = frozenset({"/", "/etc", "/root", "/home", "/var", "/usr", "/boot",
                          "/sys", "/dev", "/run", "/var/run/docker.sock", "/run/docker.sock",
                          "/run/podman/podman.sock"})  # fmt: skip
 
-# git settings whose value is a command git runs later (or a file of such settings)
-_GIT_COMMAND_KEY = re.compile(
-    r"^(core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|"
-    r"diff\.external|credential(\..+)?\.helper|pager\..+|gpg(\..+)?\.program|"
-    r"uploadpack\.packobjectshook|include\.path|includeif\..+\.path|"
-    r"filter\..+\.(clean|smudge|process)|diff\..+\.(textconv|command)|merge\..+\.driver|"
-    r"remote\..+\.(uploadpack|receivepack|vcs)|url\..+\.insteadof|http\.proxy)$",
+# git settings whose value is a command git runs (``git -c KEY=CMD`` runs it at once)
+GIT_COMMAND_KEYS = frozenset({"core.pager", "core.editor", "core.sshcommand", "core.fsmonitor",
+                              "core.hookspath", "sequence.editor", "diff.external",
+                              "credential.helper", "pager.log", "pager.diff", "gpg.program",
+                              "core.askpass", "uploadpack.packobjectshook"})  # fmt: skip
+# stored by ``git config``, these also steer what later git commands run or where they
+# send their traffic: per-name commands, included files of settings, URL rewrites
+_GIT_STEERING_KEY = re.compile(
+    r"^(core\.gitproxy|credential\..+\.helper|pager\..+|gpg\..+\.program|include\.path|"
+    r"includeif\..+\.path|filter\..+\.(clean|smudge|process)|diff\..+\.(textconv|command)|"
+    r"merge\..+\.driver|remote\..+\.(uploadpack|receivepack|vcs)|url\..+\.insteadof|"
+    r"http\.proxy)$",
     re.IGNORECASE,
 )
 _GIT_CONFIG_READ = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l",
@@ -241,7 +246,7 @@ def git_config_file(args: list[str], cwd: str, home: str) -> str | None:
         return None
     key, value = positional[0], positional[1]
     alias = key.lower().startswith("alias.") and value.lstrip().startswith("!")
-    if not (_GIT_COMMAND_KEY.match(key) or alias):
+    if not (key.lower() in GIT_COMMAND_KEYS or _GIT_STEERING_KEY.match(key) or alias):
         return None
     if where == "--global":
         return posixpath.join(home, ".gitconfig")

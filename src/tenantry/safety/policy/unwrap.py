@@ -23,6 +23,7 @@ from tenantry.safety.policy import shell
 from tenantry.safety.policy.execopts import embedded
 from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.paths import skeleton
+from tenantry.safety.policy.risky import GIT_COMMAND_KEYS
 from tenantry.safety.policy.shell import SimpleCommand, Word
 
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "busybox-sh", "rbash",
@@ -551,7 +552,7 @@ class _Unwrapper:
             for i, a in enumerate(args[:-1]):
                 if a == "-c" and "=" in args[i + 1]:
                     key, _, value = args[i + 1].partition("=")
-                    if key.lower() in _GIT_COMMAND_KEYS or value.startswith("!"):
+                    if key.lower() in GIT_COMMAND_KEYS or value.startswith("!"):
                         self.shell_text(value.lstrip("!"), inner_via, source, d)
         elif prog == "tmux":
             verbs = {
@@ -808,10 +809,6 @@ def _forks_itself(name: str, body: str, variables: dict[str, str], depth: int) -
     return any(c.words and c.words[0].text == name for c in inner.commands)
 
 
-_GIT_COMMAND_KEYS = frozenset({"core.pager", "core.editor", "core.sshcommand", "core.fsmonitor",
-                               "core.hookspath", "sequence.editor", "diff.external",
-                               "credential.helper", "pager.log", "pager.diff", "gpg.program",
-                               "core.askpass", "uploadpack.packobjectshook"})  # fmt: skip
 _TMUX_VALUED = frozenset({"-s", "-n", "-c", "-t", "-x", "-y", "-e", "-F", "-f", "-L", "-S"})
 _XARGS_VALUED = frozenset({"-n", "-I", "-L", "-P", "-d", "-a", "-E", "-s", "--max-args",
                            "--max-procs", "--delimiter", "--arg-file", "--max-chars",
