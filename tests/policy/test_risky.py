@@ -163,3 +163,11 @@ def test_find_follows_links_only_when_told() -> None:
     assert risky.find_follows(["-H", "-D", "tree", "x"])
     assert not risky.find_follows(["x", "-name", "-L"])
     assert not risky.find_follows(["-P", "x"])
+
+
+def test_a_job_id_names_its_job() -> None:
+    from tenantry.safety.policy.facts import job_base
+
+    for ref in ("2001", "2001_5", "2001.batch", "2001+0", "2001_[1-3]", "2001.0"):
+        assert job_base(ref) == "2001", ref
+    assert job_base("t17") == "t17"

@@ -28,7 +28,7 @@ from tenantry.safety.policy.approvals import Approvals
 from tenantry.safety.policy.approvals import now as _now
 from tenantry.safety.policy.engine import Engine
 from tenantry.safety.policy.envmemo import EnvJson
-from tenantry.safety.policy.facts import Facts, local_user, partitions_from_info
+from tenantry.safety.policy.facts import Facts, job_base, local_user, partitions_from_info
 from tenantry.safety.policy.judge import Decision, Judge
 from tenantry.service.placement import place
 
@@ -206,8 +206,7 @@ class PolicyService:
         Answered from memory (the judge is synchronous): the jobs of the journal
         loaded at start, and every submission since from the bus.
         """
-        base = job_id.split("_")[0].split(".")[0]
-        principal = self._owners.get(base)
+        principal = self._owners.get(job_base(job_id))
         if principal is None:
             return None
         return principal.split("/")[0], principal

@@ -137,14 +137,11 @@ def embedded(prog: str, args: list[str]) -> Embedded:
         for value in _values(args, {"--split-string"}, set()):
             out.commands.append(value)
     elif prog == "script":  # util-linux script(1): the command runs in a new pty
-        longs = [v for a, v in zip(args, [*args[1:], ""], strict=True) if a == "--command"]
+        out.commands.extend(_values(args, {"--command"}, set()))
         for i, a in enumerate(args):
-            if a.startswith("--command="):
-                longs.append(a.split("=", 1)[1])
             short = re.fullmatch(r"-[aefkqETI]*c(.*)", a)  # -c CMD, -qc CMD, -cCMD
             if short:
                 value = short.group(1) or (args[i + 1] if i + 1 < len(args) else "")
                 if value:
                     out.commands.append(value)
-        out.commands.extend(longs)
     return out

@@ -43,6 +43,14 @@ DEFAULT_WRITE_ROOTS = ("/scratch/{user}", "/work/{user}", "/project/{project}",
 DEFAULT_ADMIN_QOS = frozenset({"admin", "root", "system", "maint"})
 
 
+def job_base(job_id: str) -> str:
+    """The job an id names, without its array task (``_3``), step (``.batch``) or
+    heterogeneous component (``+0``)."""
+    for sep in "_.+":
+        job_id = job_id.split(sep, 1)[0]
+    return job_id
+
+
 @dataclass(frozen=True, slots=True)
 class UserFacts:
     name: str
@@ -100,7 +108,7 @@ class Facts:
         return UserFacts(name=name, home=_home_of(name, self.homes_root))
 
     def job_owner(self, job_id: str) -> tuple[str, str] | None:
-        return self.jobs.get(job_id.split("_")[0].split(".")[0])
+        return self.jobs.get(job_base(job_id))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Facts:

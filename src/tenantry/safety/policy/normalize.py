@@ -73,6 +73,8 @@ _PURE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "wc", "
                            "sha256sum", "sha512sum", "b2sum", "cksum", "jq", "readlink",
                            "realpath", "dirname", "basename", "test", "[", "echo", "printf",
                            "tenantry"})  # fmt: skip
+# a path that is only a variable (``"$DIR"/``, ``${X}/*``): empty or / at run time, maybe
+_COMPUTED_PATH = re.compile(r'"?\$\{?\w+\}?"?/?\*?')
 _PATHLIKE = re.compile(r"[/~$*?\[]|^\.|[^\x00-\x7f]|^(id_|munge|krb5cc|.*\.keytab$)")
 _TOP_LEVEL = frozenset({"/", "/home", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var",
                         "/opt", "/boot", "/root", "/srv", "/scratch", "/work", "/project",
@@ -446,7 +448,7 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
             for a, d in zip(args, eff.dynamic[1:], strict=False):
                 if a.startswith("-"):
                     continue
-                if d and re.fullmatch(r'"?\$\{?\w+\}?"?/?\*?', a):
+                if d and _COMPUTED_PATH.fullmatch(a):
                     tags.add("rm-root")
                     continue
                 if _is_root(b, classify(a, b.pctx).path):
@@ -465,7 +467,7 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
         follows = risky.find_follows(args)  # else a start point that is a link is itself
         for i in starts or [-1]:
             a = args[i] if i >= 0 else "."
-            if 0 <= i < len(dyn) and dyn[i] and re.fullmatch(r'"?\$\{?\w+\}?"?/?', a):
+            if 0 <= i < len(dyn) and dyn[i] and _COMPUTED_PATH.fullmatch(a):
                 tags.add("rm-root")  # a start point computed at run time: maybe ""
                 continue
             if _is_root(b, classify(a, b.pctx).path if follows else _named(a, b)):

@@ -126,7 +126,7 @@ def query(b: Builder, prog: str, args: list[str], ctx: dict[str, Any]) -> None:
     foreign = [u for u in users if u and u not in (b.p.user, str(b.p.uid))]
     # another user's job by its id (``sacct -j``, ``sstat -j``, ``squeue -j``), steps
     # (``.batch``) and array tasks (``_3``) included
-    theirs = [j for j in jobs if j and owner(b, re.split(r"[._+]", j, maxsplit=1)[0])[0] == "other"]
+    theirs = [j for j in jobs if j and owner(b, j)[0] == "other"]
     if all_users or foreign or theirs:
         who = "all users" if all_users else ", ".join(foreign) or f"job {theirs[0]}"
         b.target("query_jobs", f"others: {prog} of {who}", ctx)
@@ -182,7 +182,7 @@ def sattach(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
     """``sattach JOB.STEP``: the step's input and output, an act on the job."""
     for a in args:
         if not a.startswith("-"):
-            job_ref(b, "modify_job", re.split(r"[._]", a, maxsplit=1)[0], ctx)
+            job_ref(b, "modify_job", a, ctx)
             return
 
 
