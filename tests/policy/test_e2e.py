@@ -127,3 +127,24 @@ def test_dangerous_options_refused_through_the_daemon(daemon: Daemon, tmp_path: 
     # the same daemon lets an agent read its log and list its own state
     r = daemon.cli("run", "--", "ls", str(state), env=CLAUDE, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
+
+
+def test_an_agent_cannot_stop_the_daemon_or_pipe_code_into_python(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """``pkill -f 'tenantry serve'`` would end the agent's own governance and ``... |
+    python3`` runs text nobody read: both refused by rule, and the daemon still answers."""
+    marker = tmp_path / "ran"
+    cases = [
+        (f"pkill -f 'tenantry serve'; touch {marker}", "agent-no-tenantry-kill"),
+        (f"kill $(pgrep -f tenantry); touch {marker}", "agent-no-tenantry-kill"),
+        (f"cat {tmp_path}/x.py | python3; touch {marker}", "agent-uncertain-command"),
+        (f"GIT_PAGER='sudo id' git log; touch {marker}", "agent-no-privilege-escalation"),
+    ]
+    for command, rule in cases:
+        r = daemon.cli("run", "--json", "--", "bash", "-c", command, env=CLAUDE, cwd=str(tmp_path))
+        assert r.returncode == 77, (command, r.stdout, r.stderr)
+        assert json.loads(r.stdout)["error"]["details"]["rule"] == rule, command
+    assert not marker.exists()
+    r = daemon.cli("run", "--", "pgrep", "-f", "tenantry", env=CLAUDE, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr  # looking is allowed, and the daemon is still there

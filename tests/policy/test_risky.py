@@ -171,3 +171,31 @@ def test_a_job_id_names_its_job() -> None:
     for ref in ("2001", "2001_5", "2001.batch", "2001+0", "2001_[1-3]", "2001.0"):
         assert job_base(ref) == "2001", ref
     assert job_base("t17") == "t17"
+
+
+@pytest.mark.parametrize(
+    ("prog", "args", "hits"),
+    [
+        ("pkill", ["tenantry"], True),
+        ("pkill", ["-f", "tenantry serve"], True),
+        ("pkill", ["-9", "-f", "python"], True),  # the daemon's command line is python's
+        ("pkill", ["-HUP", "-f", "spawner"], True),
+        ("pkill", ["-SIGKILL", "tenantry"], True),
+        ("pkill", ["-U", "1000", "tenantry"], True),
+        ("pkill", ["-f", "[t]enantry"], True),
+        ("pkill", ["-f", "(unclosed"], True),  # an unreadable pattern is the widest
+        ("killall", ["tenantry"], True),
+        ("killall", ["-s", "KILL", "tenantry"], True),
+        ("killall", ["-r", "ten.*"], True),
+        ("pgrep", ["-f", "tenantry pilot"], True),
+        ("pidof", ["tenantry"], True),
+        ("pkill", ["python"], False),  # names, not command lines: the daemon is "tenantry"
+        ("pkill", ["-f", "python train.py"], False),
+        ("pkill", ["-x", "tenant"], False),
+        ("killall", ["python3"], False),
+        ("killall", ["tenant"], False),
+        ("kill", ["tenantry"], False),
+    ],
+)
+def test_signals_tenantry(prog: str, args: list[str], hits: bool) -> None:
+    assert risky.signals_tenantry(prog, args) is hits

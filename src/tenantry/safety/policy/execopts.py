@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tenantry.safety.policy.risky import git_subcommand
+
 _TAR_OPTS = {
     "--use-compress-program": "",
     "--to-command": "",
@@ -71,6 +73,69 @@ def _sed_scripts(args: list[str]) -> list[str]:
 
 _SED_E_CMD = re.compile(r"(?:^|[;\n{}]|[0-9$/]|^\s*)\s*e(?:\s+(?P<cmd>[^;\n}]+))?\s*(?:$|[;\n}])")
 _SED_S_E = re.compile(r"s(?P<d>[^\\\n\w\s]).*?(?P=d).*?(?P=d)[gpIiMm0-9]*e")
+
+
+_GIT_PACK_OPTS = {"--upload-pack", "--receive-pack", "--exec"}
+_GIT_EXT_ESCAPES = re.compile(r"%(.)")
+
+
+def _git_commands(args: list[str]) -> list[str]:
+    """Programs git runs for a remote: ``--upload-pack``/``--receive-pack``/``--exec``
+    (``clone -u``) and an ``ext::`` URL, whose text after the prefix is the command
+    (``%`` escapes the next character; ``%s``/``%S`` stand for the service name)."""
+    out = _values(args, _GIT_PACK_OPTS, set())
+    sub, _ = git_subcommand(args, "/")
+    if sub >= 0 and args[sub] == "clone":
+        out.extend(_values(args, set(), {"-u"}))
+    for a in args:
+        if a.startswith("ext::"):
+            out.append(
+                _GIT_EXT_ESCAPES.sub(
+                    lambda m: "git-upload-pack" if m.group(1) in "sS" else m.group(1), a[5:]
+                )
+            )
+    return out
+
+
+# environment variables whose value a program runs as a command: git's and ssh's helpers,
+# pagers and editors, less's input filter, rsync's remote shell, askpass programs
+COMMAND_VARS = frozenset({"GIT_SSH_COMMAND", "GIT_SSH", "GIT_PAGER", "GIT_EDITOR",
+                          "GIT_SEQUENCE_EDITOR", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS",
+                          "GIT_PROXY_COMMAND", "SSH_ASKPASS", "SUDO_ASKPASS", "PAGER",
+                          "MANPAGER", "SYSTEMD_PAGER", "LESSOPEN", "LESSCLOSE", "EDITOR",
+                          "VISUAL", "FCEDIT", "RSYNC_RSH", "CVS_RSH", "RSH", "BROWSER",
+                          "TAR_RSH", "PSQL_PAGER", "PSQL_EDITOR", "MYSQL_PS1"})  # fmt: skip
+
+
+def env_commands(env: dict[str, str]) -> list[str]:
+    """The command lines held by variables in ``env`` that programs run
+    (``GIT_SSH_COMMAND='sh -c x'``, ``LESSOPEN='|cmd %s'``)."""
+    out: list[str] = []
+    for name, value in env.items():
+        if name in COMMAND_VARS and name != "MYSQL_PS1":
+            text = value.lstrip("|-").replace("%s", "file")
+            if text.strip():
+                out.append(text)
+    return out
+
+
+def _client_shell(
+    text: str, out: Embedded, prog: str, *, escapes: tuple[str, ...], pipes: tuple[str, ...]
+) -> None:
+    """A database shell's commands that run programs: ``\\! CMD`` (psql, mysql),
+    ``.shell CMD`` (sqlite3); output sent to ``|CMD`` cannot be read and is opaque."""
+    for line in re.split(r"[\n;]", text):
+        body = line.strip()
+        for esc in escapes:
+            if body.startswith(esc) and (
+                esc.startswith("\\") or body[len(esc) : len(esc) + 1] in " \t"
+            ):
+                cmd = body[len(esc) :].strip()
+                if cmd:
+                    out.commands.append(cmd)
+        for pipe in pipes:
+            if body.startswith(pipe) and "|" in body[len(pipe) :]:
+                out.commands.append(body.split("|", 1)[1].strip().strip("'\""))
 
 
 def embedded(prog: str, args: list[str]) -> Embedded:
@@ -133,6 +198,33 @@ def embedded(prog: str, args: list[str]) -> Embedded:
                     out.commands.append(sed_e.group("cmd").strip())
                 else:
                     out.opaque.append("sed's e command runs the pattern space as a command")
+    elif prog == "psql":
+        for text in _values(args, {"--command"}, {"-c"}):
+            _client_shell(text, out, prog, escapes=("\\!",), pipes=("\\o", "\\g", "\\w"))
+            if re.search(r"\bprogram\s+'", text, re.I):
+                out.opaque.append("psql: COPY ... PROGRAM runs a command the policy cannot read")
+    elif prog in ("mysql", "mariadb"):
+        for text in _values(args, {"--execute"}, {"-e"}):
+            _client_shell(text, out, prog, escapes=("\\!", "system"), pipes=("pager",))
+    elif prog == "sqlite3":
+        dot = [a for a in args if a.startswith(".")] + _values(args, {"-cmd"}, set())
+        for text in dot:
+            _client_shell(text, out, prog, escapes=(".shell", ".system"),
+                          pipes=(".output", ".once", ".import"))  # fmt: skip
+    elif prog in ("emacs", "emacsclient", "xemacs"):
+        for text in _values(args, {"--eval", "-eval", "--execute"}, set()):
+            if re.search(r"shell-command|call-process|start-process|make-process|"
+                         r"async-shell|process-file|compile|term\b|eshell", text):  # fmt: skip
+                out.opaque.append(f"{prog} --eval runs Lisp that starts a program")
+    elif prog == "start-stop-daemon":
+        exe = _values(args, {"--startas", "--exec"}, {"-a", "-x"})
+        if exe:
+            tail = args[args.index("--") + 1 :] if "--" in args else []
+            out.commands.append(" ".join([exe[0], *tail]))
+    elif prog in ("sort", "gsort"):
+        out.commands.extend(_values(args, {"--compress-program"}, set()))
+    elif prog == "git":
+        out.commands.extend(_git_commands(args))
     elif prog == "env":
         for value in _values(args, {"--split-string"}, set()):
             out.commands.append(value)

@@ -53,6 +53,23 @@ _STARTUP = re.compile(
     # what a login or the user's service manager starts: user units, autostart entries,
     # the environment of every user service, fish's and bash's drop-in directories
     r"|/\.config/(systemd/user|autostart|environment\.d|fish/conf\.d)/|/\.bashrc\.d/"
+    # code Python runs at every start of an interpreter that sees this site directory
+    r"|/site-packages/([^/]+\.pth|usercustomize\.py|sitecustomize\.py)$"
+)
+# files in the home that programs read and act on at their start: code interpreters run
+# before any script (IPython, R, Julia, Octave), editors' and multiplexers' rc files
+# that can run commands, debuggers' and database shells' init files, Lmod's rc files,
+# and the package managers' indexes (where the next install comes from)
+_HOME_STARTUP = re.compile(
+    r"\.ipython/profile_[^/]+/(startup/|ipython_[a-z]+_config\.py$)"
+    r"|\.jupyter/jupyter_[a-z]+_config\.py$"
+    r"|\.(Rprofile|Renviron|octaverc|vimrc|exrc|gvimrc|emacs|tmux\.conf|screenrc|gdbinit|"
+    r"lldbinit|sqliterc|psqlrc|mailcap|curlrc|wgetrc|condarc|modulerc|modulerc\.lua|"
+    r"lmodrc\.lua|yarnrc|yarnrc\.yml)$"
+    r"|\.julia/config/startup\.jl$|\.emacs\.d/(early-)?init\.el$"
+    r"|\.vim/(plugin|autoload|ftplugin|after)/|\.config/nvim/(init\.(vim|lua)$|plugin/|lua/)"
+    r"|\.config/(tmux/tmux\.conf|gdb/gdbinit|git/attributes)$|\.lmod\.d/"
+    r"|\.(config/)?pip/pip\.(conf|ini)$|\.cargo/config(\.toml)?$|\.gradle/init\.(d/|gradle$)"
 )
 _QUERY_TOOLS = frozenset({"squeue", "sacct", "sinfo", "sstat", "sprio", "sshare", "sdiag",
                           "sreport", "scontrol-show"})  # fmt: skip
@@ -136,6 +153,7 @@ class Builder:
         self.unsafe_path: tuple[str, ...] = ()
         self.search_path = ""
         self._wrappers: set[str] = set()
+        self._finds_tenantry = False  # a pgrep/pidof of Tenantry's processes in the line
 
     @property
     def cwd_secret(self) -> bool:
@@ -186,6 +204,10 @@ class Builder:
         # programs that only hand their arguments on (``bash -c``, ``timeout``, ``env``):
         # the commands they run are judged themselves, so their text is not a path
         self._wrappers = {name for eff in cmds for name in eff.via}
+        self._finds_tenantry = any(
+            eff.program in ("pgrep", "pidof") and risky.signals_tenantry(eff.program, eff.argv[1:])
+            for eff in cmds
+        )
         if a.assigned and source != "script":
             spec_env = {**dict.fromkeys(a.assigned, ""), **spec_env}
         for eff in cmds:
@@ -360,7 +382,7 @@ class Builder:
         self, action: str, info: PathInfo, ctx: dict[str, Any], *, tree: bool = False
     ) -> None:
         attrs = info.attrs()
-        attrs["startup"] = bool(_STARTUP.search(info.path))
+        attrs["startup"] = _startup(info.path, self.user.home)
         attrs["secret_tree"] = tree
         self.add(action, "Path", attrs, ctx, label=info.raw)
 
@@ -374,6 +396,15 @@ class Builder:
 
         path = raw if raw.startswith("/") else posixpath.join(self.cwd, raw)
         return _read_small(path)
+
+
+def _startup(path: str, home: str) -> bool:
+    """Is ``path`` a file some program runs or obeys at its start (``~/.bashrc``, a
+    ``.pth`` file, ``~/.Rprofile``, ``~/.config/pip/pip.conf``)?"""
+    if _STARTUP.search(path):
+        return True
+    prefix = home.rstrip("/") + "/"
+    return path.startswith(prefix) and bool(_HOME_STARTUP.match(path[len(prefix) :]))
 
 
 @functools.lru_cache(maxsize=256)
@@ -433,7 +464,11 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
             rest = rest[1:]  # "kill -1 PID" is SIGHUP
         if "-1" in rest:
             tags.add("kill-all")
+        if b._finds_tenantry:  # kill $(pgrep -f tenantry), pidof tenantry | xargs kill
+            tags.add("kill-tenantry")
     elif prog in ("pkill", "killall", "pgrep-kill", "skill", "slay"):
+        if risky.signals_tenantry(prog, args):
+            tags.add("kill-tenantry")
         if any(a in ("-u", "--user", "-U") or a.startswith(("--user=", "-u")) for a in args):
             tags.add("kill-all")
         pats = [a for a in args if not a.startswith("-")]

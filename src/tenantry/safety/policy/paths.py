@@ -97,6 +97,24 @@ HOME_SECRETS = (
     ".config/containers/auth.json",
     ".config/git/credentials",
     ".ssh-agent*",
+    # the agent CLIs' own logins (an injected prompt that reads them takes the user's
+    # model account), Cargo's and iRODS's passwords, Subversion's cached logins,
+    # GitLab's and Copilot's tokens, Maven's and Gradle's repository passwords, OCI keys
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    ".local/share/opencode/auth.json",
+    ".config/github-copilot/*.json",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".irods/.irodsA",
+    ".subversion/auth",
+    ".subversion/auth/*",
+    ".config/glab-cli/config.yml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".oci",
+    ".oci/*",
 )
 SYSTEM_SECRETS = (
     "/etc/munge",

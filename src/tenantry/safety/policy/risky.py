@@ -262,3 +262,97 @@ def gpg_secret_export(prog: str, args: list[str], home: str) -> str | None:
     if prog in _GPG and any(a.split("=", 1)[0] in _GPG_SECRET for a in args):
         return posixpath.join(home, ".gnupg", "private-keys-v1.d")
     return None
+
+
+# How Tenantry's own processes appear to pkill and friends: the name the kernel gives
+# the console script, and command lines of the daemon, its spawner, a lease's pilot and
+# the facility service (a script's command line starts with its interpreter).
+_TENANTRY_NAMES = ("tenantry",)
+_TENANTRY_LINES = (
+    "/usr/bin/python3 /usr/local/bin/tenantry serve",
+    "/usr/bin/python3 /usr/local/bin/tenantry serve --facility /run/tenantry/facility.sock",
+    "/usr/bin/python3 /usr/local/bin/tenantry facility serve",
+    "/usr/bin/python3 /usr/local/bin/tenantry pilot",
+    "/usr/bin/python3 -m tenantry serve",
+    "/usr/bin/python3 -S -m tenantry.commands.spawner",
+)
+_SIGNALLERS = frozenset({"pkill", "pgrep", "skill", "snice", "killall", "pidof"})
+_PGREP_VALUED = frozenset({"-d", "--delimiter", "-g", "--pgroup", "-G", "--group", "-P",
+                           "--parent", "-s", "--session", "-t", "--terminal", "-u", "--euid",
+                           "-U", "--uid", "--signal", "-F", "--pidfile", "--ns", "--nslist",
+                           "-r", "--runstates", "-q", "--queue", "-o", "-O", "--older",
+                           "--cgroup", "--env"})  # fmt: skip
+_SIGNAL_NAMES = frozenset({"HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "IOT", "BUS", "FPE",
+                           "KILL", "USR1", "SEGV", "USR2", "PIPE", "ALRM", "TERM", "STKFLT",
+                           "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG", "XCPU",
+                           "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "POLL", "PWR",
+                           "SYS"})  # fmt: skip
+_KILLALL_VALUED = frozenset({"-s", "--signal", "-u", "--user", "-o", "--older-than", "-y",
+                             "--younger-than", "-n", "--ns", "-Z", "--context"})  # fmt: skip
+
+
+def _matches_tenantry(pattern: str, *, full: bool, exact: bool, fold: bool) -> bool:
+    """Would a procps/psmisc name pattern select one of Tenantry's processes?"""
+    flags = re.IGNORECASE if fold else 0
+    try:
+        rx = re.compile(pattern, flags)
+    except re.error:
+        return True  # a pattern we cannot read is judged as the widest one
+    texts = _TENANTRY_LINES if full else _TENANTRY_NAMES
+    hit = rx.fullmatch if exact else rx.search
+    return any(hit(t) for t in texts)
+
+
+def signals_tenantry(prog: str, args: list[str]) -> bool:
+    """Does ``pkill``/``killall``/``pgrep``/``pidof`` select Tenantry's own processes?
+
+    ``pkill tenantry``, ``pkill -f 'tenantry serve'``, ``pkill -f python`` (the daemon's
+    command line is its interpreter's), ``killall tenantry``, ``pgrep -f tenantry`` (whose
+    output feeds a ``kill``): an agent that stops the daemon stops its own governance.
+    """
+    if prog not in _SIGNALLERS:
+        return False
+    if prog == "pidof":
+        return any(posixpath.basename(a) in _TENANTRY_NAMES for a in args if a[:1] != "-")
+    full = exact = fold = regex = False
+    valued = _KILLALL_VALUED if prog == "killall" else _PGREP_VALUED
+    pats: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--":
+            continue
+        if a.startswith("--"):
+            name = a.split("=", 1)[0]
+            full |= name == "--full"
+            exact |= name == "--exact"
+            fold |= name in ("--ignore-case",)
+            regex |= name == "--regexp"
+            skip = name in valued and "=" not in a
+            continue
+        if a.startswith("-") and len(a) > 1 and not a[1:].isdigit():
+            letters = a[1:]
+            if letters.removeprefix("SIG") in _SIGNAL_NAMES:
+                continue
+            for j, ch in enumerate(letters):
+                if "-" + ch in valued:
+                    skip = j == len(letters) - 1
+                    break
+                full |= ch == "f" and prog != "killall"
+                exact |= ch == "x" and prog != "killall"
+                fold |= ch == "i" if prog != "killall" else ch == "I"
+                regex |= ch == "r" and prog == "killall"
+            continue
+        if a.startswith("-"):
+            continue  # a signal such as -9
+        pats.append(a)
+    if prog == "killall":
+        return any(
+            _matches_tenantry(p, full=False, exact=True, fold=fold)
+            if regex
+            else (p.lower() if fold else p) in _TENANTRY_NAMES
+            for p in pats
+        )
+    return any(_matches_tenantry(p, full=full, exact=exact, fold=fold) for p in pats)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from tenantry.safety.policy.execopts import COMMAND_VARS
+
 MAX_DEPTH = 8
 _GLOB = re.compile(r"[*?\[]")
 _BRACE = re.compile(r"\{[^{}]*,[^{}]*\}|\{[^{}]*\.\.[^{}]*\}")
@@ -65,6 +67,8 @@ class Parsed:
     # argument words whose value comes from a command substitution (directly or
     # through a variable assigned from one): paths nobody can read statically
     computed: set[str] = field(default_factory=set)
+    # values given to variables that programs run as commands (``export GIT_SSH_COMMAND=``)
+    command_vars: dict[str, str] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=1)
@@ -174,6 +178,11 @@ class _Walker:
         return name, w
 
     def _set(self, name: str, w: Word) -> None:
+        if name in COMMAND_VARS:
+            if w.dynamic:
+                self.out.uncertain.append(("name", f"{name} holds a command computed at run time"))
+            else:
+                self.out.command_vars[name] = w.text
         if w.dynamic:
             self.vars.pop(name, None)
             if w.dynamic_kind == "substitution":

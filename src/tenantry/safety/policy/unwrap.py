@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tenantry.safety.policy import shell
-from tenantry.safety.policy.execopts import embedded
+from tenantry.safety.policy.execopts import embedded, env_commands
 from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.paths import skeleton
 from tenantry.safety.policy.risky import GIT_COMMAND_KEYS
@@ -53,6 +53,9 @@ _MPI_VALUED = frozenset(
     {"-np", "-n", "-N", "-H", "-host", "--host", "-hostfile", "--hostfile", "-machinefile"}
     | {"-x", "--map-by", "--bind-to", "-ppn", "-wdir", "-c"}
 )
+
+_RLWRAP_VALUED = frozenset({"-a", "-b", "-C", "-D", "-f", "-g", "-H", "-l", "-M", "-O", "-p",
+                            "-P", "-q", "-s", "-S", "-t", "-w", "-z"})  # fmt: skip
 
 # wrapper -> (options that take a value, positional args before the command)
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
@@ -137,6 +140,11 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "firejail": (frozenset(), 0),
     "script": (frozenset({"-c", "--command"}), 0),
     "parallel": (frozenset({"-j", "--jobs", "-S", "--sshlogin"}), 0),
+    "prlimit": (frozenset({"-p", "--pid", "-o", "--output"}), 0),
+    "cpulimit": (frozenset({"-l", "--limit", "-p", "--pid", "-e", "--exe", "-c", "--cpu"}), 0),
+    "rlwrap": (_RLWRAP_VALUED, 0),
+    "dtach": (frozenset({"-n", "-N", "-A", "-c", "-e", "-r"}), 0),
+    "daemonize": (frozenset({"-c", "-e", "-o", "-p", "-l", "-u", "-E"}), 0),
 }
 _MULTI_VALUE = {"-mca": 2, "--mca": 2, "-genv": 2, "-env": 2, "--env": 2}
 
@@ -330,6 +338,8 @@ class _Unwrapper:
             self.out.add_uncertain(kind, reason)
         self.out.assigned |= parsed.assigned
         self.out.computed |= parsed.computed
+        for line in env_commands(parsed.command_vars):
+            self.shell_text(line, [*via, "env-command"], source, depth + 1)
         for name, body in parsed.functions.items():
             self.out.aliases.setdefault(name, "")
             if _forks_itself(name, body, self.vars, depth):
@@ -346,6 +356,8 @@ class _Unwrapper:
         if not cmd.words:
             if cmd.redirects:
                 self.emit(Effective([], [], env, list(via), list(cmd.redirects), source))
+            for line in env_commands(env):
+                self.shell_text(line, [*via, "env-command"], source, depth + 1)
             return
         stdin = cmd.stdin_text
         if stdin is None and cmd.piped_from is not None:
@@ -401,6 +413,7 @@ class _Unwrapper:
         d = depth + 1
         self.note_writes(eff, prog, args)
         found = embedded(prog, args)
+        found.commands.extend(env_commands(env))
         if found.commands or found.opaque:
             if any(adyn):
                 self.out.add_uncertain("dynamic", f"{prog} runs a command computed at run time")
@@ -501,13 +514,15 @@ class _Unwrapper:
                 if any(adyn[start + 1 :]):
                     self.out.add_uncertain("dynamic", "remote command computed at run time")
                 self.shell_text(" ".join(args[start + 1 :]), inner_via, "remote", d)
-        elif prog == "srun":
+        elif prog in ("srun", "salloc"):
             from tenantry.safety.policy.slurmopts import parse_argv
 
-            rest = parse_argv("srun", args).positional
+            rest = parse_argv(prog, args).positional
             if rest:
                 n = len(args) - len(rest)
-                self.unwrap(rest, adyn[n:], env, inner_via, [], "job", d)
+                # srun's command runs in the job; salloc's here, holding the allocation
+                where = "job" if prog == "srun" else source
+                self.unwrap(rest, adyn[n:], env, inner_via, [], where, d)
         elif prog in ("watch",):
             start = _skip_options(args, frozenset({"-n", "--interval", "-d"}), 0)
             if start < len(args):
@@ -547,7 +562,7 @@ class _Unwrapper:
                 target = program_name(srcs[-1], self.cwd)
                 self.out.aliases[posixpath.basename(args[-1].rstrip("/"))] = target
         elif prog in INTERPRETERS or _VERSIONED.fullmatch(prog):
-            self.interpreter(prog, args, adyn)
+            self.interpreter(prog, args, adyn, stdin, stdin_dynamic)
         elif prog == "git":
             for i, a in enumerate(args[:-1]):
                 if a == "-c" and "=" in args[i + 1]:
@@ -595,9 +610,14 @@ class _Unwrapper:
         """
         base = self.cwd
         files: list[str] = []
+        evals: list[str] = []  # --eval TEXT: makefile text given on the command line
         for i, a in enumerate(args):
             nxt = args[i + 1] if i + 1 < len(args) else ""
-            if a in ("-C", "--directory") and nxt:
+            if a == "--eval" and nxt:
+                evals.append(nxt)
+            elif a.startswith("--eval="):
+                evals.append(a.split("=", 1)[1])
+            elif a in ("-C", "--directory") and nxt:
                 base = nxt if nxt.startswith("/") else posixpath.join(base, nxt)
             elif a.startswith("--directory="):
                 base = posixpath.join(base, a.split("=", 1)[1])
@@ -606,6 +626,7 @@ class _Unwrapper:
             elif a.startswith(("--file=", "--makefile=")):
                 files.append(a.split("=", 1)[1])
         names = files or ["GNUmakefile", "makefile", "Makefile"]
+        texts: list[str] = []
         for name in names:
             path = name if name.startswith("/") else posixpath.join(base, name)
             if name in ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
@@ -620,28 +641,14 @@ class _Unwrapper:
                 text = _read_small(path)
             if text is None:
                 continue
-            joined = text.replace("\\\n", " ")
-            values = dict(_MAKE_DEFAULTS)
-            for m in _MAKE_ASSIGN.finditer(joined):
-                values[m.group(1)] = m.group(2).strip()
-            for a in args:
-                if _MAKE_ARG.match(a):
-                    key, _, val = a.partition("=")
-                    values[key] = val
-            recipes = [
-                _make_expand(ln[1:].lstrip("@+- "), values)
-                for ln in joined.splitlines()
-                if ln.startswith("\t")
-            ]
-            recipes += [
-                _make_expand(m.group(1).lstrip("@+- "), values)
-                for m in _MAKE_INLINE.finditer(joined)
-                if m.group(1).strip()
-            ]
-            if recipes:
-                self.shell_text("\n".join(recipes), via, "script", depth)
+            texts.append(text)
             if not files:
                 break
+        texts.extend(evals)
+        for text in texts:
+            recipes = _make_recipes(text, args)
+            if recipes:
+                self.shell_text("\n".join(recipes), via, "script", depth)
 
     def shell_cmd(
         self,
@@ -781,7 +788,26 @@ class _Unwrapper:
                 continue
             i += 1
 
-    def interpreter(self, prog: str, args: list[str], adyn: list[bool]) -> None:
+    def interpreter(
+        self,
+        prog: str,
+        args: list[str],
+        adyn: list[bool],
+        stdin: str | None = None,
+        stdin_dynamic: bool = False,
+    ) -> None:
+        if _program_from_stdin(prog, args):
+            # ``curl URL | python3``, ``python3 - <<EOF``: the input is the program
+            if stdin is not None:
+                m = SENSITIVE.search(stdin)
+                if m:
+                    self.out.add_uncertain(
+                        "interpreter",
+                        f"{prog} reads code from its input that mentions {m.group(0)!r};"
+                        " it cannot be checked",
+                    )
+            elif stdin_dynamic:
+                self.out.add_uncertain("interpreter", f"{prog} runs code read from a pipe")
         for i, a in enumerate(args):
             code = None
             if a in _INLINE_FLAGS and i + 1 < len(args):
@@ -799,6 +825,35 @@ class _Unwrapper:
                     "interpreter",
                     f"{prog} inline code mentions {what!r}; it cannot be checked",
                 )
+
+
+# options of interpreters that take a value (to find the script among the arguments), and
+# those that name the program some other way than a script file or the input
+_INTERP_VALUED = frozenset({"-W", "-X", "-Q", "-I", "-M", "-r", "--require", "-C", "-l",
+                            "--import", "--loader", "--env-file", "--input-type", "-J",
+                            "-L", "-t", "--threads", "-p", "--procs"})  # fmt: skip
+_INTERP_PROGRAM = _INLINE_FLAGS | {"-m", "-f", "--file", "-File", "-p", "--print", "--version",
+                                   "-V", "--help", "-h"}  # fmt: skip
+
+
+def _program_from_stdin(prog: str, args: list[str]) -> bool:
+    """Does ``prog args`` read its program from its input (no script, no inline code,
+    or the script ``-``)? awk never does: its input is data."""
+    if prog in ("awk", "gawk", "mawk", "nawk", "osascript"):
+        return False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "-":
+            return True
+        if a == "--":
+            return i + 1 >= len(args) or args[i + 1] == "-"
+        if a in _INTERP_PROGRAM or (a[:2] in ("-c", "-e", "-m") and len(a) > 2 and a[1] != "-"):
+            return False
+        if not a.startswith("-"):
+            return False  # the script
+        i += 2 if a in _INTERP_VALUED else 1
+    return True
 
 
 def _forks_itself(name: str, body: str, variables: dict[str, str], depth: int) -> bool:
@@ -855,14 +910,78 @@ def _static_output(cmd: SimpleCommand) -> str | None:
     prog = program_name(cmd.words[0].text)
     args = [w.text for w in cmd.words[1:]]
     if prog == "echo":
-        while args and args[0] in ("-n", "-e", "-E", "-ne", "-en"):
+        escapes = False
+        while args and re.fullmatch(r"-[neE]+", args[0]):
+            for flag in args[0][1:]:
+                escapes = {"e": True, "E": False}.get(flag, escapes)
             args = args[1:]
-        return " ".join(args) + "\n"
+        text = " ".join(args)
+        return (_unescape(text)[0] if escapes else text) + "\n"
     if prog == "printf" and args:
-        return args[0].replace("\\n", "\n") + "\n" + "\n".join(args[1:])
+        return _printf(args[0], args[1:])
     if cmd.stdin_text is not None and prog in ("cat", "tee"):
         return cmd.stdin_text
     return None
+
+
+_ESCAPE = re.compile(
+    r"\\(0[0-7]{0,3}|[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|"
+    r"U[0-9A-Fa-f]{1,8}|.)",
+    re.S,
+)
+_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
+            "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}  # fmt: skip
+_CONVERSION = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*)?)?([a-zA-Z%])")
+
+
+def _unescape(text: str) -> tuple[str, bool]:
+    """``printf``'s and ``echo -e``'s backslash escapes decoded (octal, hex, Unicode);
+    the flag says whether ``\\c`` ended the output there."""
+    out: list[str] = []
+    pos = 0
+    for m in _ESCAPE.finditer(text):
+        out.append(text[pos : m.start()])
+        pos = m.end()
+        e = m.group(1)
+        if e == "c":
+            return "".join(out), True
+        if e[0] in "01234567":
+            out.append(chr(int(e, 8) & 0xFF))
+        elif e[0] in "xuU" and len(e) > 1:
+            out.append(chr(min(int(e[1:], 16), 0x10FFFF)))
+        else:
+            out.append(_ESCAPES.get(e, "\\" + e))
+    out.append(text[pos:])
+    return "".join(out), False
+
+
+def _printf(fmt: str, args: list[str]) -> str:
+    """What ``printf FORMAT ARGS...`` writes: the format's escapes decoded, its
+    conversions filled from the arguments, the format reused while arguments remain."""
+    out: list[str] = []
+    rest = list(args)
+    while True:
+        used = False
+        pos = 0
+        for m in _CONVERSION.finditer(fmt):
+            out.append(_unescape(fmt[pos : m.start()])[0])
+            pos = m.end()
+            kind = m.group(1)
+            if kind == "%":
+                out.append("%")
+                continue
+            used = True
+            value = rest.pop(0) if rest else ""
+            if kind == "b":
+                value, stop = _unescape(value)
+                out.append(value)
+                if stop:
+                    return "".join(out)
+            else:
+                out.append(value[:1] if kind == "c" else value)
+        out.append(_unescape(fmt[pos:])[0])
+        if not used or not rest:
+            return "".join(out)
 
 
 _MAKE_DEFAULTS = {"CC": "cc", "CXX": "g++", "FC": "f77", "MAKE": "make", "RM": "rm -f",
@@ -872,6 +991,35 @@ _MAKE_ARG = re.compile(r"^[A-Za-z_][\w.]*=")
 # a rule with its recipe on the same line: ``targets : prerequisites ; recipe``
 _MAKE_INLINE = re.compile(r"^(?![\t#])[^\n=;]*?[^:=\n]:{1,2}(?![:=])[^\n=;]*;(.*)$", re.M)
 _MAKE_REF = re.compile(r"\$(?:\(([^()]*)\)|\{([^{}]*)\}|([@<^?*+%]))")
+
+
+_MAKE_SHELL = re.compile(r"\$[({]shell\s+([^(){}]*)[)}]")
+
+
+def _make_recipes(text: str, args: list[str]) -> list[str]:
+    """The shell command lines a makefile's text runs: its recipes (tab-indented lines
+    and the text after ``;`` on a rule line), variables expanded, and every
+    ``$(shell ...)``, which may run while make reads the file."""
+    joined = text.replace("\\\n", " ")
+    values = dict(_MAKE_DEFAULTS)
+    for m in _MAKE_ASSIGN.finditer(joined):
+        values[m.group(1)] = m.group(2).strip()
+    for a in args:
+        if _MAKE_ARG.match(a):
+            key, _, val = a.partition("=")
+            values[key] = val
+    recipes = [
+        _make_expand(ln[1:].lstrip("@+- "), values)
+        for ln in joined.splitlines()
+        if ln.startswith("\t")
+    ]
+    recipes += [
+        _make_expand(m.group(1).lstrip("@+- "), values)
+        for m in _MAKE_INLINE.finditer(joined)
+        if m.group(1).strip()
+    ]
+    recipes += [m.group(1) for m in _MAKE_SHELL.finditer(joined)]
+    return recipes
 
 
 def _make_expand(line: str, values: dict[str, str], depth: int = 0) -> str:
