@@ -74,3 +74,17 @@ def test_every_option_is_classified() -> None:
         assert len(longs) > 90 if tool == "sbatch" else len(longs) > 80
         for spec in [*longs.values(), *shorts.values()]:
             assert spec.cls in classes and spec.arg in ("y", "n", "o"), (tool, spec)
+
+
+def test_scontrol_update_fields_read_as_the_options_they_change() -> None:
+    from tenantry.safety.policy.slurmcmds import update_options
+
+    fields = ["jobid=5", "TimeLimit=2-00:00:00", "QOS=long", "NumNodes=3", "Nice=-5",
+              "TresPerNode=gres/gpu:2", "StdOut=/tmp/o", "ArrayTaskThrottle=4", "Contiguous=yes",
+              "JobName=x"]  # fmt: skip
+    opts = update_options(fields)
+    assert opts == ["--time=2-00:00:00", "--qos=long", "--nodes=3", "--nice=-5",
+                    "--gres=gpu:2", "--output=/tmp/o", "--contiguous"]  # fmt: skip
+    shape = JobShape.build("sbatch", opts)
+    assert (shape.time_s, shape.qos, shape.gpus) == (172800, "long", 6)  # 2 per node, 3 nodes
+    assert not shape.unknown

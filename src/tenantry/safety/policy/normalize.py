@@ -154,6 +154,7 @@ class Builder:
         self.search_path = ""
         self._wrappers: set[str] = set()
         self._finds_tenantry = False  # a pgrep/pidof of Tenantry's processes in the line
+        self.written: dict[str, str | None] = {}  # files the line being judged writes
 
     @property
     def cwd_secret(self) -> bool:
@@ -209,7 +210,10 @@ class Builder:
             for eff in cmds
         )
         if a.assigned and source != "script":
-            spec_env = {**dict.fromkeys(a.assigned, ""), **spec_env}
+            # set or exported in this line: later commands may see them (the value when
+            # it is known: ``export SBATCH_QOS=x; sbatch job.sh`` asks for that QoS)
+            spec_env = {**{n: a.values.get(n, "") for n in a.assigned}, **spec_env}
+        outer, self.written = self.written, a.written
         for eff in cmds:
             ctx = self.ctx(
                 source=eff.source if eff.source != "command" else source,
@@ -218,6 +222,7 @@ class Builder:
                 reason=reason,
             )
             self.command(eff, spec_env, ctx)
+        self.written = outer
 
     def command(self, eff: Effective, spec_env: dict[str, str], ctx: dict[str, Any]) -> None:
         prog = eff.program

@@ -69,6 +69,7 @@ class Parsed:
     computed: set[str] = field(default_factory=set)
     # values given to variables that programs run as commands (``export GIT_SSH_COMMAND=``)
     command_vars: dict[str, str] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)  # static values of ``assigned``
 
 
 @lru_cache(maxsize=1)
@@ -185,10 +186,12 @@ class _Walker:
                 self.out.command_vars[name] = w.text
         if w.dynamic:
             self.vars.pop(name, None)
+            self.out.values.pop(name, None)
             if w.dynamic_kind == "substitution":
                 self.tainted.add(name)
         else:
             self.vars[name] = w.text
+            self.out.values[name] = w.text
             self.tainted.discard(name)
 
     def command(self, node: Any, redirects: list[Any]) -> SimpleCommand | None:

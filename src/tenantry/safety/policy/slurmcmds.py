@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tenantry.jobs.request import api_argv
 from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.slurmopts import JobShape
-from tenantry.safety.policy.unwrap import Effective, analyze_shell
+from tenantry.safety.policy.unwrap import Analysis, Effective, analyze_shell
 
 if TYPE_CHECKING:
     from tenantry.safety.policy.normalize import Builder
@@ -166,6 +166,11 @@ def scontrol(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
             b.target("admin", f"scontrol {verb} {' '.join(targets)[:60]}", ctx)
         for job_id in ids:
             job_ref(b, "modify_job", job_id, ctx)
+        if verb == "update" and ids and not admin:
+            changed = update_options(targets)
+            if changed:
+                # the job as it would be after the change: the same caps as a submission
+                job(b, JobShape.build("sbatch", changed, "", {}), ctx)
         if not ids and not admin:
             b.target("admin", f"scontrol {verb}", ctx)
     elif verb == "write" and len(rest) > 2 and rest[1].lower() == "batch_script":
@@ -176,6 +181,43 @@ def scontrol(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
             b.path("write_path", out, ctx)
     else:
         b.target("admin", f"scontrol {verb}", ctx)
+
+
+# ``scontrol update job`` fields and the sbatch options that ask for the same thing
+_UPDATE_FIELDS = {"timelimit": "time", "timemin": "time-min", "qos": "qos",
+                  "partition": "partition", "account": "account", "numnodes": "nodes",
+                  "reqnodes": "nodes", "numtasks": "ntasks", "reqprocs": "ntasks",
+                  "numcpus": "ntasks", "mincpusnode": "mincpus", "cpuspertask": "cpus-per-task",
+                  "gres": "gres", "tresperjob": "gpus", "tres": "gres", "nice": "nice",
+                  "priority": "priority", "features": "constraint", "reservation":
+                  "reservation", "mailuser": "mail-user", "mailtype": "mail-type",
+                  "name": "job-name", "wckey": "wckey",
+                  "comment": "comment", "workdir": "chdir", "stdout": "output",
+                  "stderr": "error", "stdin": "input", "licenses": "licenses",
+                  "minmemorynode": "mem", "minmemorycpu": "mem-per-cpu",
+                  "dependency": "dependency", "starttime": "begin",
+                  "deadline": "deadline", "reqnodelist": "nodelist",
+                  "excnodelist": "exclude", "contiguous": "contiguous"}  # fmt: skip
+
+
+def update_options(fields: list[str]) -> list[str]:
+    """``scontrol update jobid=N TimeLimit=.. QOS=..`` as the sbatch options of the
+    job after the change (``--time=..``, ``--qos=..``); fields sbatch has no word for are
+    left to Slurm. ``TresPerNode=gres/gpu:4`` is ``--gres=gpu:4``."""
+    out: list[str] = []
+    for f in fields:
+        key, eq, value = f.partition("=")
+        k = key.lower().rstrip("+-")
+        if not eq or k in ("jobid", "job", "jobname"):  # which jobs, not what changes
+            continue
+        if k == "trespernode":
+            out.append("--gres=" + value.removeprefix("gres/"))
+        elif k == "contiguous":
+            if value.lower() in ("1", "yes", "true"):
+                out.append("--contiguous")
+        elif k in _UPDATE_FIELDS:
+            out.append(f"--{_UPDATE_FIELDS[k]}={value}")
+    return out
 
 
 def sattach(b: Builder, args: list[str], ctx: dict[str, Any]) -> None:
@@ -191,8 +233,8 @@ def slurm_submit(
 ) -> None:
     script_text = ""
     shape = JobShape.build(tool, args, "", env)
-    if tool == "sbatch" and shape.positional and not shape.wrap:
-        script_text = b.read_file(shape.positional[0]) or ""
+    if tool == "sbatch" and not shape.wrap:
+        script_text = _script_text(b, shape, eff)
         if script_text:
             shape = JobShape.build(tool, args, script_text, env)
     job(b, shape, ctx)
@@ -207,6 +249,25 @@ def slurm_submit(
         )
     for ref in shape.jobref:
         job_ref(b, "modify_job", ref, ctx)
+
+
+def _script_text(b: Builder, shape: JobShape, eff: Effective) -> str:
+    """The batch script ``sbatch`` will read: the file it names (as this same line
+    writes it, when it does), else its input (``sbatch <<EOF``)."""
+    if shape.positional:
+        name = shape.positional[0]
+        path = posixpath.normpath(name if name.startswith("/") else posixpath.join(b.cwd, name))
+        if path in b.written:
+            text = b.written[path]
+            if text is None:  # ``curl -o job.sh URL && sbatch job.sh``
+                unread = Analysis()
+                unread.add_uncertain("name", f"{name} is written by this same line, then submitted")
+                b.analysis(unread, {}, "script", name)
+            return text or ""
+        return b.read_file(name) or ""
+    if eff.stdin_text is not None:
+        return eff.stdin_text
+    return ""
 
 
 def job(b: Builder, shape: JobShape, ctx: dict[str, Any]) -> None:

@@ -175,6 +175,10 @@ class Analysis:
     aliases: dict[str, str] = field(default_factory=dict)
     assigned: set[str] = field(default_factory=set)
     computed: set[str] = field(default_factory=set)
+    # static values given to shell variables (``export SBATCH_QOS=x``), for later commands
+    values: dict[str, str] = field(default_factory=dict)
+    # files this same command line writes: path -> text if known, else None
+    written: dict[str, str | None] = field(default_factory=dict)
 
     def add_uncertain(self, kind: str, reason: str) -> None:
         if (kind, reason) not in self.uncertain:
@@ -288,8 +292,7 @@ class _Unwrapper:
         self.vars = variables
         self.cwd = cwd
         self.read = read
-        # files this same command line writes: path -> text if known, else None
-        self.written: dict[str, str | None] = {}
+        self.written = out.written
 
     def abspath(self, p: str) -> str:
         if p.startswith("~/") and "HOME" in self.vars:
@@ -338,6 +341,7 @@ class _Unwrapper:
             self.out.add_uncertain(kind, reason)
         self.out.assigned |= parsed.assigned
         self.out.computed |= parsed.computed
+        self.out.values.update(parsed.values)
         for line in env_commands(parsed.command_vars):
             self.shell_text(line, [*via, "env-command"], source, depth + 1)
         for name, body in parsed.functions.items():
