@@ -199,3 +199,23 @@ def test_a_job_id_names_its_job() -> None:
 )
 def test_signals_tenantry(prog: str, args: list[str], hits: bool) -> None:
     assert risky.signals_tenantry(prog, args) is hits
+
+
+@pytest.mark.parametrize(
+    ("prog", "args", "control"),
+    [
+        ("tenantry", ["stop"], True),
+        ("tenantry", ["--socket", "/tmp/s", "serve"], True),
+        ("tenantry", ["--state-dir=/tmp/t", "uninstall", "--agent", "codex"], True),
+        ("python3", ["-m", "tenantry", "install"], True),
+        ("python3.11", ["-m", "tenantry", "pilot"], True),
+        ("tenantry", ["facility", "install", "--dry-run"], True),
+        ("tenantry", ["facility", "status"], False),
+        ("tenantry", ["run", "--", "tenantry", "stop"], False),  # the inner one is judged itself
+        ("tenantry", ["--socket", "serve", "jobs"], False),  # "serve" is the socket's name here
+        ("python3", ["-m", "json.tool"], False),
+        ("git", ["stop"], False),
+    ],
+)
+def test_controls_tenantry(prog: str, args: list[str], control: bool) -> None:
+    assert risky.controls_tenantry(prog, args) is control

@@ -459,6 +459,8 @@ def _recursive(prog: str, args: list[str]) -> bool:
 
 def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
     tags: set[str] = set()
+    if risky.controls_tenantry(prog, args):
+        tags.add("tenantry-control")
     if prog == "kill":
         rest = list(args)
         if rest and rest[0] in ("-s", "-n", "--signal"):

@@ -356,3 +356,38 @@ def signals_tenantry(prog: str, args: list[str]) -> bool:
             for p in pats
         )
     return any(_matches_tenantry(p, full=full, exact=exact, fold=fold) for p in pats)
+
+
+_TENANTRY_GLOBAL_VALUED = frozenset({"--socket", "--state-dir"})
+_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+# what changes or stops Tenantry itself rather than asking it for something
+TENANTRY_CONTROL = frozenset({"install", "uninstall", "serve", "stop", "pilot", "facility"})
+_FACILITY_READ = frozenset({"status", "jobs", "dashboard", "events"})
+
+
+def tenantry_subcommand(prog: str, args: list[str]) -> list[str]:
+    """``tenantry [--socket S] SUB ...`` (or ``python3 -m tenantry SUB ...``) as
+    ``[SUB, ...]``; empty for any other program."""
+    if _PYTHON.fullmatch(prog):
+        if len(args) < 2 or args[0] != "-m" or args[1] != "tenantry":
+            return []
+        args = args[2:]
+    elif prog != "tenantry":
+        return []
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        name = args[i].split("=", 1)[0]
+        i += 2 if name in _TENANTRY_GLOBAL_VALUED and "=" not in args[i] else 1
+    return args[i:]
+
+
+def controls_tenantry(prog: str, args: list[str]) -> bool:
+    """Does the command install, remove, start or stop Tenantry (``tenantry uninstall``,
+    ``tenantry stop``, a second ``tenantry serve``), rather than ask it for something?"""
+    rest = tenantry_subcommand(prog, args)
+    if not rest or rest[0] not in TENANTRY_CONTROL:
+        return False
+    if rest[0] == "facility":
+        verb = next((a for a in rest[1:] if not a.startswith("-")), "")
+        return verb not in _FACILITY_READ
+    return True
