@@ -115,6 +115,14 @@ HOME_SECRETS = (
     ".gradle/gradle.properties",
     ".oci",
     ".oci/*",
+    # browsers' saved logins and cookies
+    ".mozilla/firefox/*/logins.json",
+    ".mozilla/firefox/*/key4.db",
+    ".mozilla/firefox/*/cookies.sqlite",
+    ".config/google-chrome/*/Login Data",
+    ".config/google-chrome/*/Cookies",
+    ".config/chromium/*/Login Data",
+    ".config/chromium/*/Cookies",
 )
 SYSTEM_SECRETS = (
     "/etc/munge",
