@@ -280,3 +280,31 @@ def test_line_with_right_separator_count_but_garbage_is_unreadable(tmp_path: Pat
     assert d.jobs["job_id"].to_list() == ["1", "3"]
     [bad] = d.stats[0].unreadable
     assert bad.line == 2 and bad.reason == "fields do not validate"
+
+
+@pytest.mark.parametrize(
+    ("p", "P"),
+    [
+        ("sacct_parsable.txt", "sacct_parsable2.txt"),
+        ("sacct_xdmod_parsable.txt", "sacct_xdmod_parsable2.txt"),
+    ],
+)
+def test_parsable_with_a_delimiter_at_the_end_reads_as_parsable2(
+    fixtures: Path, p: str, P: str
+) -> None:
+    """``sacct -p`` ends each record with ``|``: the same jobs as ``-P``, every line read
+    (a job name holding ``|`` and one holding a newline included)."""
+    a, b = read_sacct(_real(fixtures, p)), read_sacct(_real(fixtures, P))
+    assert a.stats[0].unreadable == b.stats[0].unreadable == []
+    assert a.jobs.height == b.jobs.height == 4
+    cols = [c for c in a.jobs.columns if c != "source"]
+    assert a.jobs.select(cols).equals(b.jobs.select(cols))
+    assert {"p-pipe|name", "p-multi\nline"} <= set(a.jobs["name"].to_list())
+
+
+def test_a_dump_without_the_fields_the_report_needs_says_so(fixtures: Path) -> None:
+    """``sacct --long -p`` has no User, Submit or Start: read, and a note names them."""
+    d = read_sacct(_real(fixtures, "sacct_long_parsable.txt"))
+    assert d.jobs.height == 4 and d.stats[0].unreadable == []
+    assert any("no User, Submit, Start field" in n for n in d.stats[0].notes)
+    assert not read_sacct(_real(fixtures, "sacct_parsable2.txt")).stats[0].notes

@@ -18,8 +18,8 @@ from tenantry.core.errors import UsageError
 REPORT_EPILOG = """\
 inputs (format detected from the content; force with --input-format):
   sacct --parsable2 dump   Open XDMoD's field set without header, or any field set with a
-                           header line (--format=ALL too); make it with TZ=UTC (or say
-                           --dump-tz ZONE)
+                           header line (--format=ALL too); --parsable (-p) as well; make
+                           it with TZ=UTC (or say --dump-tz ZONE)
   sacct --json output      Slurm 22.05 and newer shapes
   SWF trace                Standard Workload Format (Parallel Workloads Archive), or
                            extended SWF (extra columns, absolute epoch times)
@@ -294,6 +294,8 @@ def _summary(report: dict[str, Any], out: str | None) -> None:
         f"hours in {tz['zone']} ({tz['source']})" + (f"; wrote {out}" if out else "")
     )
     for s in report["inputs"]:
+        for note in s.get("notes", []):
+            c.print(f"  note: {s['source']}: {note}", markup=False)
         for u in s["unreadable_examples"][:5]:
             c.print(f"  unreadable: {u['source']} line {u['line']}: {u['reason']}")
     if "facility" in report:

@@ -111,6 +111,10 @@ NEEDED = frozenset(
 Progress = Callable[[int], None]
 
 
+# the name of the empty field after a ``--parsable`` line's last delimiter
+TRAILING = "(trailing)"
+
+
 def header_names(first_line: str) -> list[str] | None:
     """The lower-case field names when ``first_line`` is a sacct header, else None.
 
@@ -118,11 +122,17 @@ def header_names(first_line: str) -> list[str] | None:
     names sacct knows (so a newer Slurm's new fields do not stop the read).
     """
     cells = [c.strip() for c in first_line.rstrip("\r").split("|")]
+    # ``sacct --parsable`` (-p) ends every line with the delimiter: one empty last cell
+    trailing = len(cells) > 2 and cells[-1] == ""
+    if trailing:
+        cells.pop()
     if len(cells) < 2 or not all(_NAME.match(c) for c in cells):
         return None
     names = [c.lower() for c in cells]
     known = sum(n in KNOWN_FIELDS for n in names)
-    return names if 4 * known >= 3 * len(names) else None
+    if 4 * known < 3 * len(names):
+        return None
+    return [*names, TRAILING] if trailing else names
 
 
 def looks_like(head: str) -> bool:
@@ -154,6 +164,8 @@ def layout_of(first_line: str, fields: list[str] | None = None) -> tuple[list[st
     for candidate in (XDMOD_FIELDS, XDMOD_FIELDS_NO_QOS):
         if n == len(candidate):
             return list(candidate), False
+        if n == len(candidate) + 1 and cells[-1] == "":  # --parsable: a delimiter at the end
+            return [*candidate, TRAILING], False
     # A jobname holding "|" makes the line longer: XDMoD's layout still fits.
     if n > len(XDMOD_FIELDS):
         return list(XDMOD_FIELDS), False
@@ -346,6 +358,16 @@ def normalize(raw: pl.DataFrame, source: str, tz: str | None) -> tuple[pl.DataFr
     return conform(out, JOB_SCHEMA), int(steps)
 
 
+# fields the report's figures rest on (any of each group's spellings)
+_WANTED = {
+    "User": ("user", "uid"),
+    "Submit": ("submit",),
+    "Start": ("start",),
+    "End": ("end", "elapsed", "elapsedraw"),
+    "AllocCPUS": ("alloccpus", "ncpus", "alloctres"),
+}
+
+
 def read_sacct(
     path: str | Path,
     *,
@@ -361,6 +383,12 @@ def read_sacct(
     if not first.strip():
         return Dataset(stats=[stats])
     layout, header = layout_of(first.rstrip("\n"), fields)
+    missing = [name for name in _WANTED if not any(f in layout for f in _WANTED[name])]
+    if missing:
+        stats.notes.append(
+            f"the dump has no {', '.join(missing)} field: those columns of the report are"
+            " empty or counted as one unknown user; dump with --format=ALL or add them"
+        )
     frames = []
     for text, offset in _blocks(p, layout, progress):
         body, start = text, offset

@@ -51,9 +51,9 @@ def sniff(path: Path) -> str:
         return "swf"
     raise IngestError(
         f"{path}: not a format the report reads",
-        hint="give a sacct --parsable2 dump, sacct --json output, an SWF trace, a Tenantry "
-        "store (tenantry.db), an agent transcript (Claude Code, Codex, Gemini CLI) or a "
-        "timestamped shell history; force one with --input-format",
+        hint="give a sacct --parsable2 (or --parsable) dump, sacct --json output, an SWF "
+        "trace, a Tenantry store (tenantry.db), an agent transcript (Claude Code, Codex, "
+        "Gemini CLI) or a timestamped shell history; force one with --input-format",
     )
 
 
