@@ -15,6 +15,7 @@ __all__ = [
     "classify",
     "figures",
     "files",
+    "ingest_jobcomp",
     "ingest_json",
     "ingest_sacct",
     "ingest_swf",

@@ -21,6 +21,8 @@ inputs (format detected from the content; force with --input-format):
                            header line (--format=ALL too); --parsable (-p) as well; make
                            it with TZ=UTC (or say --dump-tz ZONE)
   sacct --json output      Slurm 22.05 and newer shapes
+  job completion log       JobCompType=jobcomp/filetxt's JobCompLoc (slurmctld's local
+                           times: say --dump-tz ZONE); no comments, so no Tenantry tags
   SWF trace                Standard Workload Format (Parallel Workloads Archive), or
                            extended SWF (extra columns, absolute epoch times)
   tenantry.db              Tenantry's own store (read-only): sessions, commands, jobs
@@ -80,7 +82,8 @@ SIM_ABOUT = (
     "Write a realistic accounting trace of human and agent users, with "
     "ground-truth labels; calibrated to the paper's facility by default."
 )
-INPUT_FORMATS = ("auto", "sacct", "json", "swf", "telemetry", "claude", "codex", "gemini")
+INPUT_FORMATS = ("auto", "sacct", "json", "swf", "jobcomp", "telemetry", "claude", "codex",
+                 "gemini")  # fmt: skip
 
 
 def register(sub: Any) -> None:

@@ -21,6 +21,7 @@ import polars as pl
 
 from tenantry.core.errors import IngestError
 from tenantry.report import (
+    ingest_jobcomp,
     ingest_json,
     ingest_sacct,
     ingest_swf,
@@ -30,7 +31,7 @@ from tenantry.report import (
 from tenantry.report.files import read_bytes
 from tenantry.report.schema import Dataset
 
-KINDS = ("auto", "sacct", "json", "swf", "telemetry", *ingest_transcripts.KINDS)
+KINDS = ("auto", "sacct", "json", "swf", "jobcomp", "telemetry", *ingest_transcripts.KINDS)
 Progress = Callable[[int], None]
 
 
@@ -45,15 +46,18 @@ def sniff(path: Path) -> str:
         return transcript
     if text.lstrip().startswith("{"):
         return "json"
+    if ingest_jobcomp.looks_like(text):
+        return "jobcomp"
     if ingest_sacct.looks_like(text):
         return "sacct"
     if ingest_swf.looks_like(text):
         return "swf"
     raise IngestError(
         f"{path}: not a format the report reads",
-        hint="give a sacct --parsable2 (or --parsable) dump, sacct --json output, an SWF "
-        "trace, a Tenantry store (tenantry.db), an agent transcript (Claude Code, Codex, "
-        "Gemini CLI) or a timestamped shell history; force one with --input-format",
+        hint="give a sacct --parsable2 (or --parsable) dump, sacct --json output, Slurm's "
+        "job completion log (jobcomp/filetxt), an SWF trace, a Tenantry store (tenantry.db), "
+        "an agent transcript (Claude Code, Codex, Gemini CLI) or a timestamped shell "
+        "history; force one with --input-format",
     )
 
 
@@ -80,6 +84,8 @@ def load(
             part = ingest_json.read_json(p)
         elif k == "swf":
             part = ingest_swf.read_swf(p, tz=tz)
+        elif k == "jobcomp":
+            part = ingest_jobcomp.read_jobcomp(p, tz=tz)
         elif k == "telemetry":
             part = ingest_telemetry.read_telemetry(p)
         elif k in ingest_transcripts.KINDS:
