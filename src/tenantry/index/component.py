@@ -139,7 +139,7 @@ class IndexService:
             # catch what changed while the daemon was down: every file is stat'ed,
             # only changed ones are read
             ws.state = "crawling"
-            ws.crawl = self._spawn(self._crawl(ws))
+            ws.crawl = self._spawn(self._crawl(ws, purge=True))
         if self.sweep_s > 0:
             self._sweeper = asyncio.create_task(self._sweep_loop())
 
@@ -310,8 +310,10 @@ class IndexService:
 
     # --- refreshing ------------------------------------------------------
 
-    async def _crawl(self, ws: Workspace) -> None:
+    async def _crawl(self, ws: Workspace, *, purge: bool = False) -> None:
         try:
+            if purge:  # credentials' text an older crawl kept (core.secrets)
+                await self.db.write(lambda c: store.purge_secrets(c, ws.id, ws.root))
             await self.sync(ws.id, "", deep=True)
         except asyncio.CancelledError:
             raise

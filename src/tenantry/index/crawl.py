@@ -8,7 +8,10 @@ write is the store's job. The crawler runs many ``scan_dir`` calls at once
 (threads), which is what hides per-operation latency on a parallel file system.
 
 Binary detection follows ripgrep: a file with a NUL byte is binary and its
-content is not indexed (its path and stat still are).
+content is not indexed (its path and stat still are). Nor is a credential's
+(``core.secrets``: keys, tokens, anything under ``.ssh`` or ``.aws``): its file
+is not even opened, so no key is ever served by ``tenantry grep`` or copied into
+the index's database.
 """
 
 # (hot paths: plain string paths and os calls, no Path object per file)
@@ -16,18 +19,39 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import stat
 import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
+from tenantry.core.secrets import is_secret_file
 from tenantry.index.changes import COOKIE_PREFIX
 from tenantry.index.ignore import IGNORE_FILES, Rules, compile_rules, is_ignored
 
 # entries.text values
 TEXT_NONE, TEXT_INDEXED, TEXT_BINARY, TEXT_TOO_LARGE, TEXT_UNREADABLE = 0, 1, 2, 3, 4
+TEXT_SECRET = 5  # a credential's file: never read
+
+
+@lru_cache(maxsize=1)
+def _home() -> str:
+    """The daemon's user's home from the password database (not ``$HOME``, which
+    whoever started the daemon chose)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""
+
+
+def secret(path: str) -> bool:
+    """Is the file at absolute ``path`` a credential whose text the index keeps out?"""
+    return is_secret_file(path, _home())
+
+
 RACY_S = 2.0  # a timestamp this fresh may hide a change made in the same clock tick
 
 
@@ -166,7 +190,7 @@ def scan_dir(
     except OSError as exc:
         return _failed(rel, exc)
     try:
-        return _scan_fd(fd, rel, chain, known, max_bytes, force)
+        return _scan_fd(fd, rel, chain, known, max_bytes, force, path)
     finally:
         os.close(fd)
 
@@ -178,6 +202,7 @@ def _scan_fd(
     known: Mapping[str, Known],
     max_bytes: int,
     force: frozenset[str],
+    base: str = "",
 ) -> DirScan:
     now_ns = time.time_ns()
     racy_ns = int(RACY_S * 1e9)
@@ -229,7 +254,9 @@ def _scan_fd(
                 or old.size != found.size
                 or old.mtime_ns != found.mtime_ns
             ):
-                if found.size > max_bytes:
+                if base and secret(f"{base}/{name}"):
+                    found.text_state = TEXT_SECRET
+                elif found.size > max_bytes:
                     found.text_state = TEXT_TOO_LARGE
                 else:
                     found.text_state, found.text, found.blob = read_text(name, max_bytes, fd)
@@ -263,6 +290,14 @@ def scan_file(
             found = Found(name, "f", st.st_size, st.st_mtime_ns, st.st_mode, text_state=-1)
             found.racy = now_ns - st.st_mtime_ns < int(RACY_S * 1e9)
             return found, 1
+    if secret(path):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None, 1
+        if not stat.S_ISREG(st.st_mode):
+            return None, 1
+        return Found(name, "f", st.st_size, st.st_mtime_ns, st.st_mode, text_state=TEXT_SECRET), 1
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:

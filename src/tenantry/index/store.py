@@ -11,7 +11,15 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from tenantry.index.crawl import TEXT_INDEXED, DirScan, Found, decode_blob, join
+from tenantry.index.crawl import (
+    TEXT_INDEXED,
+    TEXT_SECRET,
+    DirScan,
+    Found,
+    decode_blob,
+    join,
+    secret,
+)
 
 
 def subtree(rel: str, *, include_self: bool = True) -> tuple[str, list[str]]:
@@ -67,6 +75,25 @@ def _drop_text(conn: sqlite3.Connection, rid: int, blob: bytes) -> None:
         (rid, decode_blob(blob)),
     )
     conn.execute("DELETE FROM content WHERE id = ?", (rid,))
+
+
+def purge_secrets(conn: sqlite3.Connection, ws: int, root: str) -> int:
+    """Drop the text of credential files an earlier crawl stored (before the index
+    kept them out); returns how many. Run once per workspace as the daemon starts."""
+    base = root.rstrip("/")
+    rows = [
+        (rid, path)
+        for rid, path in conn.execute(
+            "SELECT id, path FROM entries WHERE ws = ? AND text = ?", (ws, TEXT_INDEXED)
+        )
+        if secret(f"{base}/{path}")
+    ]
+    for rid, _ in rows:
+        blob = conn.execute("SELECT z FROM content WHERE id = ?", (rid,)).fetchone()
+        if blob is not None:
+            _drop_text(conn, rid, blob[0])
+        conn.execute("UPDATE entries SET text = ? WHERE id = ?", (TEXT_SECRET, rid))
+    return len(rows)
 
 
 def _put_text(conn: sqlite3.Connection, rid: int, found: Found) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tenantry.core.models import field_values
+from tenantry.core.secrets import HOME_SECRETS, SECRET_NAMES
 from tenantry.safety.policy.observed import look
 
 # Look-alikes NFKC does not fold (Cyrillic, Greek, slashes, dots).
@@ -46,84 +47,6 @@ def skeleton(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
 
 
-# Credential locations relative to a home directory (globs on the resolved path).
-HOME_SECRETS = (
-    ".ssh",
-    ".ssh/*",
-    ".gnupg",
-    ".gnupg/*",
-    ".netrc",
-    ".pgpass",
-    ".my.cnf",
-    ".git-credentials",
-    ".vault-token",
-    ".pypirc",
-    ".npmrc",
-    ".docker/config.json",
-    ".aws",
-    ".aws/*",
-    ".azure",
-    ".azure/*",
-    ".config/gcloud",
-    ".config/gcloud/*",
-    ".kube/config",
-    ".config/gh/hosts.yml",
-    ".password-store",
-    ".password-store/*",
-    ".local/share/keyrings/*",
-    ".globus/*",
-    ".condor/tokens.d/*",
-    ".ssh2/*",
-    ".munge/*",
-    ".config/rclone/rclone.conf",
-    ".s3cfg",
-    ".boto",
-    ".mc/config.json",
-    ".huggingface/token",
-    ".cache/huggingface/token",
-    ".config/tenantry/token*",
-    # more tools' tokens: backups of the files above, hub, Terraform, Databricks,
-    # Weights & Biases, Kaggle, the Hugging Face cache's stored tokens, Docker's other file
-    ".netrc*",
-    ".pgpass*",
-    ".git-credentials*",
-    ".config/hub",
-    ".terraform.d/credentials.tfrc.json",
-    ".databrickscfg",
-    ".config/wandb/*",
-    ".kaggle/kaggle.json",
-    ".cache/huggingface/stored_tokens",
-    ".docker/.token_seed*",
-    ".config/containers/auth.json",
-    ".config/git/credentials",
-    ".ssh-agent*",
-    # the agent CLIs' own logins (an injected prompt that reads them takes the user's
-    # model account), Cargo's and iRODS's passwords, Subversion's cached logins,
-    # GitLab's and Copilot's tokens, Maven's and Gradle's repository passwords, OCI keys
-    ".claude/.credentials.json",
-    ".codex/auth.json",
-    ".gemini/oauth_creds.json",
-    ".local/share/opencode/auth.json",
-    ".config/github-copilot/*.json",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".irods/.irodsA",
-    ".subversion/auth",
-    ".subversion/auth/*",
-    ".config/glab-cli/config.yml",
-    ".m2/settings-security.xml",
-    ".gradle/gradle.properties",
-    ".oci",
-    ".oci/*",
-    # browsers' saved logins and cookies
-    ".mozilla/firefox/*/logins.json",
-    ".mozilla/firefox/*/key4.db",
-    ".mozilla/firefox/*/cookies.sqlite",
-    ".config/google-chrome/*/Login Data",
-    ".config/google-chrome/*/Cookies",
-    ".config/chromium/*/Login Data",
-    ".config/chromium/*/Cookies",
-)
 SYSTEM_SECRETS = (
     "/etc/munge",
     "/etc/munge/*",
@@ -152,12 +75,6 @@ SYSTEM_SECRETS = (
     "/tmp/krb5cc_*",  # noqa: S108
     "/etc/pki/tls/private/*",
     "/etc/ssl/private/*",
-)
-SECRET_NAMES = re.compile(
-    r"^(id_(rsa|dsa|ecdsa|ed25519)(_sk)?|.*\.(ppk)|munge\.key|\.netrc|\.pgpass|"
-    r"\.git-credentials|\.vault-token|krb5cc_.*|.*\.keytab|"
-    r"\.env|\.env\.(?!example$|sample$|template$|dist$)[\w.-]+|.*\.(pem|p12|pfx|jks)|"
-    r"[\w.-]*private[\w.-]*\.key|credentials\.json|service[-_]account[\w.-]*\.json)$"
 )
 # files that steer agents or version control: an agent writing them changes what
 # runs later in the human's tools (hooks, agent settings, MCP servers)
