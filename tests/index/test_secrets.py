@@ -1,4 +1,4 @@
-"""Credentials stay out of the index: never read, never served, purged if an older crawl kept them."""
+"""Credentials stay out of the index: never read or served; purged if an older crawl kept them."""
 
 from __future__ import annotations
 
