@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tenantry.core.models import AgentProduct, Principal
+from tenantry.core.secrets import HOME_SECRETS
 from tenantry.safety.policy.cases import case_params, case_principal, load_cases
 from tenantry.safety.policy.engine import Engine, Outcome, Request
 from tenantry.safety.policy.facts import Facts
 from tenantry.safety.policy.judge import Decision, Judge
 from tenantry.safety.policy.paths import (
-    HOME_SECRETS,
     PathContext,
     _compiled,
     _glob_covers,

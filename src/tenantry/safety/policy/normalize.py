@@ -457,10 +457,27 @@ def _recursive(prog: str, args: list[str]) -> bool:
     return False
 
 
+def _sends_env(prog: str, args: list[str], eff: Effective) -> bool:
+    """Does the command send the environment to another host: fed by ``env`` through a
+    pipe (``env | curl -d @- URL``, ``printenv | nc h 80``, via ``xargs`` too), with
+    ``$(env)`` in its arguments, or ``env`` written to ``/dev/tcp``?"""
+    if eff.stdin_env and (
+        risky.sends_input(prog, args) or ("xargs" in eff.via and prog in risky.NETWORK_SENDERS)
+    ):
+        return True
+    if prog in risky.NETWORK_SENDERS and any(risky.ENV_SUBSTITUTION.search(a) for a in args):
+        return True
+    return risky.dumps_env(prog, args) and any(
+        w.text.startswith(("/dev/tcp/", "/dev/udp/")) for op, w in eff.redirects if ">" in op
+    )
+
+
 def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
     tags: set[str] = set()
     if risky.controls_tenantry(prog, args):
         tags.add("tenantry-control")
+    if _sends_env(prog, args, eff):
+        tags.add("env-exfil")
     if prog == "kill":
         rest = list(args)
         if rest and rest[0] in ("-s", "-n", "--signal"):

@@ -12,6 +12,7 @@ paths the command really reads or writes. Pure: no files, no processes.
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 
@@ -391,3 +392,56 @@ def controls_tenantry(prog: str, args: list[str]) -> bool:
         verb = next((a for a in rest[1:] if not a.startswith("-")), "")
         return verb not in _FACILITY_READ
     return True
+
+
+# The environment (where an agent session's tokens live: API keys, GITHUB_TOKEN, ...)
+# dumped whole or by name, and the programs that send what they read to another host.
+_ENV_DECLS = frozenset({"declare", "typeset", "export", "readonly"})
+# what passes its input on, changed or not (so ``env | grep TOKEN | base64 | curl``)
+ENV_FILTERS = frozenset({"grep", "egrep", "fgrep", "rg", "sed", "awk", "gawk", "mawk", "sort",
+                         "uniq", "cut", "tr", "head", "tail", "tee", "cat", "tac", "base64",
+                         "base32", "basenc", "xxd", "od", "hexdump", "gzip", "bzip2", "xz",
+                         "zstd", "rev", "paste", "column", "jq", "openssl", "fold", "nl", "gpg",
+                         "iconv", "strings", "perl", "python", "python3", "xargs",
+                         "timeout", "nice", "stdbuf"})  # fmt: skip
+_STDIN_SENDERS = frozenset({"nc", "ncat", "netcat", "nc.openbsd", "nc.traditional", "socat",
+                            "telnet", "ssh", "mail", "mailx", "mutt", "sendmail",
+                            "msmtp"})  # fmt: skip
+NETWORK_SENDERS = _STDIN_SENDERS | {"curl", "wget", "scp", "rsync", "sftp", "gh", "aws",
+                                    "rclone", "gsutil", "openssl"}  # fmt: skip
+ENV_SUBSTITUTION = re.compile(r"(\$\(|<\(|`)\s*(env|printenv|set|export|declare|typeset)\b")
+
+
+def dumps_env(prog: str, args: list[str]) -> bool:
+    """Does the command print the environment, or variables of it (``env``,
+    ``printenv [NAME]``, ``set``, ``export -p``, ``declare -x``)?"""
+    if prog == "env":
+        return all(a.startswith("-") and a not in ("-S", "--split-string") for a in args)
+    if prog == "printenv":
+        return True
+    if prog == "set":
+        return not args
+    if prog in _ENV_DECLS:
+        return not args or all(a.startswith("-") and "f" not in a for a in args)
+    return False
+
+
+def sends_input(prog: str, args: list[str]) -> bool:
+    """Does the command send what it reads on its input to another host?"""
+    if prog in _STDIN_SENDERS:
+        return True
+    if prog == "curl":
+        return any(a == "-" or a.endswith("@-") for a in args) or any(
+            a in ("-T", "--upload-file") and b in ("-", ".") for a, b in itertools.pairwise(args)
+        )
+    if prog == "wget":
+        return any(a.endswith(("=/dev/stdin", "=-")) for a in args if a.startswith("--post"))
+    if prog == "openssl":
+        return bool(args) and args[0] == "s_client"
+    if prog == "gh":
+        return args[:2] == ["gist", "create"] and "-" in args
+    if prog in ("aws", "gsutil"):
+        return "cp" in args and "-" in args
+    if prog == "rclone":
+        return bool(args) and args[0] == "rcat"
+    return False

@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tenantry.safety.policy import shell
+from tenantry.safety.policy import risky, shell
 from tenantry.safety.policy.execopts import embedded, env_commands
 from tenantry.safety.policy.observed import look
 from tenantry.safety.policy.paths import skeleton
@@ -160,6 +160,7 @@ class Effective:
     redirects: list[tuple[str, Word]] = field(default_factory=list)
     source: str = "command"  # command | script | wrap | remote | job
     stdin_text: str | None = None
+    stdin_env: bool = False  # its input carries the environment (``env | curl -d @- URL``)
     cwd: str = "/"  # where the command runs: relative program paths resolve from here
 
     @property
@@ -293,6 +294,10 @@ class _Unwrapper:
         self.cwd = cwd
         self.read = read
         self.written = out.written
+        # does a command's output (keyed by id) carry the environment, and does the
+        # command being unwrapped read it on its input?
+        self._env_out: dict[int, bool] = {}
+        self._env_in = False
 
     def abspath(self, p: str) -> str:
         if p.startswith("~/") and "HOME" in self.vars:
@@ -366,23 +371,37 @@ class _Unwrapper:
         stdin = cmd.stdin_text
         if stdin is None and cmd.piped_from is not None:
             stdin = _static_output(cmd.piped_from)
-        self.unwrap(
-            [w.text for w in cmd.words],
-            [w.dynamic for w in cmd.words],
-            env,
-            via,
-            cmd.redirects,
-            source,
-            depth,
-            stdin,
-            cmd.stdin_dynamic and stdin is None,
+        words = [w.text for w in cmd.words]
+        # the environment flows down a pipeline through filters; the first command
+        # of an inner pipeline (``env | bash -c 'cat | curl ...'``) reads the outer input
+        outer = self._env_in
+        if cmd.piped_from is not None:
+            self._env_in = self._env_out.get(id(cmd.piped_from), False)
+        prog = program_name(words[0])
+        self._env_out[id(cmd)] = risky.dumps_env(prog, words[1:]) or (
+            self._env_in and prog in risky.ENV_FILTERS
         )
+        try:
+            self.unwrap(
+                words,
+                [w.dynamic for w in cmd.words],
+                env,
+                via,
+                cmd.redirects,
+                source,
+                depth,
+                stdin,
+                cmd.stdin_dynamic and stdin is None,
+            )
+        finally:
+            self._env_in = outer
 
     def emit(self, eff: Effective) -> Effective:
         """Record one program that would run (in this cwd, an alias resolved)."""
         if len(self.out.commands) >= MAX_COMMANDS:
             self.out.add_uncertain("depth", f"more than {MAX_COMMANDS} commands")
         eff.cwd = self.cwd
+        eff.stdin_env = self._env_in
         if eff.argv:
             alias = self.out.aliases.get(eff.program)
             if alias:
