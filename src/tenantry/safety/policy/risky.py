@@ -445,3 +445,72 @@ def sends_input(prog: str, args: list[str]) -> bool:
     if prog == "rclone":
         return bool(args) and args[0] == "rcat"
     return False
+
+
+_MODE = re.compile(r"^([0-7]{3,4}|([ugoa]*[-+=][rwxXstugo]*)(,[ugoa]*[-+=][rwxXstugo]*)*)$")
+
+
+def chmod_grants(args: list[str]) -> tuple[set[str], list[str], bool]:
+    """``chmod [opts] MODE PATH...``: the classes (``g``, ``o``) the mode gives write to,
+    the paths, and whether it recurses. ``--reference`` modes are not read (empty)."""
+    recursive = False
+    rest: list[str] = []
+    for a in args:
+        if a in ("-R", "--recursive") or (a.startswith("-") and "R" in a and not _MODE.match(a)):
+            recursive = True
+        elif a.startswith("--reference"):
+            return set(), [x for x in args if not x.startswith("-")], recursive
+        elif a.startswith("-") and not _MODE.match(a):
+            continue
+        else:
+            rest.append(a)
+    if not rest:
+        return set(), [], recursive
+    mode, paths = rest[0], rest[1:]
+    grants: set[str] = set()
+    if mode.isdigit():
+        digits = mode[-3:]
+        if int(digits[1]) & 2:
+            grants.add("g")
+        if int(digits[2]) & 2:
+            grants.add("o")
+        return grants, paths, recursive
+    for clause in mode.split(","):
+        m = re.match(r"^([ugoa]*)([-+=])(.*)$", clause)
+        if m is None or m.group(2) == "-" or "w" not in m.group(3):
+            continue
+        who = m.group(1) or "a"
+        if "a" in who or "g" in who:
+            grants.add("g")
+        if "a" in who or "o" in who:
+            grants.add("o")
+    return grants, paths, recursive
+
+
+def setfacl_grants(args: list[str], user: str) -> tuple[bool, list[str]]:
+    """``setfacl -m SPEC PATH...``: does SPEC give write to anyone but ``user``; the paths."""
+    specs: list[str] = []
+    paths: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a in ("-m", "--modify", "-M", "--modify-file", "--set"):
+            specs.append(next(it, ""))
+        elif a in ("-x", "--remove", "-X", "--remove-file", "--restore"):
+            next(it, "")  # removes entries: grants nothing
+        elif a.startswith(("--modify=", "--set=")):
+            specs.append(a.split("=", 1)[1])
+        elif a.startswith("-m") and len(a) > 2:
+            specs.append(a[2:])
+        elif not a.startswith("-"):
+            paths.append(a)
+    for spec in ",".join(specs).split(","):
+        parts = spec.strip().split(":")
+        if parts and parts[0] in ("d", "default"):
+            parts = parts[1:]
+        if len(parts) < 3 or "w" not in parts[-1]:
+            continue
+        kind, name = parts[0], parts[1]
+        if kind in ("u", "user") and name in ("", user):
+            continue
+        return True, paths
+    return False, paths
