@@ -78,3 +78,19 @@ def test_local_times_shift_with_the_dump_zone(tmp_path: Path) -> None:
 )
 def test_other_formats_are_not_taken_for_it(text: str) -> None:
     assert not looks_like(text)
+
+
+def test_a_recorded_log_gives_the_jobs_sacct_gives(fixtures: Path) -> None:
+    """The real log of Slurm 22.05 and the sacct dump of the same jobs (record-jobcomp.sh):
+    a name with spaces, an array's two tasks, a failure, a GPU job, one cancelled while
+    pending; the same job ids, states, times, CPUs and GPUs."""
+    log, dump = fixtures / "jobcomp.log", fixtures / "jobcomp_sacct.txt"
+    assert sniff(log) == "jobcomp" and sniff(dump) == "sacct"
+    a, b = load([log]).jobs, load([dump]).jobs
+    cols = ["job_id", "submission_id", "user", "partition", "name", "state", "submit",
+            "start", "end", "elapsed_s", "gpus", "exit_code"]  # fmt: skip
+    assert a.select(cols).sort("job_id").equals(b.select(cols).sort("job_id"))
+    started = pl.col("start").is_not_null()
+    assert a.filter(started).sort("job_id")["cpus"].equals(b.filter(started).sort("job_id")["cpus"])
+    assert "jc name with spaces" in a["name"].to_list()
+    assert a.filter(pl.col("name") == "jc-cancel")["start"].to_list() == [None]

@@ -97,6 +97,8 @@ def parse_line(line: str) -> dict[str, str] | None:
     for key in ("start", "end", "submit", "eligible"):
         if out.get(key) in ("Unknown", "None", ""):
             out[key] = ""
+    if out.get("nodelist") in ("(null)", ""):  # never allocated (cancelled while pending)
+        out["nodelist"] = "None assigned"
     out["elapsedraw"] = _elapsed(out.get("start", ""), out.get("end", ""))
     return out
 
