@@ -553,8 +553,12 @@ def _tags(prog: str, args: list[str], eff: Effective, b: Builder) -> set[str]:
             or any(not a.startswith("-") for a in args)
         ) and args != ["-l"]:
             tags.add("persistence")
-    elif prog in ("at", "batch", "systemd-run") or (prog == "loginctl" and "enable-linger" in args):
+    elif prog in ("batch", "systemd-run") or (prog == "loginctl" and "enable-linger" in args):
         tags.add("persistence")
+    elif prog == "at":
+        # at -l/-c/-r/-d list, print and remove queued jobs (atq, atrm); the rest queues one
+        if not any(a in ("-l", "-c", "-r", "-d", "-V", "--help", "--version") for a in args):
+            tags.add("persistence")
     elif prog == "strigger" and "--set" in args:
         tags.add("persistence")  # a program Slurm runs on a later event
     elif prog == "chmod":

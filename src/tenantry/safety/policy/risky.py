@@ -47,6 +47,13 @@ GIT_COMMAND_KEYS = frozenset({"core.pager", "core.editor", "core.sshcommand", "c
                               "core.hookspath", "sequence.editor", "diff.external",
                               "credential.helper", "pager.log", "pager.diff", "gpg.program",
                               "core.askpass", "uploadpack.packobjectshook"})  # fmt: skip
+# the editor and pager settings, and the values that only name a well-known program
+_GIT_VIEWER_KEYS = frozenset({"core.pager", "core.editor", "sequence.editor", "pager.log",
+                              "pager.diff"})  # fmt: skip
+_PLAIN_VIEWER = re.compile(
+    r"(vim?|nvim|gvim -f|nano|pico|micro|emacs(client)?( -nw| -t)?|mg|ed|joe|kak|hx|helix|"
+    r"code( --wait| -w)?|subl -w|less( -[A-Za-z]+)*|more|most|cat|delta|diff-so-fancy|bat)"
+)
 # stored by ``git config``, these also steer what later git commands run or where they
 # send their traffic: per-name commands, included files of settings, URL rewrites
 _GIT_STEERING_KEY = re.compile(
@@ -249,6 +256,8 @@ def git_config_file(args: list[str], cwd: str, home: str) -> str | None:
     alias = key.lower().startswith("alias.") and value.lstrip().startswith("!")
     if not (key.lower() in GIT_COMMAND_KEYS or _GIT_STEERING_KEY.match(key) or alias):
         return None
+    if key.lower() in _GIT_VIEWER_KEYS and _PLAIN_VIEWER.fullmatch(value.strip()):
+        return None  # a well-known editor or pager by name: nothing planted
     if where == "--global":
         return posixpath.join(home, ".gitconfig")
     if where == "--system":
