@@ -279,25 +279,24 @@ def scan_file(
     path = os.path.join(root, rel)
     name = rel.rpartition("/")[2]
     now_ns = time.time_ns()
-    if known is not None:
+    hidden = secret(path)
+    if known is not None or hidden:
         try:
             st = os.lstat(path)
         except OSError:
             return None, 1
         if not stat.S_ISREG(st.st_mode):
             return None, 1
-        if (st.st_size, st.st_mtime_ns, st.st_mode) == (known.size, known.mtime_ns, known.mode):
-            found = Found(name, "f", st.st_size, st.st_mtime_ns, st.st_mode, text_state=-1)
+        same = known is not None and (st.st_size, st.st_mtime_ns, st.st_mode) == (
+            known.size,
+            known.mtime_ns,
+            known.mode,
+        )
+        if hidden or same:  # a credential is never read; an unchanged file keeps its text
+            state = TEXT_SECRET if hidden else -1
+            found = Found(name, "f", st.st_size, st.st_mtime_ns, st.st_mode, text_state=state)
             found.racy = now_ns - st.st_mtime_ns < int(RACY_S * 1e9)
             return found, 1
-    if secret(path):
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return None, 1
-        if not stat.S_ISREG(st.st_mode):
-            return None, 1
-        return Found(name, "f", st.st_size, st.st_mtime_ns, st.st_mode, text_state=TEXT_SECRET), 1
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
