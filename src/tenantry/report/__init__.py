@@ -17,6 +17,7 @@ __all__ = [
     "files",
     "ingest_jobcomp",
     "ingest_json",
+    "ingest_pbs",
     "ingest_sacct",
     "ingest_swf",
     "ingest_telemetry",

@@ -23,6 +23,8 @@ inputs (format detected from the content; force with --input-format):
   sacct --json output      Slurm 22.05 and newer shapes
   job completion log       JobCompType=jobcomp/filetxt's JobCompLoc (slurmctld's local
                            times: say --dump-tz ZONE); no comments, so no Tenantry tags
+  PBS accounting log       PBS Pro / OpenPBS / TORQUE server_priv/accounting/YYYYMMDD
+                           (Q, E, D, A records; epoch times)
   SWF trace                Standard Workload Format (Parallel Workloads Archive), or
                            extended SWF (extra columns, absolute epoch times)
   tenantry.db              Tenantry's own store (read-only): sessions, commands, jobs
@@ -82,8 +84,8 @@ SIM_ABOUT = (
     "Write a realistic accounting trace of human and agent users, with "
     "ground-truth labels; calibrated to the paper's facility by default."
 )
-INPUT_FORMATS = ("auto", "sacct", "json", "swf", "jobcomp", "telemetry", "claude", "codex",
-                 "gemini")  # fmt: skip
+INPUT_FORMATS = ("auto", "sacct", "json", "swf", "jobcomp", "pbs", "telemetry", "claude",
+                 "codex", "gemini")  # fmt: skip
 
 
 def register(sub: Any) -> None:

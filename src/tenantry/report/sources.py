@@ -23,6 +23,7 @@ from tenantry.core.errors import IngestError
 from tenantry.report import (
     ingest_jobcomp,
     ingest_json,
+    ingest_pbs,
     ingest_sacct,
     ingest_swf,
     ingest_telemetry,
@@ -31,7 +32,9 @@ from tenantry.report import (
 from tenantry.report.files import read_bytes
 from tenantry.report.schema import Dataset
 
-KINDS = ("auto", "sacct", "json", "swf", "jobcomp", "telemetry", *ingest_transcripts.KINDS)
+KINDS = (
+    "auto", "sacct", "json", "swf", "jobcomp", "pbs", "telemetry", *ingest_transcripts.KINDS
+)  # fmt: skip
 Progress = Callable[[int], None]
 
 
@@ -48,6 +51,8 @@ def sniff(path: Path) -> str:
         return "json"
     if ingest_jobcomp.looks_like(text):
         return "jobcomp"
+    if ingest_pbs.looks_like(text):
+        return "pbs"
     if ingest_sacct.looks_like(text):
         return "sacct"
     if ingest_swf.looks_like(text):
@@ -55,9 +60,9 @@ def sniff(path: Path) -> str:
     raise IngestError(
         f"{path}: not a format the report reads",
         hint="give a sacct --parsable2 (or --parsable) dump, sacct --json output, Slurm's "
-        "job completion log (jobcomp/filetxt), an SWF trace, a Tenantry store (tenantry.db), "
-        "an agent transcript (Claude Code, Codex, Gemini CLI) or a timestamped shell "
-        "history; force one with --input-format",
+        "job completion log (jobcomp/filetxt), a PBS accounting log, an SWF trace, a "
+        "Tenantry store (tenantry.db), an agent transcript (Claude Code, Codex, Gemini CLI) "
+        "or a timestamped shell history; force one with --input-format",
     )
 
 
@@ -86,6 +91,8 @@ def load(
             part = ingest_swf.read_swf(p, tz=tz)
         elif k == "jobcomp":
             part = ingest_jobcomp.read_jobcomp(p, tz=tz)
+        elif k == "pbs":
+            part = ingest_pbs.read_pbs(p, tz=tz)
         elif k == "telemetry":
             part = ingest_telemetry.read_telemetry(p)
         elif k in ingest_transcripts.KINDS:
