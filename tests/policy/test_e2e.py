@@ -148,3 +148,20 @@ def test_an_agent_cannot_stop_the_daemon_or_pipe_code_into_python(
     assert not marker.exists()
     r = daemon.cli("run", "--", "pgrep", "-f", "tenantry", env=CLAUDE, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr  # looking is allowed, and the daemon is still there
+
+
+def test_index_queries_keep_the_read_scope(daemon: Daemon, tmp_path: Path) -> None:
+    """An agent's ``tenantry find``/``grep``/``index add`` of a key directory is judged
+    as the same read with ``ls`` or ``grep`` would be: refused by rule before any work."""
+    keys_dir = tmp_path / "copy" / ".ssh"  # a key directory anywhere keeps its class
+    keys_dir.mkdir(parents=True)
+    keys = str(keys_dir)
+    for args in (["find", keys], ["grep", "BEGIN", keys], ["index", "add", keys]):
+        r = daemon.cli(*args, "--json", env=CLAUDE, cwd=str(tmp_path))
+        assert r.returncode == 77, (args, r.stdout, r.stderr)
+        assert json.loads(r.stdout)["error"]["details"]["rule"] == "agent-no-credentials", args
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.py").write_text("x = 1\n")
+    r = daemon.cli("index", "add", str(work), "--json", env=CLAUDE, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr  # an ordinary tree is the agent's to index

@@ -633,6 +633,11 @@ def build(principal: Principal, action: str, params: dict[str, Any], env: Env) -
     else:
         name = str(params.get("name") or params.get("op") or params.get("query") or action)
         b.target(action, name[:200], b.ctx())
+        where = params.get("path")
+        if action in ("index_query", "index_build") and isinstance(where, str) and where:
+            # the index reads (crawls, answers from) that tree as the user: the same read
+            # scope as ``find``/``grep`` there (credentials' text never enters the index)
+            b.path("read_path", where, b.ctx())
     return b.out
 
 
