@@ -244,3 +244,30 @@ async def test_logs_of_an_array_show_every_task(tmp_path: Path) -> None:
         assert out["text"].index("task 2 says") < out["text"].index("task 10 says")
         one = await svc.logs(ALICE, job.id, task="2")
         assert one["text"] == "task 2 says hi"
+
+
+async def test_logs_never_follow_a_link_planted_as_the_output(tmp_path: Path) -> None:
+    """An output file replaced by a link (to a key, or anywhere) is not read through."""
+    from tenantry.backends.fake import FakeBackend
+    from tenantry.core.errors import PermissionDenied, UsageError
+
+    async with open_runtime(_settings(tmp_path), FakeBackend()) as rt:
+        svc = rt.component("jobs", JobService)
+        spec = JobSpec(script="/w/a.sh", script_text="#!/bin/sh\n", cwd="/w")
+        job, _, _ = await svc.submit(ALICE, spec)
+        keys = tmp_path / "copy" / ".ssh"
+        keys.mkdir(parents=True)
+        (keys / "id_ed25519").write_text("PRIVATE KEY\n")
+        (tmp_path / "notes.txt").write_text("elsewhere\n")
+        out = tmp_path / "slurm-7.out"
+        svc.cache[job.id].output = str(out)
+        out.symlink_to(keys / "id_ed25519")
+        with pytest.raises(PermissionDenied, match="credential"):
+            await svc.logs(ALICE, job.id)
+        out.unlink()
+        out.symlink_to(tmp_path / "notes.txt")
+        with pytest.raises(UsageError, match="symbolic link"):
+            await svc.logs(ALICE, job.id)
+        out.unlink()
+        out.write_text("the job's own words\n")
+        assert (await svc.logs(ALICE, job.id))["text"] == "the job's own words"

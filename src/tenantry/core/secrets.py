@@ -2,13 +2,16 @@
 
 The policy refuses agents the files these patterns name; the index does not
 store their text (so ``tenantry grep`` never serves a key, and no copy of one
-sits in the index's database). Pure: no files, no processes.
+sits in the index's database), and the job service does not read a job's output
+where it resolves to one. Pure but for ``own_home`` (the password database).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
+import pwd
 import re
 from functools import lru_cache
 
@@ -118,3 +121,13 @@ def is_secret_file(path: str, home: str = "") -> bool:
     if not SECRET_DIRS.isdisjoint(path.split("/")):
         return True
     return bool(home) and home != "/" and bool(_home_regex(home.rstrip("/")).match(path))
+
+
+@lru_cache(maxsize=1)
+def own_home() -> str:
+    """This process's user's home from the password database (not ``$HOME``, which
+    whoever started the process chose)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import errno
 import os
-import pwd
 import stat
 import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from tenantry.core.secrets import is_secret_file
+from tenantry.core.secrets import is_secret_file, own_home
 from tenantry.index.changes import COOKIE_PREFIX
 from tenantry.index.ignore import IGNORE_FILES, Rules, compile_rules, is_ignored
 
@@ -37,19 +35,9 @@ TEXT_NONE, TEXT_INDEXED, TEXT_BINARY, TEXT_TOO_LARGE, TEXT_UNREADABLE = 0, 1, 2,
 TEXT_SECRET = 5  # a credential's file: never read
 
 
-@lru_cache(maxsize=1)
-def _home() -> str:
-    """The daemon's user's home from the password database (not ``$HOME``, which
-    whoever started the daemon chose)."""
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return ""
-
-
 def secret(path: str) -> bool:
     """Is the file at absolute ``path`` a credential whose text the index keeps out?"""
-    return is_secret_file(path, _home())
+    return is_secret_file(path, own_home())
 
 
 RACY_S = 2.0  # a timestamp this fresh may hide a change made in the same clock tick

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -24,12 +26,14 @@ from tenantry.backends.base import Recoverable, Submitted
 from tenantry.core.errors import (
     BackendError,
     NotFound,
+    PermissionDenied,
     TenantryError,
     Unavailable,
     UsageError,
 )
 from tenantry.core.events import Event, EventType
 from tenantry.core.models import Job, JobSpec, JobState, Principal
+from tenantry.core.secrets import is_secret_file, own_home
 from tenantry.core.tasks import TaskGroup
 from tenantry.jobs.environment import job_environment
 
@@ -637,8 +641,15 @@ class JobService:
 
     @staticmethod
     def _read_tail(path: str, tail: int) -> dict[str, Any]:
+        if is_secret_file(os.path.realpath(path), own_home()):
+            raise PermissionDenied(
+                f"{path} resolves to a credential file: a job's output is not read there",
+                hint="Slurm writes output to a regular file; see where the link points",
+            )
         try:
-            with Path(path).open("rb") as f:
+            # a regular file Slurm wrote, never a link planted in its place
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as f:
                 f.seek(0, 2)
                 size = f.tell()
                 f.seek(max(0, size - LOG_CAP))
@@ -653,6 +664,12 @@ class JobService:
                 "origin": "job-output",
             }
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UsageError(
+                    f"{path} is a symbolic link: Tenantry reads job output only from the file"
+                    " Slurm wrote",
+                    hint="read the link's target yourself, or give the job a real --output",
+                ) from exc
             raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
         lines = data.decode("utf-8", errors="replace").splitlines()
         cut = tail > 0 and len(lines) > tail
