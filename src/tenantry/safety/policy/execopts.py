@@ -104,7 +104,7 @@ COMMAND_VARS = frozenset({"GIT_SSH_COMMAND", "GIT_SSH", "GIT_PAGER", "GIT_EDITOR
                           "GIT_PROXY_COMMAND", "SSH_ASKPASS", "SUDO_ASKPASS", "PAGER",
                           "MANPAGER", "SYSTEMD_PAGER", "LESSOPEN", "LESSCLOSE", "EDITOR",
                           "VISUAL", "FCEDIT", "RSYNC_RSH", "CVS_RSH", "RSH", "BROWSER",
-                          "TAR_RSH", "PSQL_PAGER", "PSQL_EDITOR", "MYSQL_PS1"})  # fmt: skip
+                          "TAR_RSH", "PSQL_PAGER", "PSQL_EDITOR"})  # fmt: skip
 
 
 def env_commands(env: dict[str, str]) -> list[str]:
@@ -112,7 +112,7 @@ def env_commands(env: dict[str, str]) -> list[str]:
     (``GIT_SSH_COMMAND='sh -c x'``, ``LESSOPEN='|cmd %s'``)."""
     out: list[str] = []
     for name, value in env.items():
-        if name in COMMAND_VARS and name != "MYSQL_PS1":
+        if name in COMMAND_VARS:
             text = value.lstrip("|-").replace("%s", "file")
             if text.strip():
                 out.append(text)
@@ -123,7 +123,7 @@ def _client_shell(
     text: str, out: Embedded, prog: str, *, escapes: tuple[str, ...], pipes: tuple[str, ...]
 ) -> None:
     """A database shell's commands that run programs: ``\\! CMD`` (psql, mysql),
-    ``.shell CMD`` (sqlite3); output sent to ``|CMD`` cannot be read and is opaque."""
+    ``.shell CMD`` (sqlite3), and output sent to a program (``\\o |CMD``, ``.once |CMD``)."""
     for line in re.split(r"[\n;]", text):
         body = line.strip()
         for esc in escapes:
