@@ -188,7 +188,7 @@ _UPDATE_FIELDS = {"timelimit": "time", "timemin": "time-min", "qos": "qos",
                   "partition": "partition", "account": "account", "numnodes": "nodes",
                   "reqnodes": "nodes", "numtasks": "ntasks", "reqprocs": "ntasks",
                   "numcpus": "ntasks", "mincpusnode": "mincpus", "cpuspertask": "cpus-per-task",
-                  "gres": "gres", "tresperjob": "gpus", "tres": "gres", "nice": "nice",
+                  "gres": "gres", "nice": "nice",
                   "priority": "priority", "features": "constraint", "reservation":
                   "reservation", "mailuser": "mail-user", "mailtype": "mail-type",
                   "name": "job-name", "wckey": "wckey",
@@ -203,7 +203,8 @@ _UPDATE_FIELDS = {"timelimit": "time", "timemin": "time-min", "qos": "qos",
 def update_options(fields: list[str]) -> list[str]:
     """``scontrol update jobid=N TimeLimit=.. QOS=..`` as the sbatch options of the
     job after the change (``--time=..``, ``--qos=..``); fields sbatch has no word for are
-    left to Slurm. ``TresPerNode=gres/gpu:4`` is ``--gres=gpu:4``."""
+    left to Slurm. ``TresPerNode=gres/gpu:4`` is ``--gres=gpu:4``, ``TresPerJob=gres/gpu:8``
+    ``--gpus=8``."""
     out: list[str] = []
     for f in fields:
         key, eq, value = f.partition("=")
@@ -212,6 +213,8 @@ def update_options(fields: list[str]) -> list[str]:
             continue
         if k == "trespernode":
             out.append("--gres=" + value.removeprefix("gres/"))
+        elif k == "tresperjob" and value.startswith("gres/gpu"):
+            out.append("--gpus=" + value.removeprefix("gres/gpu").lstrip(":="))
         elif k == "contiguous":
             if value.lower() in ("1", "yes", "true"):
                 out.append("--contiguous")
