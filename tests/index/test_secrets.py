@@ -99,3 +99,10 @@ async def test_text_an_older_crawl_kept_is_purged_at_start(
         assert {h["path"] for h in hits} == {str(root / "src/app.py")}
     finally:
         await svc.aclose()
+
+
+def test_every_home_location_is_a_dot_entry() -> None:
+    """``is_secret_file`` skips the home's patterns for paths not under a dot-entry."""
+    from tenantry.core.secrets import HOME_SECRETS
+
+    assert all(rel.startswith(".") for rel in HOME_SECRETS)

@@ -120,7 +120,11 @@ def is_secret_file(path: str, home: str = "") -> bool:
         return True
     if not SECRET_DIRS.isdisjoint(path.split("/")):
         return True
-    return bool(home) and home != "/" and bool(_home_regex(home.rstrip("/")).match(path))
+    home = home.rstrip("/")
+    if not home or not path.startswith(home + "/"):
+        return False
+    # every home location is a dot-entry of the home (``.kube/config``, ``.netrc``)
+    return path[len(home) + 1 : len(home) + 2] == "." and bool(_home_regex(home).match(path))
 
 
 @lru_cache(maxsize=1)
