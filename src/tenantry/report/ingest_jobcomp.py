@@ -26,8 +26,6 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-import polars as pl
-
 from tenantry.report import ingest_sacct
 from tenantry.report.files import read_text
 from tenantry.report.schema import Dataset, IngestStats, Unreadable
@@ -138,13 +136,7 @@ def read_jobcomp(path: str | Path, *, tz: str | None = None) -> Dataset:
         rows.append(rec)
     if not rows:
         return Dataset(stats=[stats])
-    names = sorted({k for r in rows for k in r})
-    raw = pl.DataFrame(
-        [[r.get(k, "") for k in names] for r in rows],
-        schema=dict.fromkeys(names, pl.String),
-        orient="row",
-    )
-    jobs, _ = ingest_sacct.normalize(raw, p.name, tz)
+    jobs = ingest_sacct.from_rows(rows, p.name, tz)
     stats.records = jobs.height
     stats.notes.append(
         "a job completion log has no job comments or submit lines: Tenantry's tags are not"

@@ -24,8 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import polars as pl
-
 from tenantry.report import ingest_sacct
 from tenantry.report.files import read_text
 from tenantry.report.schema import Dataset, IngestStats, Unreadable
@@ -211,11 +209,7 @@ def read_pbs(path: str | Path, *, tz: str | None = None) -> Dataset:
             rows.append(row)
     if not rows:
         return Dataset(stats=[stats])
-    names = list(rows[0])
-    raw = pl.DataFrame(
-        [[r[k] for k in names] for r in rows], schema=dict.fromkeys(names, pl.String), orient="row"
-    )
-    jobs, _ = ingest_sacct.normalize(raw, p.name, None)
+    jobs = ingest_sacct.from_rows(rows, p.name, None)
     stats.records = jobs.height
     stats.notes.append(
         "a PBS accounting log has no Tenantry tags: agents are told apart by behaviour only"

@@ -300,6 +300,17 @@ class _Lines:
         return self._lines[i].rstrip("\r")
 
 
+def from_rows(rows: list[dict[str, str]], source: str, tz: str | None) -> pl.DataFrame:
+    """Records another reader made under sacct's field names -> the job table."""
+    names = sorted({k for r in rows for k in r})
+    raw = pl.DataFrame(
+        [[r.get(k, "") for k in names] for r in rows],
+        schema=dict.fromkeys(names, pl.String),
+        orient="row",
+    )
+    return normalize(raw, source, tz)[0]
+
+
 def normalize(raw: pl.DataFrame, source: str, tz: str | None) -> tuple[pl.DataFrame, int]:
     """Raw sacct columns (lower-case names, strings) -> the job table; (jobs, steps skipped)."""
     cols = set(raw.columns)

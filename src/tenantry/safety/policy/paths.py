@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tenantry.core.models import field_values
-from tenantry.core.secrets import HOME_SECRETS, SECRET_NAMES
+from tenantry.core.secrets import HOME_SECRETS, SECRET_DIRS, SECRET_NAMES
 from tenantry.safety.policy.observed import look
 
 # Look-alikes NFKC does not fold (Cyrillic, Greek, slashes, dots).
@@ -259,8 +259,8 @@ def _credential(path: str, ctx: PathContext, glob: bool) -> bool:
         return True
     if glob and _glob_covers_any(path, _probes(ctx.home, ctx.homes_root)):
         return True
-    # a secret directory anywhere below a home (e.g. a copied ~/.ssh) keeps its class
-    return "/.ssh/" in path + "/" or "/.gnupg/" in path + "/" or "/.aws/" in path + "/"
+    # a secret directory anywhere (e.g. a copied ~/.ssh) keeps its class
+    return not SECRET_DIRS.isdisjoint(path.split("/"))
 
 
 def _under(path: str, root: str) -> bool:
