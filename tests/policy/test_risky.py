@@ -302,3 +302,22 @@ def test_chmod_grants(args: list[str], grants: set[str], paths: list[str], recur
 )
 def test_setfacl_grants(args: list[str], others: bool) -> None:
     assert risky.setfacl_grants(args, "alice") == (others, ["d"])
+
+
+@pytest.mark.parametrize(
+    ("prog", "args", "targets"),
+    [
+        ("wget", ["-qO", "/tmp/x", "https://h/x"], ["/tmp/x"]),
+        ("wget", ["-O/tmp/y", "https://h/x"], ["/tmp/y"]),
+        ("wget", ["--output-document=z", "https://h/x"], ["z"]),
+        ("wget", ["https://h/dir/tool.sh?v=1"], ["tool.sh"]),  # named after the URL
+        ("wget", ["-P", "/tmp", "https://h/"], ["/tmp/index.html"]),
+        ("wget", ["-qO-", "https://h/x"], []),  # standard output
+        ("curl", ["-sSLo", "/tmp/x", "https://h"], ["/tmp/x"]),
+        ("curl", ["--output", "f", "https://h"], ["f"]),
+        ("curl", ["-sSLO", "https://h/a/b.tgz"], ["b.tgz"]),
+        ("curl", ["-s", "https://h/x"], []),
+    ],
+)
+def test_download_targets(prog: str, args: list[str], targets: list[str]) -> None:
+    assert risky.download_targets(prog, args) == targets

@@ -387,7 +387,9 @@ class Builder:
         self, action: str, info: PathInfo, ctx: dict[str, Any], *, tree: bool = False
     ) -> None:
         attrs = info.attrs()
-        attrs["startup"] = _startup(info.path, self.user.home)
+        attrs["startup"] = _startup(info.path, self.user.home) or (
+            action == "write_path" and _shadows(info.path, self.user.home)
+        )
         attrs["secret_tree"] = tree
         self.add(action, "Path", attrs, ctx, label=info.raw)
 
@@ -434,6 +436,21 @@ def _protected_spellings(
 def _named(raw: str, b: Builder) -> str:
     """The absolute path a word names, ``~`` and ``$HOME`` expanded, links not followed."""
     return posixpath.normpath(expand(raw, b.pctx))
+
+
+_HOME_BINS = ("bin", ".local/bin")
+_SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/sbin", "/usr/local/bin")
+
+
+def _shadows(path: str, home: str) -> bool:
+    """Is ``path`` a program in the home's ``bin`` or ``.local/bin`` named like one the
+    system has (``~/.local/bin/ls``, ``~/bin/git``)? The human's shell would run it in
+    that program's place."""
+    parent, _, name = path.rpartition("/")
+    home = home.rstrip("/")
+    if not name or parent not in tuple(f"{home}/{d}" for d in _HOME_BINS):
+        return False
+    return any(look(os.path.exists, f"{d}/{name}") for d in _SYSTEM_BINS)
 
 
 # directories of the home whose contents run as the user: whoever may write them may

@@ -523,3 +523,39 @@ def setfacl_grants(args: list[str], user: str) -> tuple[bool, list[str]]:
             continue
         return True, paths
     return False, paths
+
+
+def _url_name(url: str) -> str:
+    """The file name a URL's path ends in (``index.html`` for a directory), as wget names it."""
+    path = url.split("://", 1)[-1].split("?", 1)[0].split("#", 1)[0]
+    name = path.rsplit("/", 1)[-1] if "/" in path else ""
+    return name or "index.html"
+
+
+def download_targets(prog: str, args: list[str]) -> list[str]:
+    """Files ``curl``/``wget`` write what they fetch into (``-o F``, ``-sSLo F``, ``-qO F``,
+    ``--output=F``, curl's ``-O`` and wget's default: the URL's own file name, under
+    ``-P DIR``); ``-`` (standard output) is none."""
+    out: list[str] = []
+    flag = "o" if prog == "curl" else "O"
+    longs = ("--output",) if prog == "curl" else ("--output-document",)
+    urls = [a for a in args if "://" in a and not a.startswith("-")]
+    named = remote = False
+    prefix = ""
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        name, eq, value = a.partition("=")
+        if name in longs:
+            out.append(value if eq else nxt)
+            named = True
+        elif a.startswith("-") and not a.startswith("--") and flag in a[1:]:
+            # the option's value: the rest of the cluster, else the next argument
+            out.append(a[a.index(flag, 1) + 1 :] or nxt)
+            named = True
+        elif prog == "curl" and (a == "--remote-name" or (a.startswith("-") and "O" in a[1:])):
+            remote = True
+        elif prog == "wget" and (a in ("-P", "--directory-prefix") or name == "--directory-prefix"):
+            prefix = value if eq else nxt
+    if (prog == "wget" and not named) or remote:
+        out.extend(posixpath.join(prefix, _url_name(u)) if prefix else _url_name(u) for u in urls)
+    return [t for t in out if t and t != "-"]

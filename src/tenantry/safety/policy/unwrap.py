@@ -321,9 +321,7 @@ class _Unwrapper:
         elif prog in ("cp", "mv", "install", "rsync", "scp") and args:
             targets = [args[-1]]
         elif prog in ("curl", "wget"):
-            for i, a in enumerate(args[:-1]):
-                if a in ("-o", "-O", "--output", "--output-document"):
-                    targets.append(args[i + 1])
+            targets = risky.download_targets(prog, args)
         for t in targets:
             content = eff.stdin_text if prog == "tee" else None
             self.written[self.abspath(t)] = content
@@ -685,7 +683,7 @@ class _Unwrapper:
         stdin_dynamic: bool,
     ) -> None:
         i = 0
-        command_flag = False
+        command_flag = from_input = False
         while i < len(args):
             a = args[i]
             if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
@@ -697,6 +695,8 @@ class _Unwrapper:
             if (a.startswith("-") and len(a) > 1) or (a.startswith("+") and len(a) > 1):
                 if not a.startswith("--") and "c" in a[1:]:
                     command_flag = True
+                if not a.startswith("--") and "s" in a[1:]:
+                    from_input = True  # -s: commands from the input, the rest are $1...
                 i += 1
                 continue
             break
@@ -709,7 +709,7 @@ class _Unwrapper:
                 return
             self.shell_text(args[i], via, source, d)
             return
-        if i < len(args):
+        if i < len(args) and not from_input:
             self.script_file(args[i:], adyn[i:], via, "script", d, stdin)
             return
         if stdin is not None:
