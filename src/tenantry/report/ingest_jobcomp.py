@@ -134,12 +134,10 @@ def read_jobcomp(path: str | Path, *, tz: str | None = None) -> Dataset:
             )
             continue
         rows.append(rec)
-    if not rows:
-        return Dataset(stats=[stats])
-    jobs = ingest_sacct.from_rows(rows, p.name, tz)
-    stats.records = jobs.height
-    stats.notes.append(
+    return ingest_sacct.from_rows(
+        rows,
+        stats,
+        tz,
         "a job completion log has no job comments or submit lines: Tenantry's tags are not"
-        " in it, so agents are told apart by behaviour only"
+        " in it, so agents are told apart by behaviour only",
     )
-    return Dataset(jobs=jobs, stats=[stats])

@@ -207,11 +207,9 @@ def read_pbs(path: str | Path, *, tz: str | None = None) -> Dataset:
         row = record(kind, job, {**first, **kv}, when, tz)
         if row is not None:
             rows.append(row)
-    if not rows:
-        return Dataset(stats=[stats])
-    jobs = ingest_sacct.from_rows(rows, p.name, None)
-    stats.records = jobs.height
-    stats.notes.append(
-        "a PBS accounting log has no Tenantry tags: agents are told apart by behaviour only"
+    return ingest_sacct.from_rows(
+        rows,
+        stats,
+        None,
+        "a PBS accounting log has no Tenantry tags: agents are told apart by behaviour only",
     )
-    return Dataset(jobs=jobs, stats=[stats])

@@ -300,15 +300,21 @@ class _Lines:
         return self._lines[i].rstrip("\r")
 
 
-def from_rows(rows: list[dict[str, str]], source: str, tz: str | None) -> pl.DataFrame:
-    """Records another reader made under sacct's field names -> the job table."""
+def from_rows(rows: list[dict[str, str]], stats: IngestStats, tz: str | None, note: str) -> Dataset:
+    """Records another reader made under sacct's field names -> its :class:`Dataset`, with
+    ``note`` (what the format lacks) among the input's notes when it read any."""
+    if not rows:
+        return Dataset(stats=[stats])
     names = sorted({k for r in rows for k in r})
     raw = pl.DataFrame(
         [[r.get(k, "") for k in names] for r in rows],
         schema=dict.fromkeys(names, pl.String),
         orient="row",
     )
-    return normalize(raw, source, tz)[0]
+    jobs = normalize(raw, Path(stats.source).name, tz)[0]
+    stats.records = jobs.height
+    stats.notes.append(note)
+    return Dataset(jobs=jobs, stats=[stats])
 
 
 def normalize(raw: pl.DataFrame, source: str, tz: str | None) -> tuple[pl.DataFrame, int]:
